@@ -1,0 +1,18 @@
+module github.com/xpu-cdi/xpu-cdi
+
+go 1.26.8
+
+require (
+	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
+	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
+	github.com/opencontainers/runtime-spec v1.3.0 // indirect
+	github.com/pelletier/go-toml/v2 v2.4.3 // indirect
+	github.com/russross/blackfriday/v2 v2.1.0 // indirect
+	github.com/sirupsen/logrus v1.10.2 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/urfave/cli/v2 v2.27.7 // indirect
+	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	tags.cncf.io/container-device-interface v1.1.2 // indirect
+	tags.cncf.io/container-device-interface/specs-go v1.1.1 // indirect
+)
