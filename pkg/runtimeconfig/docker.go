@@ -1,0 +1,29 @@
+package runtimeconfig
+
+// Docker's daemon.json keys (docs.docker.com, dockerd reference):
+// "runtimes": {"<name>": {"path": "..."}}, "default-runtime", and for
+// Docker 25+ "features": {"cdi": true} and "cdi-spec-dirs".
+func (c *Configurator) dockerEdits() []edit {
+	o := c.o
+	edits := []edit{{key: []string{"runtimes", o.runtimeName}, value: map[string]any{"path": o.runtimePath}}}
+	if o.setAsDefault {
+		edits = append(edits, edit{key: []string{"default-runtime"}, value: o.runtimeName})
+	}
+	if o.enableCDI {
+		edits = append(edits,
+			edit{key: []string{"features", "cdi"}, value: true},
+			edit{key: []string{"cdi-spec-dirs"}, value: stringList(o.cdiSpecDirs)})
+	}
+	return edits
+}
+
+func (c *Configurator) configureDocker(p *Plan) error {
+	if c.o.enableCDI {
+		p.Notes = append(p.Notes, "docker: features.cdi needs Docker 25 or later (on by default from 28.2); Docker 20.10 ignores it and uses the xpu runtime instead")
+	}
+	return c.inPlaceConfigure(p, c.o.configPath, jsonFormat, c.dockerEdits())
+}
+
+func (c *Configurator) revertDocker(p *Plan) error {
+	return c.inPlaceRevert(p, c.o.configPath, jsonFormat)
+}
