@@ -1,0 +1,225 @@
+package ldcache
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
+	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
+)
+
+type options struct {
+	log logger.Interface
+}
+
+// Option configures Scan.
+type Option func(*options)
+
+// WithLogger sets the logger Scan reports skipped directories and files to.
+func WithLogger(l logger.Interface) Option { return func(o *options) { o.log = l } }
+
+// Scan finds the ELF shared objects that have a DT_SONAME in each of dirs
+// (paths inside root; not recursive) and returns cache entries for them the
+// way ldconfig builds them: the key is the SONAME, the path is dir/SONAME
+// when the directory has an entry of that name (usually the SONAME link),
+// else the file itself; when several files of a directory share a SONAME
+// and none is named by it, the one with the highest version (Libcmp) wins.
+// Entries come in the order of dirs, then by name. A missing directory is
+// skipped (and logged); other errors are returned.
+func Scan(root *rootfs.Root, dirs []string, opts ...Option) ([]Entry, error) {
+	o := options{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.log = logger.OrDiscard(o.log)
+	var entries []Entry
+	seen := make(map[string]bool, len(dirs))
+	for _, unsafeDir := range dirs {
+		dir := path.Clean("/" + unsafeDir)
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		found, err := scanDir(root, dir, o.log)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+				o.log.Warnf("library directory %s does not exist in %s: %v", dir, root.Path(), err)
+				continue
+			}
+			return nil, err
+		}
+		entries = append(entries, found...)
+	}
+	return entries, nil
+}
+
+// candidate reports whether ldconfig would look at a file of this name.
+func candidate(name string) bool {
+	return (strings.HasPrefix(name, "lib") || strings.HasPrefix(name, "ld-")) && strings.Contains(name, ".so")
+}
+
+func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, error) {
+	d, err := root.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	_ = d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading directory %s in %s: %w", dir, root.Path(), err)
+	}
+	slices.Sort(names)
+	present := make(map[string]bool, len(names))
+	for _, n := range names {
+		present[n] = true
+	}
+	type lib struct {
+		file  string
+		flags int32
+	}
+	bySoname := map[string]lib{}
+	var order []string
+	for _, name := range names {
+		if !candidate(name) {
+			continue
+		}
+		soname, flags, err := readLib(root, path.Join(dir, name))
+		if err != nil {
+			log.Debugf("not a shared library with a SONAME: %s: %v", path.Join(dir, name), err)
+			continue
+		}
+		if strings.ContainsRune(soname, '/') {
+			log.Warnf("ignoring %s: its SONAME %q contains a slash", path.Join(dir, name), soname)
+			continue
+		}
+		prev, ok := bySoname[soname]
+		if !ok {
+			order = append(order, soname)
+		}
+		if !ok || Libcmp(name, prev.file) > 0 {
+			bySoname[soname] = lib{file: name, flags: flags}
+		}
+	}
+	entries := make([]Entry, 0, len(order))
+	for _, soname := range order {
+		l := bySoname[soname]
+		file := l.file
+		if present[soname] {
+			file = soname
+		}
+		entries = append(entries, Entry{Name: soname, Path: path.Join(dir, file), Flags: l.flags})
+	}
+	return entries, nil
+}
+
+// readLib returns the SONAME and cache flags of the ELF shared object at
+// unsafePath inside root.
+func readLib(root *rootfs.Root, unsafePath string) (string, int32, error) {
+	f, err := root.OpenFile(unsafePath)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	return readSoname(f)
+}
+
+// readSoname reads the ELF headers from r: the file must be an ET_DYN object
+// with a DT_SONAME.
+func readSoname(r io.ReaderAt) (string, int32, error) {
+	ef, err := elf.NewFile(r)
+	if err != nil {
+		return "", 0, err
+	}
+	if ef.Type != elf.ET_DYN {
+		return "", 0, fmt.Errorf("ELF type %v, not a shared object", ef.Type)
+	}
+	sonames, err := ef.DynString(elf.DT_SONAME)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading DT_SONAME: %w", err)
+	}
+	if len(sonames) == 0 || sonames[0] == "" {
+		return "", 0, errors.New("no DT_SONAME")
+	}
+	var eflags uint32
+	var buf [4]byte
+	off := int64(0x24) // e_flags in Elf32_Ehdr
+	if ef.Class == elf.ELFCLASS64 {
+		off = 0x30
+	}
+	if _, err := r.ReadAt(buf[:], off); err != nil {
+		return "", 0, fmt.Errorf("reading e_flags: %w", err)
+	}
+	if ef.ByteOrder == binary.BigEndian {
+		eflags = binary.BigEndian.Uint32(buf[:])
+	} else {
+		eflags = binary.LittleEndian.Uint32(buf[:])
+	}
+	return sonames[0], cacheFlags(ef.Class, ef.Machine, eflags), nil
+}
+
+// cacheFlags returns the flags ldconfig records for an ELF object of this
+// class and machine (sysdeps/unix/sysv/linux/*/readelflib.c, dl-cache.h).
+func cacheFlags(class elf.Class, machine elf.Machine, eflags uint32) int32 {
+	is64 := class == elf.ELFCLASS64
+	f := FlagELFLibc6
+	switch machine {
+	case elf.EM_X86_64:
+		if is64 {
+			return f | FlagX8664Lib64
+		}
+		return f | FlagX8664LibX32
+	case elf.EM_AARCH64:
+		if is64 {
+			return f | FlagAArch64Lib64
+		}
+	case elf.EM_ARM:
+		const efARMABIFloatHard, efARMABIFloatSoft = 0x400, 0x200
+		switch {
+		case eflags&efARMABIFloatHard != 0:
+			return f | FlagARMLibHF
+		case eflags&efARMABIFloatSoft != 0:
+			return f | FlagARMLibSF
+		}
+	case elf.EM_PPC64:
+		if is64 {
+			return f | FlagPowerPCLib64
+		}
+	case elf.EM_S390:
+		if is64 {
+			return f | FlagS390Lib64
+		}
+	case elf.EM_SPARCV9:
+		if is64 {
+			return f | FlagSparcLib64
+		}
+	case elf.EM_IA_64:
+		if is64 {
+			return f | FlagIA64Lib64
+		}
+	case elf.EM_RISCV:
+		const efRISCVFloatABI, soft, double = 0x6, 0x0, 0x4
+		switch eflags & efRISCVFloatABI {
+		case soft:
+			return f | FlagRISCVFloatABISoft
+		case double:
+			return f | FlagRISCVFloatABIDouble
+		}
+	case elf.EM_LOONGARCH:
+		const efLArchABIMask, soft, double = 0x7, 0x1, 0x3
+		switch eflags & efLArchABIMask {
+		case soft:
+			return f | FlagLArchFloatABISoft
+		case double:
+			return f | FlagLArchFloatABIDouble
+		}
+	}
+	return f
+}

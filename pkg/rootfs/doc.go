@@ -1,0 +1,23 @@
+// Package rootfs opens files and directories inside a directory tree that
+// somebody else controls (a container image's root filesystem), so that no
+// path, symlink or ".." component in that tree can make the caller read,
+// create or replace anything outside it.
+//
+// Guarantees:
+//   - Every lookup resolves the untrusted path as if the root were "/"
+//     (openat2 RESOLVE_IN_ROOT, with filepath-securejoin's pathrs-lite as the
+//     fallback on kernels without openat2): absolute symlinks and ".." are
+//     clamped to the root. Magic links (/proc/self/...) are refused.
+//   - OpenFile returns only regular files and never opens a device node, FIFO
+//     or socket (the type is checked on an O_PATH handle first, and again on
+//     the opened file).
+//   - Files are created only by name relative to a directory handle that was
+//     resolved inside the root, with O_EXCL|O_NOFOLLOW, and moved into place
+//     with renameat: an existing symlink at the destination is replaced, never
+//     followed. WriteFileAtomic writes a temporary file, fsyncs it and renames
+//     it, so readers see either the old or the new content.
+//
+// It does not protect against a process that concurrently rewrites the tree
+// while we walk it beyond what the kernel's RESOLVE_IN_ROOT guarantees (the
+// results stay inside the root, but may mix old and new states).
+package rootfs

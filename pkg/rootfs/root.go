@@ -1,0 +1,216 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"golang.org/x/sys/unix"
+)
+
+// Root is an open handle on the top of a directory tree.
+type Root struct {
+	f    *os.File
+	path string
+}
+
+// Open opens the directory at hostPath (a trusted path on the host) as a root.
+func Open(hostPath string) (*Root, error) {
+	fd, err := unix.Open(hostPath, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening root directory %s: %w", hostPath, &os.PathError{Op: "open", Path: hostPath, Err: err})
+	}
+	return &Root{f: os.NewFile(uintptr(fd), hostPath), path: hostPath}, nil
+}
+
+// Close releases the root handle.
+func (r *Root) Close() error { return r.f.Close() }
+
+// Path returns the host path the root was opened with (for messages).
+func (r *Root) Path() string { return r.path }
+
+// Fd returns the root directory's file descriptor.
+func (r *Root) Fd() int { return int(r.f.Fd()) }
+
+const resolveFlags = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
+
+// openat2 opens unsafePath inside the root with flags. It falls back to
+// pathrs-lite where the kernel has no openat2 (or a seccomp filter hides it).
+func (r *Root) openat2(unsafePath string, flags int) (*os.File, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveFlags}
+	var err error
+	for range 16 {
+		var fd int
+		fd, err = unix.Openat2(r.Fd(), unsafePath, &how)
+		if err == nil {
+			return os.NewFile(uintptr(fd), path.Join(r.path, path.Clean("/"+unsafePath))), nil
+		}
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
+		return nil, &os.PathError{Op: "openat2", Path: unsafePath, Err: err}
+	}
+	h, err := pathrs.OpenatInRoot(r.f, unsafePath)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	if flags&unix.O_PATH != 0 {
+		return pathrs.Reopen(h, unix.O_PATH)
+	}
+	if flags&unix.O_DIRECTORY != 0 {
+		fd, err := unix.Openat(int(h.Fd()), ".", flags|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "openat", Path: unsafePath, Err: err}
+		}
+		return os.NewFile(uintptr(fd), h.Name()), nil
+	}
+	return pathrs.Reopen(h, flags)
+}
+
+// OpenDir opens the directory at unsafePath inside the root for reading and
+// for use as the base of the *at calls below.
+func (r *Root) OpenDir(unsafePath string) (*os.File, error) {
+	f, err := r.openat2(unsafePath, unix.O_DIRECTORY|unix.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("opening directory %s in root %s: %w", unsafePath, r.path, err)
+	}
+	return f, nil
+}
+
+// ErrNotRegular is returned by OpenFile for anything but a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// OpenFile opens the regular file at unsafePath inside the root for reading.
+// Symlinks are followed, inside the root.
+func (r *Root) OpenFile(unsafePath string) (*os.File, error) {
+	h, err := r.openat2(unsafePath, unix.O_PATH)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s in root %s: %w", unsafePath, r.path, err)
+	}
+	var before unix.Stat_t
+	err = unix.Fstat(int(h.Fd()), &before)
+	_ = h.Close()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s in root %s: %w", unsafePath, r.path, err)
+	}
+	if before.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("opening %s in root %s: %w (mode %#o)", unsafePath, r.path, ErrNotRegular, before.Mode&unix.S_IFMT)
+	}
+	f, err := r.openat2(unsafePath, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s in root %s: %w", unsafePath, r.path, err)
+	}
+	var after unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &after); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("stat %s in root %s: %w", unsafePath, r.path, err)
+	}
+	if after.Dev != before.Dev || after.Ino != before.Ino {
+		_ = f.Close()
+		return nil, fmt.Errorf("opening %s in root %s: file replaced while opening it", unsafePath, r.path)
+	}
+	return f, nil
+}
+
+// MkdirAll returns a handle on the directory unsafePath inside the root,
+// creating it and its missing parents (mode perm) inside the root.
+func (r *Root) MkdirAll(unsafePath string, perm os.FileMode) (*os.File, error) {
+	d, err := r.OpenDir(unsafePath)
+	if err == nil || !errors.Is(err, unix.ENOENT) {
+		return d, err
+	}
+	d, err = pathrs.MkdirAllHandle(r.f, unsafePath, perm)
+	if err != nil {
+		return nil, fmt.Errorf("creating directory %s in root %s: %w", unsafePath, r.path, err)
+	}
+	return d, nil
+}
+
+var tmpCounter atomic.Uint64
+
+// TempName returns a name for a temporary sibling of name, unlikely to exist.
+func TempName(name string) string {
+	n := tmpCounter.Add(1)
+	return "." + name + ".xpu-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(n, 36) +
+		strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+}
+
+// checkName refuses anything but a single path component.
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || path.Base(name) != name {
+		return fmt.Errorf("%q is not a single file name", name)
+	}
+	return nil
+}
+
+// WriteFileAtomic replaces dir/name with data: it writes a new file under a
+// temporary name in dir, fsyncs it, and renames it over name. A symlink at
+// name is replaced, not followed. On failure the old file is left intact.
+func WriteFileAtomic(dir *os.File, name string, data []byte, perm os.FileMode) (err error) {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	tmp := TempName(name)
+	fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+	if err != nil {
+		return fmt.Errorf("creating %s/%s: %w", dir.Name(), tmp, err)
+	}
+	f := os.NewFile(uintptr(fd), dir.Name()+"/"+tmp)
+	defer func() {
+		if f != nil {
+			_ = f.Close()
+		}
+		if err != nil {
+			_ = unix.Unlinkat(int(dir.Fd()), tmp, 0)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w", f.Name(), err)
+	}
+	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+		return fmt.Errorf("chmod %s: %w", f.Name(), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", f.Name(), err)
+	}
+	cerr := f.Close()
+	f = nil
+	if cerr != nil {
+		return fmt.Errorf("closing %s: %w", dir.Name()+"/"+tmp, cerr)
+	}
+	if err := unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), name); err != nil {
+		return fmt.Errorf("renaming %s/%s to %s: %w", dir.Name(), tmp, name, err)
+	}
+	return nil
+}
+
+// ReadFile reads the regular file at unsafePath inside the root, refusing
+// files larger than limit bytes.
+func (r *Root) ReadFile(unsafePath string, limit int64) ([]byte, error) {
+	f, err := r.OpenFile(unsafePath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", f.Name(), err)
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", f.Name(), st.Size(), limit)
+	}
+	buf := make([]byte, st.Size())
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && n != len(buf) {
+		return nil, fmt.Errorf("reading %s: %w", f.Name(), err)
+	}
+	return buf[:n], nil
+}
