@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Stage everything the .deb and the .rpm contain into one directory, so both
+# packages are built from the very same files:
+#
+#   DIR/bin/        xpu-cdi, xpu-runtime-hook, xpu-container-runtime (static)
+#   DIR/config.toml default /etc/xpu-container-toolkit/config.toml
+#   DIR/man/        man pages (help2man from --help, or a short fallback)
+#   DIR/doc/        README.md and docs/*.md
+#   DIR/systemd/    units and preset;  DIR/udev/  the udev rule
+#
+# Usage: packaging/stage.sh DIR   (run from anywhere; env VERSION, COMMIT)
+# The binaries are built with "go build" (static, -trimpath, stamped), unless
+# PREBUILT_BINDIR names a directory holding them already built that way.
+# A binary whose cmd/ directory does not exist yet is skipped with a warning;
+# the xpu-cdi binary is required.
+set -euo pipefail
+
+out=${1:?usage: stage.sh DIR}
+root=$(cd "$(dirname "$0")/.." && pwd)
+pkgdir=$root/packaging
+VERSION=${VERSION:-$("$pkgdir/pkg-version.sh")}
+COMMIT=${COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+
+warn() { echo "stage: warning: $*" >&2; }
+
+rm -rf "$out"
+mkdir -p "$out"/{bin,man,doc,systemd,udev}
+out=$(cd "$out" && pwd)
+
+binaries=(xpu-cdi xpu-runtime-hook xpu-container-runtime)
+for b in "${binaries[@]}"; do
+	if [ -n "${PREBUILT_BINDIR:-}" ]; then
+		if [ -x "$PREBUILT_BINDIR/$b" ]; then
+			cp "$PREBUILT_BINDIR/$b" "$out/bin/$b"
+		else
+			warn "$PREBUILT_BINDIR/$b does not exist: $b is left out of the package"
+		fi
+		continue
+	fi
+	if ! compgen -G "$root/cmd/$b/*.go" >/dev/null; then
+		warn "cmd/$b does not exist yet: $b is left out of the package"
+		continue
+	fi
+	echo "stage: go build ./cmd/$b"
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath \
+		-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" \
+		-o "$out/bin/$b" "./cmd/$b")
+done
+if [ ! -x "$out/bin/xpu-cdi" ]; then
+	echo "stage: cmd/xpu-cdi is required (the units run it)" >&2
+	exit 1
+fi
+
+# Default config: the tool's own, else the commented placeholder.
+# The output must parse as TOML (an old binary may print its help instead).
+is_toml() {
+	python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], "rb"))' "$1" 2>/dev/null
+}
+if "$out/bin/xpu-cdi" config default >"$out/config.toml.new" 2>/dev/null &&
+	[ -s "$out/config.toml.new" ] && is_toml "$out/config.toml.new"; then
+	mv "$out/config.toml.new" "$out/config.toml"
+else
+	rm -f "$out/config.toml.new"
+	warn "'xpu-cdi config default' is not available: shipping the placeholder packaging/config/config.toml"
+	cp "$pkgdir/config/config.toml" "$out/config.toml"
+fi
+
+# Man pages. help2man needs --help and --version to work; a binary whose
+# --version fails gets a short hand-written page instead.
+describe() {
+	case $1 in
+	xpu-cdi) echo "generate and refresh CDI specs for Baidu Kunlun XPUs" ;;
+	xpu-runtime-hook) echo "OCI hooks for containers given Baidu Kunlun XPUs" ;;
+	xpu-container-runtime) echo "runc shim that gives Baidu Kunlun XPUs to containers" ;;
+	esac
+}
+for bin in "$out"/bin/*; do
+	b=$(basename "$bin")
+	page=$out/man/$b.1
+	if command -v help2man >/dev/null 2>&1 &&
+		help2man --no-info --no-discard-stderr --section=1 --source="xpu-cdi $VERSION" \
+			--name="$(describe "$b")" --output="$page" "$bin" 2>/dev/null; then
+		continue
+	fi
+	warn "help2man failed on $b: writing a short man page"
+	upper=$(echo "$b" | tr '[:lower:]' '[:upper:]')
+	cat >"$page" <<MAN
+.TH $upper 1 "" "xpu-cdi $VERSION" "User Commands"
+.SH NAME
+$b \\- $(describe "$b")
+.SH SYNOPSIS
+.B $b
+[\\fIOPTIONS\\fR]
+.SH DESCRIPTION
+Run
+.B "$b --help"
+for the commands and options.
+See /usr/share/doc/xpu-cdi for the documentation.
+MAN
+done
+
+# Documentation.
+for f in README.md; do
+	[ -f "$root/$f" ] && cp "$root/$f" "$out/doc/" || warn "$f does not exist yet"
+done
+if [ -d "$root/docs" ]; then
+	find "$root/docs" -maxdepth 1 -name '*.md' -exec cp {} "$out/doc/" \;
+fi
+
+cp "$pkgdir"/systemd/xpu-cdi-refresh.service "$pkgdir"/systemd/xpu-cdi-refresh.path \
+	"$pkgdir"/systemd/50-xpu-cdi.preset "$out/systemd/"
+cp "$pkgdir"/udev/71-xpu-cdi.rules "$out/udev/"
+echo "stage: $(find "$out" -type f | wc -l) files in $out"
