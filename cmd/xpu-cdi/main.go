@@ -1,0 +1,69 @@
+// Command xpu-cdi discovers the Kunlun XPUs of a host, writes CDI specs for
+// them, checks specs and configures container engines.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/info"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/runtime"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/validate"
+)
+
+// Set by the linker (-X main.version=... -X main.commit=...).
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+func main() {
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	log.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
+	if err := newApp(log).Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "xpu-cdi: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func newApp(log *logrus.Logger) *cli.App {
+	var level string
+	return &cli.App{
+		Name:    "xpu-cdi",
+		Usage:   "Container Device Interface (CDI) support for Baidu Kunlun XPUs",
+		Version: fmt.Sprintf("%s (commit %s)", version, commit),
+		Description: `xpu-cdi finds the Kunlun XPUs of a host without any vendor library and describes them
+in a CDI spec, so that CDI-aware engines can give them to containers:
+
+  xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml
+  podman run --device baidu.com/xpu=0 IMAGE
+  ctr run --device baidu.com/xpu=0 IMAGE ID`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &level},
+		},
+		Before: func(*cli.Context) error {
+			l, err := logrus.ParseLevel(level)
+			if err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			log.SetLevel(l)
+			return nil
+		},
+		Commands: []*cli.Command{
+			generate.NewCommand(log),
+			generate.NewRefreshCommand(log),
+			info.NewCommand(log),
+			list.NewCommand(log),
+			validate.NewCommand(log),
+			runtime.NewCommand(log),
+		},
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+	}
+}

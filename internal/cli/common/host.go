@@ -1,0 +1,52 @@
+package common
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
+)
+
+// HostOptions are the flags that say where the host is read.
+type HostOptions struct {
+	DevRoot    string
+	DriverRoot string
+}
+
+// Flags returns the --dev-root and --driver-root flags bound to o.
+func (o *HostOptions) Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{
+			Name:        "dev-root",
+			Usage:       "root under which /dev, /proc and /sys are read",
+			Value:       "/",
+			EnvVars:     []string{"XPU_CDI_DEV_ROOT", "XPU_DEV_ROOT"},
+			Destination: &o.DevRoot,
+		},
+		&cli.StringFlag{
+			Name:        "driver-root",
+			Usage:       "root under which the driver's user-space files (XRE libraries, xpu-smi, ld.so.cache) are read",
+			Value:       "/",
+			EnvVars:     []string{"XPU_CDI_DRIVER_ROOT", "XPU_DRIVER_ROOT"},
+			Destination: &o.DriverRoot,
+		},
+	}
+}
+
+// Discover reads the host. A host without any XPU gives an error that says
+// where it looked and what to check.
+func (o *HostOptions) Discover(log logger.Interface) (*discover.Host, error) {
+	h, err := discover.Discover(
+		discover.WithDevRoot(o.DevRoot),
+		discover.WithDriverRoot(o.DriverRoot),
+		discover.WithLogger(log),
+	)
+	if errors.Is(err, discover.ErrNoDevices) {
+		return nil, fmt.Errorf("%w\nhint: is the kunlun kernel module loaded (lsmod | grep kunlun)? "+
+			"When the host's /dev is mounted elsewhere, pass --dev-root. To try xpu-cdi without an XPU, run `make demo`", err)
+	}
+	return h, err
+}

@@ -1,0 +1,2 @@
+// Package generate implements `xpu-cdi generate` and `xpu-cdi refresh`.
+package generate

@@ -1,0 +1,158 @@
+package generate
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+)
+
+type options struct {
+	host         common.HostOptions
+	output       string
+	format       string
+	vendor       string
+	class        string
+	strategies   cli.StringSlice
+	nodesOnly    bool
+	noAllDevice  bool
+	hookPath     string
+	noHooks      bool
+	parsedFormat cdi.Format
+	parsedNames  []cdi.NameStrategy
+}
+
+// NewCommand returns `xpu-cdi generate`.
+func NewCommand(log *logrus.Logger) *cli.Command {
+	o := &options{}
+	return &cli.Command{
+		Name:  "generate",
+		Usage: "Discover the host's XPUs and write a CDI spec for them",
+		Description: `Reads the Kunlun XPUs of the host (device nodes, /proc/xpu, sysfs) and the driver's
+user-space files (XRE libraries, xpu-smi), without any vendor library, and prints a CDI spec
+(kind baidu.com/xpu by default) on stdout, or writes it atomically with --output.
+
+Devices are named by index (the N of /dev/xpuN), by PCI address and by serial where serials
+are unique, plus "all". Use them as: podman run --device baidu.com/xpu=0 IMAGE
+
+Examples:
+  xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml
+  xpu-cdi generate --nodes-only --output /etc/cdi/baidu.com-xpu.yaml   # images that ship their own XRE
+  xpu-cdi generate --device-name-strategy index --format json`,
+		Flags:  append(o.host.Flags(), o.flags()...),
+		Before: func(*cli.Context) error { return o.validate() },
+		Action: func(c *cli.Context) error { return o.run(c.App.Writer, log) },
+	}
+}
+
+func (o *options) flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the spec to `FILE` (atomically, mode 0644, creating the directory); default: stdout", EnvVars: []string{"XPU_CDI_OUTPUT"}, Destination: &o.output},
+		&cli.StringFlag{Name: "format", Usage: "spec encoding: yaml or json; default: from the --output extension, else yaml", EnvVars: []string{"XPU_CDI_FORMAT"}, Destination: &o.format},
+		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdi.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
+		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind", Value: cdi.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
+		&cli.StringSliceFlag{Name: "device-name-strategy", Usage: "how devices are named: index, bdf, serial (repeatable); default: all three", EnvVars: []string{"XPU_CDI_DEVICE_NAME_STRATEGY"}, Destination: &o.strategies},
+		&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.nodesOnly},
+		&cli.BoolFlag{Name: "no-all-device", Usage: `do not add the "all" device`, EnvVars: []string{"XPU_CDI_NO_ALL_DEVICE"}, Destination: &o.noAllDevice},
+	}
+}
+
+func (o *options) validate() error {
+	if err := cdi.ValidateKind(o.vendor, o.class); err != nil {
+		return fmt.Errorf("--vendor/--class: %w", err)
+	}
+	names, err := cdi.ParseNameStrategies(splitList(o.strategies.Value()))
+	if err != nil {
+		return fmt.Errorf("--device-name-strategy: %w", err)
+	}
+	o.parsedNames = names
+	if len(names) == 0 {
+		o.parsedNames = cdi.AllStrategies
+	}
+	switch {
+	case o.format != "":
+		f, err := cdi.ParseFormat(o.format)
+		if err != nil {
+			return fmt.Errorf("--format: %w", err)
+		}
+		o.parsedFormat = f
+		if o.output != "" {
+			if ext, err := cdi.FormatForPath(o.output); err != nil {
+				return fmt.Errorf("--output: %w", err)
+			} else if ext != f {
+				return fmt.Errorf("--output %s does not end in .%s as --format %s requires", o.output, f, f)
+			}
+		}
+	case o.output != "":
+		f, err := cdi.FormatForPath(o.output)
+		if err != nil {
+			return fmt.Errorf("--output: %w", err)
+		}
+		o.parsedFormat = f
+	default:
+		o.parsedFormat = cdi.FormatYAML
+	}
+	if o.output != "" {
+		if st, err := os.Stat(o.output); err == nil && st.IsDir() {
+			return fmt.Errorf("--output %s is a directory; give a file name such as %s/baidu.com-xpu.yaml", o.output, strings.TrimRight(o.output, "/"))
+		}
+	}
+	return nil
+}
+
+func (o *options) specOptions() []cdi.Option {
+	return []cdi.Option{
+		cdi.WithKind(o.vendor, o.class),
+		cdi.WithNameStrategies(o.parsedNames...),
+		cdi.WithDriverFiles(!o.nodesOnly),
+		cdi.WithAllDevice(!o.noAllDevice),
+	}
+}
+
+func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
+	host, err := o.host.Discover(log)
+	if err != nil {
+		return err
+	}
+	spec, warnings, err := cdi.New(host, o.specOptions()...)
+	if err != nil {
+		return fmt.Errorf("building the spec for %s: %w", host.DevRoot, err)
+	}
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	if o.output == "" {
+		data, err := cdi.Encode(spec, o.parsedFormat)
+		if err != nil {
+			return err
+		}
+		if err := cdi.Validate(data, o.parsedFormat); err != nil {
+			return err
+		}
+		_, err = stdout.Write(data)
+		return err
+	}
+	if err := cdi.WriteFile(o.output, spec, o.parsedFormat); err != nil {
+		return err
+	}
+	log.Infof("wrote CDI spec %s (kind %s, %d devices, cdiVersion %s)", o.output, spec.Kind, len(spec.Devices), spec.Version)
+	return nil
+}
+
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}

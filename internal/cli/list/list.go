@@ -1,0 +1,63 @@
+// Package list implements `xpu-cdi list`.
+package list
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+)
+
+// DefaultSpecDirs are the CDI spec directories runtimes read, lowest
+// priority first.
+var DefaultSpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
+
+type options struct {
+	specDirs cli.StringSlice
+}
+
+// NewCommand returns `xpu-cdi list`.
+func NewCommand(log *logrus.Logger) *cli.Command {
+	o := &options{}
+	return &cli.Command{
+		Name:  "list",
+		Usage: "List the qualified CDI device names the spec directories offer",
+		Description: `Loads the spec directories the way CDI runtimes do (the CDI library's cache) and prints one
+qualified device name per line. Specs that fail to load are reported as warnings on stderr:
+their devices are what a runtime would call "unresolvable CDI devices".`,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "spec-dir", Usage: "CDI spec directory (repeatable, later ones have priority); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
+		},
+		Action: func(c *cli.Context) error {
+			dirs := o.specDirs.Value()
+			if len(dirs) == 0 {
+				dirs = DefaultSpecDirs
+			}
+			cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
+			if err != nil {
+				log.Debugf("loading CDI specs: %v", err)
+			}
+			errs := cache.GetErrors()
+			paths := make([]string, 0, len(errs))
+			for p := range errs {
+				paths = append(paths, p)
+			}
+			sort.Strings(paths)
+			for _, p := range paths {
+				for _, e := range errs[p] {
+					log.Warnf("%s: %v", p, e)
+				}
+			}
+			devices := cache.ListDevices()
+			if len(devices) == 0 {
+				log.Warnf("no CDI device found in %v", dirs)
+			}
+			for _, d := range devices {
+				fmt.Fprintln(c.App.Writer, d)
+			}
+			return nil
+		},
+	}
+}

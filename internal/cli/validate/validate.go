@@ -1,0 +1,175 @@
+// Package validate implements `xpu-cdi validate`.
+package validate
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+)
+
+type options struct {
+	specDirs cli.StringSlice
+	vendor   string
+	class    string
+}
+
+// ErrInvalid is returned when at least one spec failed a check.
+var ErrInvalid = errors.New("invalid or stale CDI spec")
+
+// NewCommand returns `xpu-cdi validate`.
+func NewCommand(log *logrus.Logger) *cli.Command {
+	o := &options{}
+	return &cli.Command{
+		Name:      "validate",
+		Usage:     "Check CDI specs with the CDI library and against the live host",
+		ArgsUsage: "[FILE]...",
+		Description: `Each FILE (default: every baidu.com/xpu spec in the spec directories) is loaded with the CDI
+library, as runtimes load it, and then checked against this host: every host path exists, every
+device node is still a character device with the major:minor the spec names. A spec written before
+a driver reload (which may change the major) is reported as stale, with the command that fixes it.
+Exit status 1 when any spec fails.`,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "spec-dir", Usage: "spec directory searched when no FILE is given (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
+			&cli.StringFlag{Name: "vendor", Value: cdi.DefaultVendor, Usage: "vendor of the specs searched when no FILE is given", EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
+			&cli.StringFlag{Name: "class", Value: cdi.DefaultClass, Usage: "class of the specs searched when no FILE is given", EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
+		},
+		Action: func(c *cli.Context) error {
+			files := c.Args().Slice()
+			if len(files) == 0 {
+				dirs := o.specDirs.Value()
+				if len(dirs) == 0 {
+					dirs = list.DefaultSpecDirs
+				}
+				files = findSpecs(dirs, o.vendor+"/"+o.class)
+				if len(files) == 0 {
+					return fmt.Errorf("no %s/%s spec found in %v; create one with: xpu-cdi generate --output /etc/cdi/%s-%s.yaml", o.vendor, o.class, dirs, o.vendor, o.class)
+				}
+			}
+			failed := 0
+			for _, f := range files {
+				if !check(c.App.Writer, f) {
+					failed++
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%w: %d of %d spec(s) failed", ErrInvalid, failed, len(files))
+			}
+			return nil
+		},
+	}
+}
+
+// findSpecs returns the spec files of a kind in dirs (as runtimes read
+// them: *.yaml and *.json, no subdirectories).
+func findSpecs(dirs []string, kind string) []string {
+	var out []string
+	for _, d := range dirs {
+		for _, ext := range []string{"*.yaml", "*.json"} {
+			matches, _ := filepath.Glob(filepath.Join(d, ext))
+			sort.Strings(matches)
+			for _, m := range matches {
+				data, err := os.ReadFile(m)
+				if err != nil {
+					continue
+				}
+				if raw, err := cdi.Parse(data); err == nil && raw.Kind == kind {
+					out = append(out, m)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// check validates one file and prints its verdict; it reports success.
+func check(w io.Writer, path string) bool {
+	if err := cdi.ValidateFile(path); err != nil {
+		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
+		return false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
+		return false
+	}
+	raw, err := cdi.Parse(data)
+	if err != nil {
+		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
+		return false
+	}
+	problems := LiveProblems(raw)
+	if len(problems) == 0 {
+		fmt.Fprintf(w, "OK   %s (kind %s, %d devices, cdiVersion %s)\n", path, raw.Kind, len(raw.Devices), raw.Version)
+		return true
+	}
+	fmt.Fprintf(w, "FAIL %s: the spec does not match this host:\n", path)
+	for _, p := range problems {
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+	fmt.Fprintf(w, "  fix: regenerate it with: xpu-cdi generate --output %s (or `xpu-cdi refresh` for the /var/run/cdi spec)\n", path)
+	return false
+}
+
+// LiveProblems compares a spec with the host: missing host paths, device
+// nodes that are gone or whose major:minor changed.
+func LiveProblems(spec *specs.Spec) []string {
+	var problems []string
+	seen := map[string]bool{}
+	checkEdits := func(owner string, e *specs.ContainerEdits) {
+		for _, n := range e.DeviceNodes {
+			host := n.HostPath
+			if host == "" {
+				host = n.Path
+			}
+			if seen[host] {
+				continue
+			}
+			seen[host] = true
+			var st unix.Stat_t
+			if err := unix.Stat(host, &st); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: device node %s: %v", owner, host, err))
+				continue
+			}
+			if st.Mode&unix.S_IFMT != unix.S_IFCHR && (n.Type == "c" || n.Type == "u" || n.Type == "") {
+				problems = append(problems, fmt.Sprintf("%s: %s is not a character device", owner, host))
+				continue
+			}
+			major, minor := int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+			if (n.Major != 0 || n.Minor != 0) && (major != n.Major || minor != n.Minor) {
+				problems = append(problems, fmt.Sprintf("%s: %s is %d:%d on this host but the spec says %d:%d (stale spec: the driver was reloaded?)", owner, host, major, minor, n.Major, n.Minor))
+			}
+		}
+		for _, m := range e.Mounts {
+			if seen[m.HostPath] {
+				continue
+			}
+			seen[m.HostPath] = true
+			if _, err := os.Stat(m.HostPath); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: mount source %s: %v", owner, m.HostPath, err))
+			}
+		}
+		for _, h := range e.Hooks {
+			if st, err := os.Stat(h.Path); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: hook %s: %v", owner, h.Path, err))
+			} else if st.Mode().Perm()&0o111 == 0 {
+				problems = append(problems, fmt.Sprintf("%s: hook %s is not executable", owner, h.Path))
+			}
+		}
+	}
+	checkEdits("spec", &spec.ContainerEdits)
+	for i := range spec.Devices {
+		checkEdits("device "+spec.Devices[i].Name, &spec.Devices[i].ContainerEdits)
+	}
+	return problems
+}

@@ -1,0 +1,131 @@
+// Package atomicfile replaces files so that a reader sees either the old
+// content or the new one, never a mix, and a failure leaves the old file as
+// it was.
+//
+// The new content goes to a temporary file created (O_EXCL) in the same
+// directory, is synced, optionally checked, and renamed over the target; the
+// directory is synced after the rename. A target that is a directory or a
+// symlink is refused rather than followed or clobbered.
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+type options struct {
+	perm      os.FileMode
+	keepOwner bool
+	mkdir     bool
+	check     func(tmpPath string) error
+}
+
+// Option configures WriteFile.
+type Option func(*options)
+
+// WithPerm sets the mode of a new file (default 0644); see WithKeepMode.
+func WithPerm(perm os.FileMode) Option { return func(o *options) { o.perm = perm } }
+
+// WithKeepMode keeps the mode and owner of the file being replaced; a new
+// file gets the WithPerm mode.
+func WithKeepMode() Option { return func(o *options) { o.keepOwner = true } }
+
+// WithMkdir creates the parent directories (0755) when missing.
+func WithMkdir() Option { return func(o *options) { o.mkdir = true } }
+
+// WithCheck runs check on the complete temporary file before it is renamed
+// into place; an error aborts the write.
+func WithCheck(check func(tmpPath string) error) Option {
+	return func(o *options) { o.check = check }
+}
+
+// ErrNotRegular is returned when the target exists and is not a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// WriteFile atomically replaces path with data.
+func WriteFile(path string, data []byte, opts ...Option) (err error) {
+	o := &options{perm: 0o644}
+	for _, opt := range opts {
+		opt(o)
+	}
+	dir := filepath.Dir(path)
+	perm := o.perm
+	uid, gid := -1, -1
+	st, statErr := os.Lstat(path)
+	switch {
+	case statErr == nil && !st.Mode().IsRegular():
+		return fmt.Errorf("writing %s: %w (it is a %s)", path, ErrNotRegular, describe(st.Mode()))
+	case statErr == nil && o.keepOwner:
+		perm = st.Mode().Perm()
+		uid, gid = owner(st)
+	case statErr != nil && !errors.Is(statErr, fs.ErrNotExist):
+		return fmt.Errorf("writing %s: %w", path, statErr)
+	}
+	if o.mkdir {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("writing %s: creating directory: %w", path, err)
+		}
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmpPath := tmp.Name()
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmpPath)
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w", tmpPath, err)
+	}
+	if err = tmp.Chmod(perm); err != nil {
+		return fmt.Errorf("writing %s: %w", tmpPath, err)
+	}
+	if uid >= 0 {
+		if err = tmp.Chown(uid, gid); err != nil {
+			return fmt.Errorf("writing %s: keeping owner %d:%d: %w", tmpPath, uid, gid, err)
+		}
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("writing %s: %w", tmpPath, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", tmpPath, err)
+	}
+	if o.check != nil {
+		if err = o.check(tmpPath); err != nil {
+			return err
+		}
+	}
+	if err = os.Rename(tmpPath, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	syncDir(dir)
+	return nil
+}
+
+func describe(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	default:
+		return "special file"
+	}
+}
+
+// syncDir makes the rename durable; failing to is not worth failing for.
+func syncDir(dir string) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	_ = d.Sync()
+	_ = d.Close()
+}

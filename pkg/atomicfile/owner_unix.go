@@ -1,0 +1,15 @@
+//go:build unix
+
+package atomicfile
+
+import (
+	"os"
+	"syscall"
+)
+
+func owner(st os.FileInfo) (int, int) {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return int(s.Uid), int(s.Gid)
+	}
+	return -1, -1
+}

@@ -1,0 +1,14 @@
+// Package cdi turns a discovered host (package discover) into a CDI spec for
+// the baidu.com/xpu kind and writes it.
+//
+// The wire types are the CDI library's specs-go types; this package keeps a
+// few small values of its own (Hook) and converts everything to container
+// edits in one place (edits.go). Specs declare the lowest cdiVersion their
+// content needs, so that the default spec stays readable by Podman 4.3.1
+// (CDI 0.5.0), and every spec is validated by the CDI library, from the very
+// bytes that are written, before it replaces anything.
+//
+// Multi-device requests: CDI env edits with the same key replace each other,
+// so no device of a spec sets a variable that another device also sets with
+// a different value. See docs/design.md, "What a container is told".
+package cdi

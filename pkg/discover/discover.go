@@ -1,0 +1,80 @@
+package discover
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+)
+
+// ErrNoDevices is returned when no /dev/xpuN node exists under the dev root.
+var ErrNoDevices = errors.New("no Kunlun XPU found")
+
+// ErrNoControlNode is returned by Host.CheckUsable when /dev/xpuctrl is missing.
+var ErrNoControlNode = errors.New("control node /dev/xpuctrl not found")
+
+// A Source adds what it can read about the host to h. It returns an error
+// only when discovery cannot go on at all; partial knowledge is recorded as
+// problems on the devices or warnings on the host.
+type Source interface {
+	Discover(h *Host) error
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func(h *Host) error
+
+// Discover implements Source.
+func (f SourceFunc) Discover(h *Host) error { return f(h) }
+
+// Chain returns a Source that runs srcs in order and stops at the first error.
+func Chain(srcs ...Source) Source {
+	return SourceFunc(func(h *Host) error {
+		for _, s := range srcs {
+			if err := s.Discover(h); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Discover reads the host described by opts. It fails with ErrNoDevices when
+// there is no device node at all; everything else that cannot be read ends up
+// in the returned Host's problems and warnings.
+func Discover(opts ...Option) (*Host, error) {
+	o := newOptions(opts)
+	devRoot, err := filepath.Abs(o.devRoot)
+	if err != nil {
+		return nil, fmt.Errorf("dev root %q: %w", o.devRoot, err)
+	}
+	driverRoot, err := filepath.Abs(o.driverRoot)
+	if err != nil {
+		return nil, fmt.Errorf("driver root %q: %w", o.driverRoot, err)
+	}
+	h := &Host{DevRoot: devRoot, DriverRoot: driverRoot}
+	src := Chain(
+		NewNodeSource(devRoot, o.stater),
+		NewProcSource(devRoot),
+		NewSysfsSource(devRoot),
+		NewDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log),
+	)
+	if err := src.Discover(h); err != nil {
+		return nil, err
+	}
+	for _, w := range h.Warnings {
+		o.log.Warnf("%s", w)
+	}
+	return h, nil
+}
+
+// CheckUsable returns an error when the host has device nodes but cannot
+// give any of them to a container: no control node, or no compute device
+// (every PF has its VFs enabled and no VF node exists).
+func (h *Host) CheckUsable() error {
+	if h.Control == nil {
+		return fmt.Errorf("%w under %s: the kunlun driver creates it together with /dev/xpuN; without it no device is usable", ErrNoControlNode, h.DevRoot)
+	}
+	if len(h.ComputeDevices()) == 0 {
+		return fmt.Errorf("%w under %s: every device found is a physical function with SR-IOV VFs enabled and no VF node exists", ErrNoDevices, h.DevRoot)
+	}
+	return nil
+}

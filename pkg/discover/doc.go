@@ -1,0 +1,20 @@
+// Package discover finds the Kunlun XPUs of a host and the user-space driver
+// files that go with them, without the vendor library and without running any
+// program.
+//
+// Everything is read below two roots supplied by the caller: the dev root,
+// under which /dev, /proc and /sys are read, and the driver root, under which
+// the XRE libraries and tools are looked up. Nothing in this package names
+// /dev, /proc or /sys on its own, which is what lets the tests run against
+// fake host trees.
+//
+// Discovery is a chain of small Sources (device nodes, procfs, sysfs, driver
+// files). The device-node source decides which devices exist; the others only
+// add facts to them. What a source cannot read is recorded on the device (or
+// the host) as a problem and never guessed: a device without a readable sysfs
+// entry has no PCI IDs, not made-up ones.
+//
+// Guarantees: no exec, no network, no writes; directories read are /dev, the
+// XRE library directory and the sysfs/procfs entries of the devices found.
+// Not guaranteed: consistency with a host that changes while it is read.
+package discover

@@ -1,0 +1,164 @@
+package discover
+
+import (
+	"fmt"
+	"os"
+)
+
+// Function is the PCI role of a device.
+type Function string
+
+const (
+	// FunctionUnknown means sysfs could not tell.
+	FunctionUnknown Function = "unknown"
+	// FunctionPF is a physical function.
+	FunctionPF Function = "pf"
+	// FunctionVF is an SR-IOV virtual function.
+	FunctionVF Function = "vf"
+)
+
+// ModelUnknown is the model of a Kunlun device whose IDs are not in the table.
+const ModelUnknown = "unknown"
+
+// Node is a character device node as found on the host.
+type Node struct {
+	// Path is where the node lives relative to the dev root, e.g. /dev/xpu0;
+	// it is also the path the node gets inside a container.
+	Path string
+	// HostPath is where the node can be opened on this host (dev root + Path).
+	HostPath string
+	Major    uint32
+	Minor    uint32
+	// Mode holds the permission bits only.
+	Mode os.FileMode
+	UID  uint32
+	GID  uint32
+}
+
+// PCI is what sysfs says about the PCI function behind a device.
+type PCI struct {
+	// Address is the PCI address (domain:bus:device.function), e.g. 0000:3b:00.0.
+	Address         string
+	VendorID        uint16
+	DeviceID        uint16
+	SubsystemVendor uint16
+	SubsystemDevice uint16
+	// NUMANode is -1 when the kernel does not know it (or sysfs did not say).
+	NUMANode int
+	Function Function
+	// Parent is the physical function of a VF.
+	Parent string
+	// NumVFs is the number of enabled VFs of a PF.
+	NumVFs int
+}
+
+// Device is one /dev/xpuN node with everything known about it.
+type Device struct {
+	// Index is the N of /dev/xpuN.
+	Index int
+	Node  Node
+	// PCI is nil when sysfs had nothing for this device.
+	PCI *PCI
+	// From /proc/xpu/devN.
+	ProcAddress     string // DeviceAddr
+	Family          string // DeviceName: Kunlun1 models (K100/K200) or the family (Kunlun2, Kunlun3)
+	Serial          string
+	DriverVersion   string
+	FirmwareVersion string
+	State           string
+	// Model is derived from the PCI IDs (and, for Kunlun1, procfs); ModelUnknown
+	// when no source could tell.
+	Model string
+	// Compute is false for a PF whose VFs are enabled: such a PF can only be
+	// used for management and is not offered to containers.
+	Compute bool
+	// Problems lists what could not be read about this device.
+	Problems []string
+}
+
+// Address returns the PCI address of the device from sysfs or, failing
+// that, from procfs; empty when neither knows it.
+func (d *Device) Address() string {
+	if d.PCI != nil && d.PCI.Address != "" {
+		return d.PCI.Address
+	}
+	return d.ProcAddress
+}
+
+// DriverFileKind tells libraries from tools.
+type DriverFileKind string
+
+const (
+	// KindLibrary is a shared library of the XRE.
+	KindLibrary DriverFileKind = "library"
+	// KindTool is an executable such as xpu-smi.
+	KindTool DriverFileKind = "tool"
+)
+
+// DriverFile is a user-space driver file to be made available in containers.
+type DriverFile struct {
+	Kind DriverFileKind
+	// Path is the path inside a container (the path below the driver root,
+	// with the XRE version link kept, e.g. /usr/local/xpu/lib64/libxpurt.so.1).
+	Path string
+	// HostPath is the regular file on the host that Path is backed by, with
+	// every symlink resolved inside the driver root.
+	HostPath string
+	// Soname is the ELF SONAME of a library.
+	Soname string
+	// Links are extra names for Path in the same directory (development links
+	// like libxpurt.so, tool aliases like xpu_smi).
+	Links []string
+}
+
+// Host is the result of discovery.
+type Host struct {
+	DevRoot    string
+	DriverRoot string
+	// Control is the /dev/xpuctrl node, nil when missing.
+	Control *Node
+	// Devices are sorted by Index.
+	Devices []*Device
+	// DriverVersion is from /proc/xpu/version (empty when unreadable).
+	DriverVersion string
+	// Libraries and Tools found under the driver root.
+	Libraries []DriverFile
+	Tools     []DriverFile
+	// Warnings are host-wide problems: missing driver files, unreadable
+	// procfs, ...
+	Warnings []string
+
+	byIndex map[int]*Device
+}
+
+// Device returns the device with index n, or nil.
+func (h *Host) Device(n int) *Device {
+	return h.byIndex[n]
+}
+
+// ComputeDevices returns the devices that may be given to containers.
+func (h *Host) ComputeDevices() []*Device {
+	var out []*Device
+	for _, d := range h.Devices {
+		if d.Compute {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (h *Host) addDevice(d *Device) {
+	if h.byIndex == nil {
+		h.byIndex = make(map[int]*Device)
+	}
+	h.byIndex[d.Index] = d
+	h.Devices = append(h.Devices, d)
+}
+
+func (h *Host) warnf(format string, args ...any) {
+	h.Warnings = append(h.Warnings, fmt.Sprintf(format, args...))
+}
+
+func (d *Device) problemf(format string, args ...any) {
+	d.Problems = append(d.Problems, fmt.Sprintf(format, args...))
+}

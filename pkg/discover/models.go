@@ -1,0 +1,59 @@
+package discover
+
+// PCI IDs of the Kunlun family (see docs/design.md for sources).
+const (
+	VendorKunlun   uint16 = 0x1d22
+	DeviceKunlunPF uint16 = 0x3684 // Kunlun1 and Kunlun2 physical functions
+	DeviceKunlunVF uint16 = 0x3685 // Kunlun2 SR-IOV virtual function
+	DeviceP800     uint16 = 0x3688 // reported by third parties for P800 (Kunlun3)
+
+	subsystemVendorKunlun2 uint16 = 0x0002
+)
+
+// kunlun2Boards maps the Kunlun2 subsystem device ID to the board model.
+var kunlun2Boards = map[uint16]string{
+	1: "R200",
+	2: "R100",
+	3: "R300",
+	4: "R200-8F",
+	5: "R200-8FS",
+	6: "R420",
+	7: "RG800",
+	8: "RG800-PRO",
+}
+
+// ModelFor names the board from its PCI IDs. family is the procfs DeviceName,
+// which is the only source telling K100 from K200. parentModel is used for
+// VFs. It never fails: unknown IDs give ModelUnknown.
+func ModelFor(p *PCI, family, parentModel string) string {
+	if p == nil {
+		if family == "K100" || family == "K200" {
+			return family
+		}
+		return ModelUnknown
+	}
+	if p.VendorID != VendorKunlun {
+		return ModelUnknown
+	}
+	switch p.DeviceID {
+	case DeviceKunlunPF:
+		if p.SubsystemVendor == subsystemVendorKunlun2 {
+			if m, ok := kunlun2Boards[p.SubsystemDevice]; ok {
+				return m
+			}
+			return ModelUnknown
+		}
+		if family == "K100" || family == "K200" {
+			return family
+		}
+		return ModelUnknown
+	case DeviceKunlunVF:
+		if parentModel != "" && parentModel != ModelUnknown {
+			return parentModel + " VF"
+		}
+		return "Kunlun2 VF"
+	case DeviceP800:
+		return "P800"
+	}
+	return ModelUnknown
+}

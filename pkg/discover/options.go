@@ -1,0 +1,72 @@
+package discover
+
+import (
+	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
+)
+
+type options struct {
+	devRoot    string
+	driverRoot string
+	log        logger.Interface
+	stater     NodeStater
+	xreDirs    []string
+	toolPaths  []string
+}
+
+// Option configures Discover.
+type Option func(*options)
+
+// WithDevRoot sets the root under which /dev, /proc and /sys are read.
+func WithDevRoot(root string) Option { return func(o *options) { o.devRoot = root } }
+
+// WithDriverRoot sets the root under which driver files are looked up.
+func WithDriverRoot(root string) Option { return func(o *options) { o.driverRoot = root } }
+
+// WithLogger sets the logger; the default discards everything.
+func WithLogger(l logger.Interface) Option { return func(o *options) { o.log = l } }
+
+// WithNodeStater replaces the stat(2) of device nodes, for hosts where the
+// nodes cannot be real (tests that do not run as root).
+func WithNodeStater(s NodeStater) Option { return func(o *options) { o.stater = s } }
+
+// WithXREDirs replaces the XRE library directories searched below the driver
+// root (default DefaultXREDirs).
+func WithXREDirs(dirs ...string) Option { return func(o *options) { o.xreDirs = dirs } }
+
+// DefaultXREDirs are the library directories of the XRE, relative to the
+// driver root. /usr/local/xpu is the version link of the XRE install.
+var DefaultXREDirs = []string{"/usr/local/xpu/lib64", "/usr/local/xpu/lib"}
+
+// DefaultToolPaths are the places xpu-smi is looked for, in order.
+var DefaultToolPaths = []string{
+	"/usr/local/bin/xpu-smi",
+	"/usr/local/xpu/bin/xpu-smi",
+	"/usr/local/xpu/bin/xpu_smi",
+	"/usr/bin/xpu-smi",
+	"/usr/bin/xpu_smi",
+	"/usr/local/bin/xpu_smi",
+}
+
+func newOptions(opts []Option) *options {
+	o := &options{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if o.devRoot == "" {
+		o.devRoot = "/"
+	}
+	if o.driverRoot == "" {
+		o.driverRoot = "/"
+	}
+	o.log = logger.OrDiscard(o.log)
+	if o.stater == nil {
+		o.stater = statNode{}
+	}
+	if o.xreDirs == nil {
+		o.xreDirs = DefaultXREDirs
+	}
+	if o.toolPaths == nil {
+		o.toolPaths = DefaultToolPaths
+	}
+	return o
+}

@@ -1,0 +1,140 @@
+package discover
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// procSource adds the driver's /proc/xpu facts to the devices.
+type procSource struct {
+	devRoot string
+}
+
+var _ Source = (*procSource)(nil)
+
+// NewProcSource returns the Source reading /proc/xpu below devRoot.
+func NewProcSource(devRoot string) Source {
+	return &procSource{devRoot: devRoot}
+}
+
+// ProcInfo is the content of /proc/xpu/devN/info. Kunlun2 writes
+// "Key:\tValue", Kunlun1 "Key: Value"; unknown keys are ignored.
+type ProcInfo struct {
+	DeviceName      string
+	DeviceAddr      string
+	DeviceSN        string
+	DriverVersion   string
+	FirmwareVersion string
+	CPLDVersion     string
+}
+
+// ParseProcInfo parses the info file of one device. It fails only when no
+// line carries a known key.
+func ParseProcInfo(data []byte) (ProcInfo, error) {
+	var info ProcInfo
+	known := 0
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		var field *string
+		switch strings.TrimSpace(key) {
+		case "DeviceName":
+			field = &info.DeviceName
+		case "DeviceAddr":
+			field = &info.DeviceAddr
+		case "DeviceSN":
+			field = &info.DeviceSN
+		case "DriverVersion":
+			field = &info.DriverVersion
+		case "FirmwareVersion":
+			field = &info.FirmwareVersion
+		case "CPLDVersion":
+			field = &info.CPLDVersion
+		default:
+			continue
+		}
+		*field = value
+		known++
+	}
+	if err := sc.Err(); err != nil {
+		return ProcInfo{}, err
+	}
+	if known == 0 {
+		return ProcInfo{}, errors.New("no known key (DeviceName, DeviceAddr, DeviceSN, DriverVersion)")
+	}
+	return info, nil
+}
+
+func (s *procSource) Discover(h *Host) error {
+	procDir := filepath.Join(s.devRoot, "proc", "xpu")
+	version, err := readTrimmed(filepath.Join(procDir, "version"))
+	switch {
+	case err == nil:
+		h.DriverVersion = version
+	case errors.Is(err, fs.ErrNotExist):
+		h.warnf("%s not found: the kunlun driver does not seem to be loaded; devices get no procfs facts", procDir)
+		for _, d := range h.Devices {
+			d.problemf("procfs: %s missing", procDir)
+		}
+		return nil
+	default:
+		h.warnf("reading driver version: %v", err)
+	}
+	for _, d := range h.Devices {
+		s.device(procDir, d)
+	}
+	return nil
+}
+
+func (s *procSource) device(procDir string, d *Device) {
+	dir := filepath.Join(procDir, "dev"+strconv.Itoa(d.Index))
+	infoPath := filepath.Join(dir, "info")
+	data, err := os.ReadFile(infoPath)
+	if err != nil {
+		d.problemf("procfs: %v", trimPathError(err, infoPath))
+	} else if info, err := ParseProcInfo(data); err != nil {
+		d.problemf("procfs: parsing %s: %v", infoPath, err)
+	} else {
+		d.Family = info.DeviceName
+		d.ProcAddress = info.DeviceAddr
+		d.Serial = info.DeviceSN
+		d.DriverVersion = info.DriverVersion
+		d.FirmwareVersion = info.FirmwareVersion
+	}
+	statePath := filepath.Join(dir, "state")
+	state, err := readTrimmed(statePath)
+	if err != nil {
+		d.problemf("procfs: %v", trimPathError(err, statePath))
+		return
+	}
+	d.State = state
+}
+
+// readTrimmed reads a one-value kernel text file.
+func readTrimmed(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// trimPathError turns "open /x: no such file or directory" into
+// "/x: not found" for the common case and keeps other errors whole.
+func trimPathError(err error, path string) string {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("%s: not found", path)
+	}
+	return err.Error()
+}

@@ -1,0 +1,98 @@
+package lookup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+)
+
+// ErrNotFound is returned (wrapped) when a Locator finds nothing.
+var ErrNotFound = errors.New("not found")
+
+// Locator finds files by name.
+type Locator interface {
+	// Locate returns the in-root paths of the files called name, best first.
+	Locate(name string) ([]string, error)
+}
+
+// First returns a Locator asking each of ls in turn and answering with the
+// first that finds something. Errors other than ErrNotFound stop the search.
+func First(ls ...Locator) Locator {
+	return first(ls)
+}
+
+type first []Locator
+
+var _ Locator = first(nil)
+
+func (f first) Locate(name string) ([]string, error) {
+	for _, l := range f {
+		found, err := l.Locate(name)
+		if err == nil && len(found) > 0 {
+			return found, nil
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%s: %w", name, ErrNotFound)
+}
+
+// Resolve returns the host path of the in-root path p below root, with every
+// symlink resolved inside root.
+func Resolve(root, p string) (string, error) {
+	return securejoin.SecureJoin(root, p)
+}
+
+// fileLocator looks for regular files in a list of directories.
+type fileLocator struct {
+	root       string
+	dirs       []string
+	executable bool
+}
+
+var _ Locator = (*fileLocator)(nil)
+
+// NewFileLocator returns a Locator of regular files called name in dirs
+// (in-root paths) below root. A name that is an absolute path is checked as
+// it is.
+func NewFileLocator(root string, dirs ...string) Locator {
+	return &fileLocator{root: root, dirs: dirs}
+}
+
+// NewExecutableLocator is NewFileLocator for files with an execute bit.
+func NewExecutableLocator(root string, dirs ...string) Locator {
+	return &fileLocator{root: root, dirs: dirs, executable: true}
+}
+
+func (l *fileLocator) Locate(name string) ([]string, error) {
+	candidates := []string{name}
+	if !path.IsAbs(name) {
+		candidates = candidates[:0]
+		for _, d := range l.dirs {
+			candidates = append(candidates, path.Join(d, name))
+		}
+	}
+	var found []string
+	for _, c := range candidates {
+		host, err := Resolve(l.root, c)
+		if err != nil {
+			continue
+		}
+		st, err := os.Stat(host)
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		if l.executable && st.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		found = append(found, c)
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("%s: %w", name, ErrNotFound)
+	}
+	return found, nil
+}
