@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# install-deps.sh: install what xpu-cdi's builds, packaging checks and end-to-end tests need on a
+# Debian bookworm machine: container engines (Podman 4.3, Docker 20.10, containerd 1.6 from Debian,
+# containerd 2.x built from source), build and packaging tools, and the Go linters.
+#
+# Idempotent: only what is missing is installed, `apt-get update` runs at most once and only when a
+# package is missing, Go tools are rebuilt only when the installed binary is not the pinned version.
+# When everything is present it finishes in well under two seconds.
+#
+# Go tools go to a dedicated directory (default /usr/local/lib/xpu-cdi-tools/bin, override with
+# XPU_CDI_TOOLS_BIN) so containerd 2.x never shadows Debian's containerd 1.6 in /usr/bin.
+#
+# Usage: hack/install-deps.sh [--only go|apt] [--quiet]
+set -euo pipefail
+
+readonly TOOLS_BIN="${XPU_CDI_TOOLS_BIN:-/usr/local/lib/xpu-cdi-tools/bin}"
+
+readonly CONTAINERD_MODULE="github.com/containerd/containerd/v2"
+readonly CONTAINERD_VERSION="v2.4.2"
+readonly CRICTL_MODULE="sigs.k8s.io/cri-tools"
+readonly CRICTL_VERSION="v1.37.0"
+readonly GOLANGCI_MODULE="github.com/golangci/golangci-lint/v2"
+readonly GOLANGCI_VERSION="v2.15.0"
+
+# Engines and runtime pieces: installed with their recommended packages (fuse-overlayfs, slirp4netns,
+# uidmap, ... are what Podman is tested with on Debian).
+readonly APT_ENGINES=(podman runc busybox-static docker.io)
+# Build, packaging and measuring tools: no recommends (devscripts alone would pull in hundreds of MB).
+readonly APT_TOOLS=(gcc libc6-dev make git lintian debhelper devscripts rpm rpmlint systemd hyperfine valgrind)
+
+only=""
+quiet=0
+
+usage() {
+	cat <<EOF
+Usage: $0 [--only go|apt] [--quiet]
+
+Installs, only when missing:
+  apt: ${APT_ENGINES[*]} ${APT_TOOLS[*]}
+  go:  containerd, ctr, containerd-shim-runc-v2 ${CONTAINERD_VERSION}, crictl ${CRICTL_VERSION},
+       golangci-lint ${GOLANGCI_VERSION} into ${TOOLS_BIN}
+
+  --only go|apt  install only that group
+  --quiet        print only what was installed (and errors)
+EOF
+}
+
+die() {
+	echo "install-deps: $*" >&2
+	exit 1
+}
+
+# say prints a status line; "present" lines are dropped with --quiet.
+say() {
+	local kind=$1
+	shift
+	if [[ $kind == present && $quiet -eq 1 ]]; then
+		return
+	fi
+	printf '%-9s %s\n' "$kind" "$*"
+}
+
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--only)
+		[[ $# -ge 2 ]] || die "--only needs an argument: go or apt"
+		only=$2
+		shift 2
+		;;
+	--only=*)
+		only=${1#--only=}
+		shift
+		;;
+	--quiet | -q)
+		quiet=1
+		shift
+		;;
+	-h | --help)
+		usage
+		exit 0
+		;;
+	*)
+		usage >&2
+		die "unknown argument: $1"
+		;;
+	esac
+done
+case $only in
+"" | go | apt) ;;
+*) die "--only takes go or apt, not '$only'" ;;
+esac
+
+if [[ $(id -u) -ne 0 ]]; then
+	die "must run as root (it installs Debian packages and writes ${TOOLS_BIN}); try: sudo $0 $*"
+fi
+
+# run executes a long command; with --quiet its output goes to a log shown only when it fails.
+run() {
+	if [[ $quiet -eq 0 ]]; then
+		"$@"
+		return
+	fi
+	local log
+	log=$(mktemp /tmp/install-deps.XXXXXX.log)
+	if ! "$@" >"$log" 2>&1; then
+		cat "$log" >&2
+		rm -f "$log"
+		return 1
+	fi
+	rm -f "$log"
+}
+
+# ---------------------------------------------------------------------------------------------- apt
+
+# missing_packages prints the packages of "$@" that dpkg does not report as installed.
+missing_packages() {
+	local -A installed=()
+	local name status
+	while IFS=' ' read -r name status; do
+		[[ $status == installed ]] && installed[$name]=1
+	done < <(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "$@" 2>/dev/null || true)
+	for name in "$@"; do
+		if [[ -z ${installed[$name]:-} ]]; then
+			echo "$name"
+		fi
+	done
+}
+
+policy_rc_created=0
+cleanup_policy_rc() {
+	if [[ $policy_rc_created -eq 1 ]]; then
+		rm -f /usr/sbin/policy-rc.d
+		policy_rc_created=0
+	fi
+}
+
+apt_updated=0
+apt_install() {
+	local recommends=$1
+	shift
+	[[ $# -gt 0 ]] || return 0
+	if [[ $apt_updated -eq 0 ]]; then
+		run apt-get update -q || die "apt-get update failed"
+		apt_updated=1
+	fi
+	local -a flags=(-y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+	if [[ $recommends == no ]]; then
+		flags+=(--no-install-recommends)
+	fi
+	run apt-get install "${flags[@]}" "$@" || die "apt-get install $* failed"
+}
+
+install_apt() {
+	command -v dpkg-query >/dev/null || die "dpkg-query not found: this script supports Debian bookworm only"
+
+	local -a engines tools
+	mapfile -t engines < <(missing_packages "${APT_ENGINES[@]}")
+	mapfile -t tools < <(missing_packages "${APT_TOOLS[@]}")
+
+	local pkg
+	for pkg in "${APT_ENGINES[@]}" "${APT_TOOLS[@]}"; do
+		if [[ " ${engines[*]} ${tools[*]} " != *" $pkg "* ]]; then
+			say present "apt $pkg"
+		fi
+	done
+	if [[ ${#engines[@]} -eq 0 && ${#tools[@]} -eq 0 ]]; then
+		return 0
+	fi
+
+	export DEBIAN_FRONTEND=noninteractive
+	# The tests start their own dockerd and containerd instances: forbid invoke-rc.d from starting the
+	# packaged services while installing. An existing policy-rc.d (Docker images ship one) is left alone.
+	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		trap cleanup_policy_rc EXIT
+		printf '#!/bin/sh\n# written by xpu-cdi hack/install-deps.sh, removed when it ends\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 0755 /usr/sbin/policy-rc.d
+		policy_rc_created=1
+	fi
+
+	apt_install yes "${engines[@]}"
+	apt_install no "${tools[@]}"
+
+	# Packages enable their units at install time even when policy-rc.d stops them from starting;
+	# disable them so a reboot does not bring up a system dockerd/containerd beside the tests' own.
+	if [[ " ${engines[*]} " == *" docker.io "* ]] && command -v systemctl >/dev/null; then
+		systemctl disable docker.service docker.socket containerd.service >/dev/null 2>&1 || true
+	fi
+	cleanup_policy_rc
+
+	for pkg in "${engines[@]}" "${tools[@]}"; do
+		say installed "apt $pkg $(dpkg-query -W -f='${Version}' "$pkg")"
+	done
+}
+
+# ----------------------------------------------------------------------------------------------- go
+
+GO=""
+find_go() {
+	if command -v go >/dev/null; then
+		GO=$(command -v go)
+	elif [[ -x /usr/local/go/bin/go ]]; then
+		GO=/usr/local/go/bin/go
+	else
+		die "go not found in PATH or /usr/local/go/bin: install Go 1.26 first"
+	fi
+}
+
+# module_version prints the version of module $2 that binary $1 was built from, or nothing.
+module_version() {
+	local bin=$1 module=$2
+	[[ -x $bin ]] || return 0
+	"$GO" version -m "$bin" 2>/dev/null | awk -v m="$module" '$1 == "mod" && $2 == m { print $3 }'
+}
+
+# go_tool installs packages (all from $module at $version) unless every binary in $bins already
+# reports that version.
+go_tool() {
+	local module=$1 version=$2 tags=$3
+	shift 3
+	local -a pkgs=("$@")
+	local -a stale=()
+	local pkg bin have
+	for pkg in "${pkgs[@]}"; do
+		bin=${TOOLS_BIN}/${pkg##*/}
+		have=$(module_version "$bin" "$module")
+		if [[ $have == "$version" ]]; then
+			say present "go ${pkg##*/} ${version} (${bin})"
+		else
+			stale+=("$pkg")
+		fi
+	done
+	[[ ${#stale[@]} -gt 0 ]] || return 0
+
+	local -a args=(install -trimpath)
+	if [[ -n $tags ]]; then
+		args+=(-tags "$tags")
+	fi
+	for pkg in "${stale[@]}"; do
+		args+=("${pkg}@${version}")
+	done
+	local start=$SECONDS
+	# Outside any module (cwd /), with -mod flags removed: `go install pkg@version` rejects them.
+	(
+		cd /
+		export GOBIN=$TOOLS_BIN
+		export GOFLAGS
+		GOFLAGS=$(printf '%s\n' ${GOFLAGS:-} | grep -v '^-mod=' | tr '\n' ' ' || true)
+		run "$GO" "${args[@]}"
+	) || die "go ${args[*]} failed"
+	for pkg in "${stale[@]}"; do
+		bin=${TOOLS_BIN}/${pkg##*/}
+		have=$(module_version "$bin" "$module")
+		[[ $have == "$version" ]] || die "built ${bin} but it reports module version '${have}', want ${version}"
+		say installed "go ${pkg##*/} ${version} (${bin}, $((SECONDS - start)) s)"
+	done
+}
+
+install_go() {
+	find_go
+	mkdir -p "$TOOLS_BIN"
+	go_tool "$CONTAINERD_MODULE" "$CONTAINERD_VERSION" no_btrfs \
+		"${CONTAINERD_MODULE}/cmd/containerd" \
+		"${CONTAINERD_MODULE}/cmd/ctr" \
+		"${CONTAINERD_MODULE}/cmd/containerd-shim-runc-v2"
+	go_tool "$CRICTL_MODULE" "$CRICTL_VERSION" "" "${CRICTL_MODULE}/cmd/crictl"
+	go_tool "$GOLANGCI_MODULE" "$GOLANGCI_VERSION" "" "${GOLANGCI_MODULE}/cmd/golangci-lint"
+}
+
+if [[ -z $only || $only == apt ]]; then
+	install_apt
+fi
+if [[ -z $only || $only == go ]]; then
+	install_go
+fi
