@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# demo.sh: what xpu-cdi does, on a machine without any XPU.
+#
+# Builds xpu-cdi, creates a fake 8-device P800 Kunlun host (real char device
+# nodes, procfs/sysfs text, XRE libraries that are real ELF files) under a
+# temporary directory, runs `xpu-cdi info` and `xpu-cdi generate` on it, and,
+# when Podman is available, starts a busybox container with one XPU from that
+# spec and shows /dev/xpu0 inside it. Everything is removed at the end; the
+# spec uses the kind baidu.com/xpu-demo so a real baidu.com/xpu spec is never
+# touched.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+[ "$(id -u)" -eq 0 ] || { echo "demo: run as root (the demo host has real device nodes, made with mknod)" >&2; exit 1; }
+
+if [ "${XPU_DEMO_NO_INSTALL:-}" != 1 ]; then
+	hack/install-deps.sh --quiet --only apt
+fi
+
+work=$(mktemp -d /tmp/xpu-cdi-demo.XXXXXX)
+spec=/var/run/cdi/baidu.com-xpu-demo.yaml
+cleanup() {
+	rm -f "$spec"
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+step "make build"
+make --no-print-directory build BINDIR="$work/bin"
+xpu_cdi="$work/bin/xpu-cdi"
+"$xpu_cdi" --version
+
+step "a fake Kunlun host: 8 x P800 under $work/host"
+go run ./internal/cmd/xpu-fakehost --shape p800x8 --root "$work/host"
+ls -l "$work/host/dev"
+
+step "xpu-cdi info --dev-root $work/host --driver-root $work/host"
+"$xpu_cdi" info --dev-root "$work/host" --driver-root "$work/host"
+
+step "xpu-cdi generate --class xpu-demo --output $spec"
+"$xpu_cdi" generate --dev-root "$work/host" --driver-root "$work/host" --class xpu-demo --output "$spec"
+cat "$spec"
+
+step "xpu-cdi list"
+"$xpu_cdi" list | grep xpu-demo | head -20
+
+step "xpu-cdi validate $spec"
+"$xpu_cdi" validate "$spec"
+
+if ! command -v podman >/dev/null; then
+	echo "demo: podman not installed; install it (hack/install-deps.sh) to see a container use the spec"
+	exit 0
+fi
+
+# Podman as root on this machine kind: runc, cgroupfs, no journald.
+cat >"$work/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+export CONTAINERS_CONF="$work/containers.conf"
+rootfs="$work/rootfs"
+mkdir -p "$rootfs/bin" "$rootfs/etc" "$rootfs/tmp" "$rootfs/proc" "$rootfs/sys" "$rootfs/dev"
+cp /bin/busybox "$rootfs/bin/busybox"
+for applet in sh ls cat env grep; do ln -s busybox "$rootfs/bin/$applet"; done
+echo "root:x:0:0:root:/root:/bin/sh" >"$rootfs/etc/passwd"
+
+step "podman run --device baidu.com/xpu-demo=0 (busybox rootfs) ls -l /dev/xpu* ; xpu-smi"
+podman --root "$work/storage" --runroot "$work/run" run --rm --device baidu.com/xpu-demo=0 \
+	--rootfs "$rootfs" /bin/sh -c 'ls -l /dev/xpu*; env | grep ^XPU_; ls /usr/local/xpu/lib64; xpu-smi'
+podman --root "$work/storage" --runroot "$work/run" system reset --force >/dev/null 2>&1 || true
+
+step "done: the container saw /dev/xpu0 and /dev/xpuctrl only"
