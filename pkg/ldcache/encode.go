@@ -25,7 +25,7 @@ func Encode(entries []Entry) ([]byte, error) {
 		}
 	}
 	sorted := slices.Clone(entries)
-	slices.SortStableFunc(sorted, compare)
+	Sort(sorted)
 
 	// String table: each distinct string once, offsets relative to the
 	// start of the file (the new header).
@@ -69,6 +69,10 @@ func Encode(entries []Entry) ([]byte, error) {
 	bo.PutUint32(out[24:], uint32(len(table)))
 	return append(out, table...), nil
 }
+
+// Sort puts entries in the order Encode writes them (ldconfig's order),
+// keeping the input order of entries that compare equal.
+func Sort(entries []Entry) { slices.SortStableFunc(entries, compare) }
 
 func nativeEndianFlag() byte {
 	var b [2]byte

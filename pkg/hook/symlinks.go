@@ -1,0 +1,115 @@
+package hook
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
+)
+
+// Link is a symlink to create in the container: Link (an absolute path in
+// the container) will contain the text Target.
+type Link struct {
+	Target string
+	Link   string
+}
+
+// LinkSeparator separates the target from the link in ParseLink's input.
+const LinkSeparator = "::"
+
+// ParseLink parses "TARGET::LINK".
+func ParseLink(s string) (Link, error) {
+	target, link, ok := strings.Cut(s, LinkSeparator)
+	switch {
+	case !ok:
+		return Link{}, fmt.Errorf("link %q: want TARGET%sLINK", s, LinkSeparator)
+	case target == "" || link == "":
+		return Link{}, fmt.Errorf("link %q: empty target or link path", s)
+	case !path.IsAbs(link):
+		return Link{}, fmt.Errorf("link %q: the link path %q must be absolute (a path in the container)", s, link)
+	case strings.ContainsRune(s, 0):
+		return Link{}, fmt.Errorf("link %q: contains a NUL byte", s)
+	}
+	if c := path.Clean(link); c == "/" {
+		return Link{}, fmt.Errorf("link %q: the link path is the root", s)
+	}
+	return Link{Target: target, Link: link}, nil
+}
+
+// ErrExists is returned (wrapped) for a link path that is taken by a regular
+// file, directory or other non-symlink, which CreateSymlinks never replaces.
+var ErrExists = errors.New("exists and is not a symlink")
+
+// CreateSymlinks creates each link inside root. The parent directory is
+// resolved inside the root and created when missing; the link is made under
+// a temporary name and renamed into place. An identical existing link is
+// left alone, a different symlink is replaced, and anything else at the
+// link path is refused (ErrExists, logged as a warning, the other links are
+// still made). The target is never followed.
+func CreateSymlinks(root *rootfs.Root, links []Link, opts ...Option) error {
+	o := applyOptions(opts)
+	var errs []error
+	for _, l := range links {
+		err := createSymlink(root, l, o)
+		if errors.Is(err, ErrExists) {
+			o.log.Warnf("create-symlinks: %v", err)
+			continue
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func createSymlink(root *rootfs.Root, l Link, o options) error {
+	unsafePath := path.Clean("/" + l.Link)
+	parent, name := path.Split(unsafePath)
+	dir, err := root.MkdirAll(parent, 0o755)
+	if err != nil {
+		return fmt.Errorf("link %s -> %s: %w", unsafePath, l.Target, err)
+	}
+	defer dir.Close()
+	dfd := int(dir.Fd())
+
+	var st unix.Stat_t
+	renameFlags := uint(0)
+	switch err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case errors.Is(err, unix.ENOENT):
+		// Do not replace whatever appears there meanwhile.
+		renameFlags = unix.RENAME_NOREPLACE
+	case err != nil:
+		return fmt.Errorf("link %s in %s: stat: %w", unsafePath, root.Path(), err)
+	case st.Mode&unix.S_IFMT != unix.S_IFLNK:
+		return fmt.Errorf("link %s in %s: %w (mode %#o); not replacing it", unsafePath, root.Path(), ErrExists, st.Mode&unix.S_IFMT)
+	default:
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(dfd, name, buf)
+		if err == nil && string(buf[:n]) == l.Target {
+			o.log.Debugf("create-symlinks: %s -> %s already exists", unsafePath, l.Target)
+			return nil
+		}
+	}
+
+	tmp := rootfs.TempName(name)
+	if err := unix.Symlinkat(l.Target, dfd, tmp); err != nil {
+		return fmt.Errorf("link %s -> %s in %s: creating %s: %w", unsafePath, l.Target, root.Path(), tmp, err)
+	}
+	err = unix.Renameat2(dfd, tmp, dfd, name, renameFlags)
+	if errors.Is(err, unix.EINVAL) && renameFlags != 0 {
+		// A file system without RENAME_NOREPLACE: check, then rename.
+		if err = unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+			err = unix.Renameat(dfd, tmp, dfd, name)
+		} else if err == nil {
+			err = unix.EEXIST
+		}
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		return fmt.Errorf("link %s -> %s in %s: renaming it into place: %w", unsafePath, l.Target, root.Path(), err)
+	}
+	o.log.Infof("create-symlinks: %s -> %s in %s", unsafePath, l.Target, root.Path())
+	return nil
+}
