@@ -279,7 +279,9 @@ func containerdMainChange(mainPath string, old []byte, tree map[string]any, vers
 		at := lineEnd(old, end)
 		ins := append(marker, append(line, '\n')...)
 		if at == len(old) && (len(old) == 0 || old[len(old)-1] != '\n') {
-			ins = append([]byte("\n"), ins...)
+			// The file ends without a newline: keep it that way, so
+			// that revert can restore it byte for byte.
+			ins = append(append([]byte("\n"), marker...), line...)
 		}
 		out = splice(old, at, at, ins)
 	}
@@ -402,7 +404,11 @@ func containerdMainRevert(mainPath string, old []byte, tree map[string]any, drop
 		// Someone removed the key; only the marker goes.
 		want = nil
 	case newKey && len(remaining) == 0:
-		out = splice(out, start, lineEnd(out, end), nil)
+		cut := lineEnd(out, end)
+		if cut == len(out) && (cut == 0 || out[cut-1] != '\n') && start > 0 && out[start-1] == '\n' {
+			start-- // the line was added with a newline before it
+		}
+		out = splice(out, start, cut, nil)
 	default:
 		line, err := importsLine(remaining)
 		if err != nil {

@@ -190,4 +190,3 @@ func (c *Configurator) inPlaceRevert(p *Plan, path string, f format) error {
 	p.Changes = append(p.Changes, FileChange{Path: path, Old: old, New: out}, removeRec)
 	return nil
 }
-
