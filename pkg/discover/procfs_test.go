@@ -1,0 +1,96 @@
+package discover
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseProcInfo(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		data        string
+		want        ProcInfo
+		wantErr     string
+	}{
+		{
+			description: "Kunlun2: key, colon, TAB, value",
+			data:        "DeviceName:\tKunlun2\nDeviceAddr:\t0000:01:00.0\nDeviceSN:\t02K00Y6217V00009\nDriverVersion:\t4.33.0\n",
+			want:        ProcInfo{DeviceName: "Kunlun2", DeviceAddr: "0000:01:00.0", DeviceSN: "02K00Y6217V00009", DriverVersion: "4.33.0"},
+		},
+		{
+			description: "Kunlun1: one space, firmware and CPLD, CPLD padded",
+			data:        "DeviceName: K200\nDeviceAddr: 0000:3b:00.0\nDeviceSN: 22f\nFirmwareVersion: 0001.0000.0020\nCPLDVersion:     21\nDriverVersion: 4.33.0\n",
+			want:        ProcInfo{DeviceName: "K200", DeviceAddr: "0000:3b:00.0", DeviceSN: "22f", FirmwareVersion: "0001.0000.0020", CPLDVersion: "21", DriverVersion: "4.33.0"},
+		},
+		{
+			description: "unknown keys and lines without a colon are ignored",
+			data:        "Garbage line\nNewKey:\tvalue\nDeviceName:\tKunlun3\n",
+			want:        ProcInfo{DeviceName: "Kunlun3"},
+		},
+		{
+			description: "the value may contain colons (PCI address)",
+			data:        "DeviceAddr: 0000:81:00.0\r\n",
+			want:        ProcInfo{DeviceAddr: "0000:81:00.0"},
+		},
+		{description: "empty", data: "", wantErr: "no known key"},
+		{description: "no known key", data: "Foo: bar\n", wantErr: "no known key"},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			got, err := ParseProcInfo([]byte(tc.data))
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func FuzzParseProcInfo(f *testing.F) {
+	f.Add([]byte("DeviceName:\tKunlun2\nDeviceAddr:\t0000:01:00.0\n"))
+	f.Add([]byte("DeviceName: K200\nCPLDVersion:     21\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		info, err := ParseProcInfo(data)
+		if err != nil {
+			return
+		}
+		for _, v := range []string{info.DeviceName, info.DeviceAddr, info.DeviceSN, info.DriverVersion} {
+			require.NotContains(t, v, "\n")
+		}
+	})
+}
+
+func TestParseNodeName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		ok   bool
+	}{
+		{"xpu0", 0, true}, {"xpu15", 15, true}, {"xpuctrl", 0, false}, {"xpu", 0, false},
+		{"xpu01", 0, false}, {"xpu-1", 0, false}, {"xpu1a", 0, false}, {"gpu0", 0, false},
+		{"xpu99999999999999999999", 0, false},
+	} {
+		n, ok := ParseNodeName(tc.name)
+		require.Equal(t, tc.ok, ok, tc.name)
+		require.Equal(t, tc.n, n, tc.name)
+	}
+}
+
+func TestModelFor(t *testing.T) {
+	pf := func(dev, sv, sd uint16) *PCI {
+		return &PCI{VendorID: VendorKunlun, DeviceID: dev, SubsystemVendor: sv, SubsystemDevice: sd}
+	}
+	require.Equal(t, "R200", ModelFor(pf(0x3684, 2, 1), "Kunlun2", ""))
+	require.Equal(t, "RG800-PRO", ModelFor(pf(0x3684, 2, 8), "Kunlun2", ""))
+	require.Equal(t, ModelUnknown, ModelFor(pf(0x3684, 2, 99), "Kunlun2", ""))
+	require.Equal(t, "K200", ModelFor(pf(0x3684, 0, 0), "K200", ""))
+	require.Equal(t, ModelUnknown, ModelFor(pf(0x3684, 0, 0), "", ""))
+	require.Equal(t, "R200 VF", ModelFor(pf(0x3685, 2, 1), "Kunlun2", "R200"))
+	require.Equal(t, "Kunlun2 VF", ModelFor(pf(0x3685, 2, 1), "Kunlun2", ""))
+	require.Equal(t, "P800", ModelFor(pf(0x3688, 0, 0), "Kunlun3", ""))
+	require.Equal(t, ModelUnknown, ModelFor(pf(0x3699, 0, 0), "", ""), "an unknown Kunlun ID is not an error")
+	require.Equal(t, ModelUnknown, ModelFor(&PCI{VendorID: 0x10de}, "", ""))
+	require.Equal(t, "K100", ModelFor(nil, "K100", ""))
+}
