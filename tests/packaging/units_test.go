@@ -1,0 +1,79 @@
+package packaging
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestUnitsVerify runs systemd-analyze verify on the shipped units in a
+// temporary root holding the host's own units (for sysinit.target and
+// friends) and an executable /usr/bin/xpu-cdi. systemd-analyze exits 0 on
+// unknown keys and only prints them, so any output is a failure; the broken
+// unit case shows that the check catches one.
+func TestUnitsVerify(t *testing.T) {
+	requireTools(t, "systemd-analyze")
+	src := filepath.Join(repoRoot(t), "packaging", "systemd")
+	service, err := os.ReadFile(filepath.Join(src, "xpu-cdi-refresh.service"))
+	require.NoError(t, err)
+	path, err := os.ReadFile(filepath.Join(src, "xpu-cdi-refresh.path"))
+	require.NoError(t, err)
+
+	tests := []struct {
+		description string
+		service     string
+		wantClean   bool
+	}{
+		{description: "shipped units", service: string(service), wantClean: true},
+		{
+			description: "misspelt hardening key is reported",
+			service:     strings.Replace(string(service), "\nProtectSystem=strict\n", "\nProtectSytem=strict\n", 1),
+		},
+		{
+			description: "missing ExecStart binary is reported",
+			service:     strings.Replace(string(service), "\nExecStart=/usr/bin/xpu-cdi refresh\n", "\nExecStart=/usr/bin/xpu-cdi-missing refresh\n", 1),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			require.Equal(t, tc.wantClean, tc.service == string(service), "the broken case must change the unit")
+			root := t.TempDir()
+			unitDir := filepath.Join(root, "etc", "systemd", "system")
+			require.NoError(t, os.MkdirAll(unitDir, 0o755))
+			require.NoError(t, os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(root, "usr", "bin", "xpu-cdi"), []byte("#!/bin/sh\n"), 0o755))
+			copyHostUnits(t, filepath.Join(root, "usr", "lib", "systemd", "system"))
+			require.NoError(t, os.WriteFile(filepath.Join(unitDir, "xpu-cdi-refresh.service"), []byte(tc.service), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(unitDir, "xpu-cdi-refresh.path"), path, 0o644))
+
+			// One unit per call: given several, systemd-analyze 252 does not
+			// always print the warnings of the first.
+			var out string
+			var err error
+			for _, unit := range []string{"xpu-cdi-refresh.service", "xpu-cdi-refresh.path"} {
+				o, e := runErr([]string{"SYSTEMD_LOG_TARGET=console"}, "systemd-analyze", "--man=no", "--root="+root, "verify", filepath.Join(unitDir, unit))
+				out += o
+				err = errors.Join(err, e)
+			}
+			if tc.wantClean {
+				require.NoError(t, err, out)
+				require.Empty(t, strings.TrimSpace(out), "systemd-analyze verify complained")
+				return
+			}
+			require.NotEmpty(t, strings.TrimSpace(out), "systemd-analyze verify accepted a broken unit in %s", root)
+		})
+	}
+}
+
+// copyHostUnits copies the host's system unit directory (targets, slices
+// and services the shipped units depend on) into dst. With only some of
+// them, systemd-analyze stops checking the unit without a word.
+func copyHostUnits(t *testing.T, dst string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(dst), 0o755))
+	run(t, nil, "cp", "-a", "/lib/systemd/system/.", dst)
+}
