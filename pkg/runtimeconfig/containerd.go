@@ -18,7 +18,8 @@ import (
 //	version 2 (containerd 1.7): plugins."io.containerd.grpc.v1.cri"
 //	version 3 (containerd 2.x): plugins."io.containerd.cri.v1.runtime"
 //
-// Both have enable_cdi and cdi_spec_dirs at the plugin's top level and
+// Both have cdi_spec_dirs at the plugin's top level (version 2 also
+// enable_cdi; containerd 2.x has CDI always on and no such key) and
 // containerd.default_runtime_name / containerd.runtimes.<name> below it.
 const (
 	criPluginV2 = "io.containerd.grpc.v1.cri"
@@ -79,9 +80,13 @@ func (c *Configurator) containerdDropIn(mainPath string, mainTree map[string]any
 		edits = append(edits, edit{key: []string{"containerd", "default_runtime_name"}, value: o.runtimeName})
 	}
 	if o.enableCDI {
-		edits = append(edits,
-			edit{key: []string{"enable_cdi"}, value: true},
-			edit{key: []string{"cdi_spec_dirs"}, value: stringList(o.cdiSpecDirs)})
+		// containerd 2.x always enables CDI in the CRI plugin: its config
+		// struct has no enable_cdi (containerd 2.4 logs "Ignoring unknown
+		// key ... enable_cdi"), so version 3 gets only the directories.
+		if version == 2 {
+			edits = append(edits, edit{key: []string{"enable_cdi"}, value: true})
+		}
+		edits = append(edits, edit{key: []string{"cdi_spec_dirs"}, value: stringList(o.cdiSpecDirs)})
 	}
 	for _, e := range edits {
 		if err := set(section, e.key, e.value); err != nil {
