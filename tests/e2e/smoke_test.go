@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+// nullDeviceSpec is a CDI spec for vendor whose device "null" gives the
+// container the host's /dev/null as /dev/e2e-null. cdiVersion 0.5.0 is the
+// highest Podman 4.3.1 parses and the lowest with deviceNodes[].hostPath.
+func nullDeviceSpec(vendor string) []byte {
+	return []byte(fmt.Sprintf(`cdiVersion: "0.5.0"
+kind: %s/e2e
+devices:
+  - name: "null"
+    containerEdits:
+      deviceNodes:
+        - path: /dev/e2e-null
+          hostPath: /dev/null
+      env:
+        - E2E_VENDOR=%s
+`, vendor, vendor))
+}
+
+func TestSmokePodman(t *testing.T) {
+	p := harness.NewPodman(t)
+	rootfs := t.TempDir()
+	harness.BuildBusyboxRootfs(t, rootfs)
+	p.ImportImage(t, rootfs, "e2e-busybox")
+
+	t.Run("echo", func(t *testing.T) {
+		r := p.MustRun(t, "run", "--rm", "e2e-busybox", "echo", "hello from podman")
+		require.Equal(t, "hello from podman\n", r.Stdout)
+		r = p.Run(t, "run", "--rm", "e2e-busybox", "sh", "-c", "exit 7")
+		require.Equal(t, 7, r.ExitCode, r.String())
+	})
+
+	t.Run("cdi device", func(t *testing.T) {
+		vendor := harness.UniqueVendor(t)
+		p.InstallSpec(t, nullDeviceSpec(vendor), vendor)
+		r := p.MustRun(t, "run", "--rm", "--device", vendor+"/e2e=null", "e2e-busybox",
+			"sh", "-c", `ls -l /dev/e2e-null && echo "vendor=$E2E_VENDOR" && echo written > /dev/e2e-null`)
+		require.Contains(t, r.Stdout, "vendor="+vendor)
+		// A char device with the major:minor of /dev/null (1, 3).
+		require.Regexp(t, `(?m)^c.* 1, +3 .*/dev/e2e-null$`, r.Stdout)
+
+		// Without the spec the same request must fail: the node came from CDI.
+		r = p.Run(t, "run", "--rm", "--device", harness.UniqueVendor(t)+"/e2e=null", "e2e-busybox", "true")
+		require.NotZero(t, r.ExitCode, r.String())
+		require.Contains(t, r.Stderr, "unresolvable CDI devices")
+	})
+}
+
+func TestSmokeGlibcRootfs(t *testing.T) {
+	p := harness.NewPodman(t)
+	rootfs := t.TempDir()
+	harness.BuildGlibcRootfs(t, rootfs)
+	require.NoFileExists(t, filepath.Join(rootfs, "sbin/ldconfig"))
+	// A dynamically linked host program runs inside with only the loader and libc.
+	require.NoError(t, harness.CopyIntoRootfs(rootfs, "/usr/bin/env", "/usr/bin/glibc-env"))
+	p.ImportImage(t, rootfs, "e2e-glibc")
+	r := p.MustRun(t, "run", "--rm", "e2e-glibc", "/usr/bin/glibc-env", "E2E=glibc")
+	require.Contains(t, strings.Fields(r.Stdout), "E2E=glibc")
+}
+
+// timed logs how long f took, for the setup-cost report.
+func timed(t *testing.T, what string, f func()) time.Duration {
+	t.Helper()
+	start := time.Now()
+	f()
+	d := time.Since(start)
+	t.Logf("setup %s: %s", what, d.Round(time.Millisecond))
+	return d
+}
