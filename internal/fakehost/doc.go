@@ -1,0 +1,27 @@
+// Package fakehost builds fake Baidu Kunlun XPU hosts under a directory, for
+// unit tests, end-to-end tests with real container engines, benchmarks and
+// demos. No XPU is needed anywhere.
+//
+// A tree built under a root R has the shape described in
+// /work/shared/reference/kunlun-host.md (see README.md in this directory for
+// which real host each shape imitates and what was inferred): device nodes
+// under R/dev, the driver's procfs entries under R/proc, sysfs under R/sys and
+// the XRE user space (real ELF shared objects with real SONAMEs, a static
+// xpu_smi, ld.so.conf.d and ld.so.cache) under R/usr/local and R/etc. The same
+// R serves as dev root and driver root. Every symbolic link is relative, so a
+// tree can be moved or bind-mounted.
+//
+// Device nodes are real character devices (mknod) when the builder runs as
+// root and the kernel allows it; otherwise they are empty regular files and
+// (*Tree).NodeFacts supplies the major, minor, mode and owner the kernel would
+// report. The returned Tree records everything that was built so tests can
+// compare discovery against it.
+//
+// The ELF files are compiled with gcc once per build cache directory and then
+// derived by patching placeholders in place, so a host with hundreds of
+// libraries builds in milliseconds. Building needs gcc and a static glibc
+// (libc6-dev) the first time a cache directory is used.
+//
+// What it does not do: it does not imitate ioctls (cXPU), firmware or any
+// behaviour of a real device; the files are a snapshot of a host at rest.
+package fakehost

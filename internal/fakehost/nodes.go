@@ -1,0 +1,92 @@
+package fakehost
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// recordDevices fills Tree.Devices from the host description, sorted by index.
+func (b *builder) recordDevices() {
+	h := b.h
+	vfs := map[string][]int{}
+	for _, d := range h.Devices {
+		if d.Function == FunctionVF {
+			vfs[d.PhysFn] = append(vfs[d.PhysFn], d.Index)
+		}
+	}
+	for _, d := range h.Devices {
+		td := TreeDevice{
+			Index: d.Index, Path: fmt.Sprintf("/dev/xpu%d", d.Index), Major: h.Major, Minor: d.Minor,
+			BDF: d.BDF, Serial: d.Serial, Model: d.Model, Family: d.Family, DeviceName: d.DeviceName,
+			DeviceID: d.DeviceID, Function: d.Function, Parent: d.PhysFn, NUMANode: d.NUMANode, State: d.State,
+			HasNode:  !h.NoNodes && !d.NoNode,
+			HasProc:  !h.NoProcfs && !d.NoProc,
+			HasSysfs: !h.NoSysfs && !d.NoSysfs,
+		}
+		if d.Function == FunctionPF {
+			td.VFs = vfs[d.BDF]
+		}
+		if td.HasSysfs {
+			td.SysfsPath = fmt.Sprintf("%s/xpu/xpu%d", pciDir(d), d.Index)
+		}
+		b.t.Devices = append(b.t.Devices, td)
+	}
+	sort.Slice(b.t.Devices, func(i, j int) bool { return b.t.Devices[i].Index < b.t.Devices[j].Index })
+}
+
+// buildNodes creates /dev/xpuN and /dev/xpuctrl.
+func (b *builder) buildNodes() error {
+	b.recordDevices()
+	if err := b.mkdir("/dev"); err != nil {
+		return err
+	}
+	if b.h.NoNodes {
+		return nil
+	}
+	b.t.RealNodes = !b.o.noMknod && os.Geteuid() == 0
+	for _, d := range b.t.Devices {
+		if !d.HasNode {
+			continue
+		}
+		if err := b.node(d.Path, d.Minor); err != nil {
+			return err
+		}
+	}
+	if !b.h.NoCtrl {
+		if err := b.node("/dev/xpuctrl", CtrlMinor); err != nil {
+			return err
+		}
+		b.t.Ctrl = "/dev/xpuctrl"
+	}
+	return nil
+}
+
+// node creates one device node, as a real char device when RealNodes and as
+// an empty regular file otherwise, and records its facts. If mknod is
+// refused (no CAP_MKNOD, user namespace), the builder falls back to regular
+// files for the whole tree.
+func (b *builder) node(p string, minor uint32) error {
+	facts := NodeFacts{Major: b.h.Major, Minor: minor, Mode: b.h.NodeMode.Perm(), UID: b.h.NodeUID, GID: b.h.NodeGID}
+	full := b.full(p)
+	b.t.facts[full] = facts
+	if b.t.RealNodes {
+		err := mknodChar(full, facts)
+		if err == nil {
+			return nil
+		}
+		if !isPermission(err) {
+			return err
+		}
+		b.o.log.Warnf("mknod refused (%v): device nodes of %s are regular files", err, b.root)
+		b.t.RealNodes = false
+		for _, d := range b.t.Devices { // redo earlier nodes as files
+			if _, done := b.t.facts[b.full(d.Path)]; done && d.Path != p && d.HasNode {
+				if err := b.writeFile(d.Path, nil, facts.Mode); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return b.writeFile(p, nil, facts.Mode)
+}

@@ -1,0 +1,235 @@
+package fakehost
+
+import "fmt"
+
+// Shape names accepted by ShapeByName (and the xpu-fakehost command).
+const (
+	ShapeP800x8    = "p800x8"
+	ShapeR200SRIOV = "r200-sriov"
+	ShapeK200      = "k200"
+	ShapeDegraded  = "degraded"
+	ShapeScaled    = "scaled"
+)
+
+// Shapes lists the valid shape names.
+func Shapes() []string {
+	return []string{ShapeP800x8, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled}
+}
+
+// ShapeByName returns the named shape; devices and libraries are only used by
+// "scaled".
+func ShapeByName(name string, devices, libraries int) (Host, error) {
+	switch name {
+	case ShapeP800x8:
+		return P800x8(), nil
+	case ShapeR200SRIOV:
+		return R200SRIOV(), nil
+	case ShapeK200:
+		return K200(), nil
+	case ShapeDegraded:
+		return Degraded(), nil
+	case ShapeScaled:
+		if devices < 0 || libraries < 0 {
+			return Host{}, fmt.Errorf("scaled shape: devices (%d) and libraries (%d) must not be negative", devices, libraries)
+		}
+		return Scaled(devices, libraries), nil
+	default:
+		return Host{}, fmt.Errorf("unknown shape %q: valid shapes are %v", name, Shapes())
+	}
+}
+
+// Driver versions used by the shapes.
+const (
+	DriverVersionKunlun2 = "4.33.0"
+	DriverVersionP800    = "5.0.21.21"
+)
+
+// CoreLibraries is the standard XRE lib64 content: libxpurt and libxpuml
+// with their development links, and the other user libraries.
+func CoreLibraries() []Library {
+	return []Library{
+		{File: "libxpurt.so.1", SONAME: "libxpurt.so.1", DevLinks: []string{"libxpurt.so"}},
+		{File: "libxpuml.so.1", SONAME: "libxpuml.so.1", DevLinks: []string{"libxpuml.so"}},
+		{File: "libpcida.so", SONAME: "libpcida.so"},
+		{File: "libxpuapi.so", SONAME: "libxpuapi.so"},
+		{File: "libbkcl.so", SONAME: "libbkcl.so"},
+		{File: "libxft.so", SONAME: "libxft.so"},
+	}
+}
+
+// ScaledLibraries returns n library files: the core set first, then
+// libxpuextNNNN.so.1 files.
+func ScaledLibraries(n int) []Library {
+	core := CoreLibraries()
+	if n <= len(core) {
+		return core[:n]
+	}
+	libs := core
+	for i := 0; len(libs) < n; i++ {
+		name := fmt.Sprintf("libxpuext%04d.so.1", i)
+		libs = append(libs, Library{File: name, SONAME: name})
+	}
+	return libs
+}
+
+func kunlun2Serial(i int) string {
+	return fmt.Sprintf("02K00Y6217V%05d", 9+i)
+}
+
+func p800Serial(i int) string {
+	return fmt.Sprintf("02P00A5240V%05d", 101+i)
+}
+
+func p800Device(i, numa int, bdf, parent string) Device {
+	return Device{
+		Index: i, Minor: slotMinor(i), Family: Kunlun3, Model: "P800", DeviceName: "Kunlun3",
+		BDF: bdf, PCIParent: parent,
+		VendorID: VendorKunlun, DeviceID: DeviceIDP800, SubsystemVendor: VendorKunlun, SubsystemDevice: 0x0001,
+		NUMANode: numa, Serial: p800Serial(i), State: "RUNNING", Function: FunctionPF,
+		MemoryMiB: 98304, L3MiB: 96,
+	}
+}
+
+// slotMinor is the minor of the node of the device in probe slot s: 2*s, with
+// 128 (xpuctrl) skipped for hosts with more than 64 devices.
+func slotMinor(s int) uint32 {
+	m := uint32(2 * s)
+	if m >= CtrlMinor {
+		m += 2
+	}
+	return m
+}
+
+// P800x8 is an 8-card P800 (Kunlun3) OAM box, driver 5.0.21.x, nodes 0666
+// through the vendor udev rule, cards 0-3 on NUMA node 0 behind root ports of
+// pci0000:00 and cards 4-7 on NUMA node 1 behind pci0000:80.
+func P800x8() Host {
+	h := Host{
+		Shape: ShapeP800x8, Major: DefaultMajor,
+		DriverVersion: DriverVersionP800, XREVersion: DriverVersionP800,
+		NodeMode: 0o666, UdevRule: true, LoadJiffies: 4294968231,
+		Libraries: CoreLibraries(),
+	}
+	for i := range 8 {
+		numa, bus, hb := 0, 0x01+i, 0x00
+		if i >= 4 {
+			numa, bus, hb = 1, 0x81+i-4, 0x80
+		}
+		parent := fmt.Sprintf("pci0000:%02x/0000:%02x:%02x.0", hb, hb, 1+i%4)
+		h.Devices = append(h.Devices, p800Device(i, numa, fmt.Sprintf("0000:%02x:00.0", bus), parent))
+	}
+	return h
+}
+
+func r200PF(i int, slot int, bdf string, numa int) Device {
+	return Device{
+		Index: i, Minor: slotMinor(slot), Family: Kunlun2, Model: "R200", DeviceName: "Kunlun2",
+		BDF: bdf, PCIParent: "pci0000:00",
+		VendorID: VendorKunlun, DeviceID: DeviceIDPF, SubsystemVendor: 0x0002, SubsystemDevice: 0x0001,
+		NUMANode: numa, Serial: kunlun2Serial(slot), State: "RUNNING", Function: FunctionPF,
+		TotalVFs: 3, MemoryMiB: 16384, L3MiB: 63,
+	}
+}
+
+// R200SRIOV is a Kunlun2 host with two R200 PFs: the first (xpu0,
+// 0000:3b:00.0) has its 3 VFs enabled (xpu2..xpu4, 0000:3b:00.1-3, 0x3685,
+// 5 GiB each), the second (xpu1, 0000:5e:00.0) has none. Driver 4.33.0.
+func R200SRIOV() Host {
+	h := Host{
+		Shape: ShapeR200SRIOV, Major: DefaultMajor,
+		DriverVersion: DriverVersionKunlun2, XREVersion: DriverVersionKunlun2,
+		NodeMode: 0o666, UdevRule: true, LoadJiffies: 4294968231,
+		Libraries: CoreLibraries(),
+	}
+	pf0 := r200PF(0, 0, "0000:3b:00.0", 0)
+	pf1 := r200PF(1, 1, "0000:5e:00.0", 1)
+	h.Devices = append(h.Devices, pf0, pf1)
+	for k := range 3 {
+		vf := pf0
+		vf.Index = 2 + k
+		vf.Minor = slotMinor(2 + k)
+		vf.BDF = fmt.Sprintf("0000:3b:00.%d", 1+k)
+		vf.DeviceID = DeviceIDVF
+		vf.Function = FunctionVF
+		vf.PhysFn = pf0.BDF
+		vf.TotalVFs = 0
+		vf.MemoryMiB = 5120
+		h.Devices = append(h.Devices, vf)
+	}
+	return h
+}
+
+// K200 is one Kunlun1 K200 card (0000:01:00.0, 0x3684, subsystem
+// 0000:0000) with two power domains: xpu0 (minor 0, RUNNING) and xpu1
+// (minor 1, LOWPOWER) on the same PCI function. Driver 4.33.0.
+func K200() Host {
+	h := Host{
+		Shape: ShapeK200, Major: DefaultMajor,
+		DriverVersion: DriverVersionKunlun2, XREVersion: DriverVersionKunlun2,
+		NodeMode: 0o666, UdevRule: true, LoadJiffies: 4294968231,
+		Libraries: CoreLibraries(),
+	}
+	for d, state := range []string{"RUNNING", "LOWPOWER"} {
+		h.Devices = append(h.Devices, Device{
+			Index: d, Minor: uint32(d), Family: Kunlun1, Model: "K200", DeviceName: "K200",
+			BDF: "0000:01:00.0", PCIParent: "pci0000:00",
+			VendorID: VendorKunlun, DeviceID: DeviceIDPF,
+			Serial: "22f", State: state, Function: FunctionPF,
+			FirmwareVersion: "0001.0000.0020", CPLDVersion: 0x21,
+		})
+	}
+	return h
+}
+
+// Degraded is a Kunlun2 host where things went wrong: the third card
+// (0000:5e:00.0) failed probe, so the nodes are xpu0, xpu1, xpu3 and
+// probe_error names it; xpu0 has the unknown device ID 0x3699; xpu1 has no
+// /proc/xpu/dev1; xpu3 is in ERROR state and has no sysfs entries; there is
+// no udev rule (nodes 0660 root:root), no xpu-smi and only libxpurt and
+// libxpuapi are installed.
+func Degraded() Host {
+	h := Host{
+		Shape: ShapeDegraded, Major: DefaultMajor,
+		DriverVersion: DriverVersionKunlun2, XREVersion: DriverVersionKunlun2,
+		NodeMode: 0o660, LoadJiffies: 4294968231,
+		NoXPUSMI: true,
+	}
+	x0 := r200PF(0, 0, "0000:3b:00.0", 0)
+	x0.DeviceID = DeviceIDUnknown
+	x0.SubsystemDevice = 0x0009
+	x0.Model = ""
+	x0.TotalVFs = 0
+	x1 := r200PF(1, 1, "0000:3c:00.0", 0)
+	x1.NoProc = true
+	x3 := r200PF(3, 3, "0000:5f:00.0", 1)
+	x3.State = "ERROR"
+	x3.ErrInfo = "Device heartbeat lost"
+	x3.NoSysfs = true
+	h.Devices = []Device{x0, x1, x3}
+	h.ProbeErrors = []ProbeError{{BDF: "0000:5e:00.0", Code: 804, Message: "Error init device"}}
+	core := CoreLibraries()
+	h.Libraries = []Library{core[0], core[3]}
+	return h
+}
+
+// Scaled is a P800 host with the given number of devices and driver library
+// files, for benchmarks. Devices spread over PCI domains of 128 buses each
+// and two NUMA nodes (first half 0, second half 1).
+func Scaled(devices, libraries int) Host {
+	h := Host{
+		Shape: ShapeScaled, Major: DefaultMajor,
+		DriverVersion: DriverVersionP800, XREVersion: DriverVersionP800,
+		NodeMode: 0o666, UdevRule: true, LoadJiffies: 4294968231,
+		Libraries: ScaledLibraries(libraries),
+	}
+	for i := range devices {
+		domain, bus := i/128, 1+i%128
+		numa := 0
+		if 2*i >= devices && devices > 1 {
+			numa = 1
+		}
+		h.Devices = append(h.Devices, p800Device(i, numa,
+			fmt.Sprintf("%04x:%02x:00.0", domain, bus), fmt.Sprintf("pci%04x:00", domain)))
+	}
+	return h
+}

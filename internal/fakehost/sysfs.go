@@ -1,0 +1,164 @@
+package fakehost
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+func fsMode(perm int) os.FileMode { return os.FileMode(perm) }
+
+// pciDir is the in-tree sysfs directory of a device's PCI function.
+func pciDir(d Device) string {
+	return "/sys/devices/" + strings.Trim(d.PCIParent, "/") + "/" + d.BDF
+}
+
+const (
+	sysClassXPU     = "/sys/class/xpu"
+	sysDriverKunlun = "/sys/bus/pci/drivers/kunlun"
+	sysModuleKunlun = "/sys/module/kunlun"
+	pciClassAccel   = 0x120000 // processing accelerator
+)
+
+// device returns the first device at bdf.
+func (b *builder) device(bdf string) (Device, bool) {
+	for _, d := range b.h.Devices {
+		if d.BDF == bdf {
+			return d, true
+		}
+	}
+	return Device{}, false
+}
+
+func hex16(v uint16) string { return fmt.Sprintf("0x%04x\n", v) }
+
+// buildSysfs writes the xpu class, the PCI functions, the kunlun PCI driver
+// and the module.
+func (b *builder) buildSysfs() error {
+	if b.h.NoSysfs {
+		return nil
+	}
+	h := b.h
+	for _, dir := range []string{sysClassXPU, sysDriverKunlun, "/sys/bus/pci/devices"} {
+		if err := b.mkdir(dir); err != nil {
+			return err
+		}
+	}
+	if err := b.writeText(sysModuleKunlun+"/version", h.DriverVersion+"\n", 0o444); err != nil {
+		return err
+	}
+	if err := b.writeText(sysModuleKunlun+"/initstate", "live\n", 0o444); err != nil {
+		return err
+	}
+	if err := b.symlink(sysModuleKunlun, sysDriverKunlun+"/module"); err != nil {
+		return err
+	}
+	if err := b.symlink(sysDriverKunlun, sysModuleKunlun+"/drivers/pci:kunlun"); err != nil {
+		return err
+	}
+	if !h.NoCtrl {
+		ctrl := "/sys/devices/virtual/xpu/xpuctrl"
+		if err := b.classDevice(ctrl, "xpuctrl", CtrlMinor, ""); err != nil {
+			return err
+		}
+	}
+	byBDF := map[string]Device{}
+	var vfs = map[string][]Device{}
+	for _, d := range h.Devices {
+		if d.Function == FunctionVF {
+			vfs[d.PhysFn] = append(vfs[d.PhysFn], d)
+		}
+	}
+	for _, d := range h.Devices {
+		if d.NoSysfs {
+			continue
+		}
+		fn := pciDir(d)
+		if _, done := byBDF[d.BDF]; !done {
+			byBDF[d.BDF] = d
+			if err := b.pciFunction(d, vfs[d.BDF]); err != nil {
+				return err
+			}
+		}
+		name := fmt.Sprintf("xpu%d", d.Index)
+		if err := b.classDevice(fn+"/xpu/"+name, name, d.Minor, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// classDevice writes one xpu class device directory and its class link.
+func (b *builder) classDevice(dir, name string, minor uint32, pciFn string) error {
+	h := b.h
+	files := []struct{ name, text string }{
+		{"dev", fmt.Sprintf("%d:%d\n", h.Major, minor)},
+		{"uevent", fmt.Sprintf("MAJOR=%d\nMINOR=%d\nDEVNAME=%s\nDEVMODE=0666\n", h.Major, minor, name)},
+	}
+	for _, f := range files {
+		if err := b.writeText(dir+"/"+f.name, f.text, 0o444); err != nil {
+			return err
+		}
+	}
+	if err := b.symlink(sysClassXPU, dir+"/subsystem"); err != nil {
+		return err
+	}
+	if pciFn != "" {
+		if err := b.symlink(pciFn, dir+"/device"); err != nil {
+			return err
+		}
+	}
+	return b.symlink(dir, sysClassXPU+"/"+name)
+}
+
+// pciFunction writes a PCI function directory with its IDs, NUMA node,
+// driver binding and SR-IOV links.
+func (b *builder) pciFunction(d Device, vfs []Device) error {
+	fn := pciDir(d)
+	slotID := fmt.Sprintf("pci:v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X", d.VendorID, d.DeviceID,
+		d.SubsystemVendor, d.SubsystemDevice, pciClassAccel>>16, (pciClassAccel>>8)&0xff, pciClassAccel&0xff)
+	files := []struct{ name, text string }{
+		{"vendor", hex16(d.VendorID)},
+		{"device", hex16(d.DeviceID)},
+		{"subsystem_vendor", hex16(d.SubsystemVendor)},
+		{"subsystem_device", hex16(d.SubsystemDevice)},
+		{"class", fmt.Sprintf("0x%06x\n", pciClassAccel)},
+		{"numa_node", fmt.Sprintf("%d\n", d.NUMANode)},
+		{"uevent", fmt.Sprintf("DRIVER=kunlun\nPCI_CLASS=%X\nPCI_ID=%04X:%04X\nPCI_SUBSYS_ID=%04X:%04X\nPCI_SLOT_NAME=%s\nMODALIAS=%s\n",
+			pciClassAccel, d.VendorID, d.DeviceID, d.SubsystemVendor, d.SubsystemDevice, d.BDF, slotID)},
+		{"modalias", slotID + "\n"},
+	}
+	if d.Function == FunctionPF && d.TotalVFs > 0 {
+		files = append(files,
+			struct{ name, text string }{"sriov_totalvfs", fmt.Sprintf("%d\n", d.TotalVFs)},
+			struct{ name, text string }{"sriov_numvfs", fmt.Sprintf("%d\n", len(vfs))},
+		)
+	}
+	for _, f := range files {
+		if err := b.writeText(fn+"/"+f.name, f.text, 0o444); err != nil {
+			return err
+		}
+	}
+	links := [][2]string{
+		{sysDriverKunlun, fn + "/driver"},
+		{"/sys/bus/pci", fn + "/subsystem"},
+		{fn, "/sys/bus/pci/devices/" + d.BDF},
+		{fn, sysDriverKunlun + "/" + d.BDF},
+	}
+	for k, vf := range vfs {
+		if !vf.NoSysfs {
+			links = append(links, [2]string{pciDir(vf), fmt.Sprintf("%s/virtfn%d", fn, k)})
+		}
+	}
+	if d.Function == FunctionVF {
+		if pf, ok := b.device(d.PhysFn); ok && !pf.NoSysfs {
+			links = append(links, [2]string{pciDir(pf), fn + "/physfn"})
+		}
+	}
+	for _, l := range links {
+		if err := b.symlink(l[0], l[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
