@@ -40,7 +40,8 @@ step "xpu-cdi info --dev-root $work/host --driver-root $work/host"
 "$xpu_cdi" info --dev-root "$work/host" --driver-root "$work/host"
 
 step "xpu-cdi generate --class xpu-demo --output $spec"
-"$xpu_cdi" generate --dev-root "$work/host" --driver-root "$work/host" --class xpu-demo --output "$spec"
+"$xpu_cdi" generate --dev-root "$work/host" --driver-root "$work/host" --class xpu-demo \
+	--hook-path "$work/bin/xpu-runtime-hook" --output "$spec"
 cat "$spec"
 
 step "xpu-cdi list"

@@ -52,6 +52,7 @@ type options struct {
 	driverFiles bool
 	allDevice   bool
 	hooks       []Hook
+	hookPath    string
 }
 
 // Option configures New.
@@ -74,6 +75,17 @@ func WithDriverFiles(include bool) Option { return func(o *options) { o.driverFi
 
 // WithAllDevice adds (the default) or leaves out the "all" device.
 func WithAllDevice(include bool) Option { return func(o *options) { o.allDevice = include } }
+
+// WithRuntimeHooks adds the xpu-runtime-hook hooks (RuntimeHooks) for the
+// driver libraries of the spec, with the hook binary at hookPath.
+func WithRuntimeHooks(hookPath string) Option {
+	return func(o *options) {
+		if hookPath == "" {
+			hookPath = DefaultHookPath
+		}
+		o.hookPath = hookPath
+	}
+}
 
 // WithHooks adds OCI hooks to the spec-wide container edits.
 func WithHooks(h ...Hook) Option { return func(o *options) { o.hooks = append(o.hooks, h...) } }

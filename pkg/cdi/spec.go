@@ -46,7 +46,11 @@ func New(host *discover.Host, opts ...Option) (*specs.Spec, []string, error) {
 	}
 	common.Mounts = append(common.Mounts, fileMounts(host.Tools)...)
 	sort.SliceStable(common.Mounts, func(i, j int) bool { return common.Mounts[i].ContainerPath < common.Mounts[j].ContainerPath })
-	for _, h := range o.hooks {
+	hooks := o.hooks
+	if o.hookPath != "" && o.driverFiles {
+		hooks = append(RuntimeHooks(o.hookPath, host.Libraries), hooks...)
+	}
+	for _, h := range hooks {
 		oh, err := ociHook(h)
 		if err != nil {
 			return nil, nil, err

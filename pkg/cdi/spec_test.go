@@ -51,6 +51,7 @@ func TestGolden(t *testing.T) {
 		opts []cdi.Option
 	}{
 		{name: "p800x8", host: fakehost.P800x8()},
+		{name: "p800x8-hooks", host: fakehost.P800x8(), opts: []cdi.Option{cdi.WithRuntimeHooks("/usr/bin/xpu-runtime-hook"), cdi.WithNameStrategies(cdi.NameByIndex)}},
 		{name: "p800x8-nodes-only-index", host: fakehost.P800x8(), opts: []cdi.Option{cdi.WithDriverFiles(false), cdi.WithNameStrategies(cdi.NameByIndex)}},
 		{name: "r200-sriov", host: fakehost.R200SRIOV()},
 		{name: "k200", host: fakehost.K200()},

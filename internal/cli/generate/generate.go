@@ -59,6 +59,8 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind", Value: cdi.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
 		&cli.StringSliceFlag{Name: "device-name-strategy", Usage: "how devices are named: index, bdf, serial (repeatable); default: all three", EnvVars: []string{"XPU_CDI_DEVICE_NAME_STRATEGY"}, Destination: &o.strategies},
 		&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.nodesOnly},
+		&cli.StringFlag{Name: "hook-path", Usage: "path of xpu-runtime-hook on the host, named by the spec's hooks", Value: cdi.DefaultHookPath, EnvVars: []string{"XPU_CDI_HOOK_PATH"}, Destination: &o.hookPath},
+		&cli.BoolFlag{Name: "no-hooks", Usage: "emit no hooks: programs in the container then need LD_LIBRARY_PATH=/usr/local/xpu/lib64 to load the XRE", EnvVars: []string{"XPU_CDI_NO_HOOKS"}, Destination: &o.noHooks},
 		&cli.BoolFlag{Name: "no-all-device", Usage: `do not add the "all" device`, EnvVars: []string{"XPU_CDI_NO_ALL_DEVICE"}, Destination: &o.noAllDevice},
 	}
 }
@@ -107,12 +109,16 @@ func (o *options) validate() error {
 }
 
 func (o *options) specOptions() []cdi.Option {
-	return []cdi.Option{
+	opts := []cdi.Option{
 		cdi.WithKind(o.vendor, o.class),
 		cdi.WithNameStrategies(o.parsedNames...),
 		cdi.WithDriverFiles(!o.nodesOnly),
 		cdi.WithAllDevice(!o.noAllDevice),
 	}
+	if !o.noHooks {
+		opts = append(opts, cdi.WithRuntimeHooks(o.hookPath))
+	}
+	return opts
 }
 
 func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
@@ -126,6 +132,11 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	}
 	for _, w := range warnings {
 		log.Warn(w)
+	}
+	if len(spec.ContainerEdits.Hooks) > 0 {
+		if _, err := os.Stat(o.hookPath); err != nil {
+			log.Warnf("the spec names the hook %s, which does not exist on this host (%v): containers will fail to start until it is installed; see --hook-path and --no-hooks", o.hookPath, err)
+		}
 	}
 	if o.output == "" {
 		data, err := cdi.Encode(spec, o.parsedFormat)
