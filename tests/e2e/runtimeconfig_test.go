@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/runtimeconfig"
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+func lookupKey(t *testing.T, tree map[string]any, key ...string) any {
+	t.Helper()
+	var cur any = tree
+	for i, k := range key {
+		m, ok := cur.(map[string]any)
+		require.True(t, ok, "%s is not a table", strings.Join(key[:i], "."))
+		cur, ok = m[k]
+		require.True(t, ok, "%s missing", strings.Join(key[:i+1], "."))
+	}
+	return cur
+}
+
+// containerd 2.x loads the produced main file and drop-in: `containerd
+// config dump` (the merged effective config) shows the runtime, the default
+// and the CDI directories, keeps what the main file set, and logs no
+// unknown-key warning.
+func TestRuntimeConfigContainerdConfigDump(t *testing.T) {
+	harness.RequiresRoot(t)
+	containerd := harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "containerd"))
+	tests := []struct {
+		description string
+		main        string // "" = no main file
+		version     int
+	}{
+		{"version 3 main", "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n", 0},
+		{"version 2 main", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n", 0},
+		{"no main", "", 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			dir := t.TempDir()
+			mainPath := filepath.Join(dir, "config.toml")
+			if tc.main != "" {
+				require.NoError(t, os.WriteFile(mainPath, []byte(tc.main), 0o644))
+			}
+			shim := filepath.Join(dir, "bin", "xpu-container-runtime")
+			c, err := runtimeconfig.New(runtimeconfig.Containerd,
+				runtimeconfig.WithConfigPath(mainPath),
+				runtimeconfig.WithDropInPath(filepath.Join(dir, "conf.d", "99-xpu.toml")),
+				runtimeconfig.WithRuntimePath(shim),
+				runtimeconfig.WithSetAsDefault(true), runtimeconfig.WithCDI(true),
+				runtimeconfig.WithContainerdConfigVersion(tc.version))
+			require.NoError(t, err)
+			plan, err := c.Configure()
+			require.NoError(t, err)
+			require.NoError(t, plan.Apply())
+
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(containerd, "--config", mainPath, "config", "dump")
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Run(), stderr.String())
+			require.NotContains(t, stderr.String(), "unknown key", "containerd ignored a key we wrote")
+
+			dump := map[string]any{}
+			require.NoError(t, toml.Unmarshal(stdout.Bytes(), &dump))
+			cri := []string{"plugins", "io.containerd.cri.v1.runtime"}
+			rt := append(append([]string{}, cri...), "containerd", "runtimes")
+			require.Equal(t, shim, lookupKey(t, dump, append(rt, "xpu", "options", "BinaryName")...))
+			require.Equal(t, "io.containerd.runc.v2", lookupKey(t, dump, append(rt, "xpu", "runtime_type")...))
+			require.Equal(t, "xpu", lookupKey(t, dump, append(cri, "containerd", "default_runtime_name")...))
+			require.Equal(t, []any{"/etc/cdi", "/var/run/cdi"}, lookupKey(t, dump, append(cri, "cdi_spec_dirs")...))
+			if tc.main != "" {
+				require.Equal(t, true, lookupKey(t, dump, append(rt, "runc", "options", "SystemdCgroup")...),
+					"the main file's runc setting must survive the drop-in")
+			}
+
+			// Revert: containerd no longer knows the runtime.
+			rev, err := c.Revert()
+			require.NoError(t, err)
+			require.NoError(t, rev.Apply())
+			if tc.main == "" {
+				require.NoFileExists(t, mainPath)
+				return
+			}
+			out, err := exec.Command(containerd, "--config", mainPath, "config", "dump").Output()
+			require.NoError(t, err)
+			require.NotContains(t, string(out), shim)
+		})
+	}
+}
+
+// Podman 4.3 with the produced configuration runs `--runtime xpu` through
+// the registered path (a symlink to runc standing in for the shim). The
+// unconfigured file is tried first: Podman must not know the name then.
+func TestRuntimeConfigPodmanKnowsRuntime(t *testing.T) {
+	harness.RequiresRoot(t)
+	podman := harness.RequiresTool(t, "podman")
+	runc := harness.RequiresTool(t, "runc")
+	// Podman refuses a runroot longer than 50 characters: t.TempDir() is
+	// too long.
+	dir, err := os.MkdirTemp("", "xpu-pm")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	shim := filepath.Join(dir, "xpu-container-runtime")
+	require.NoError(t, os.Symlink(runc, shim))
+	conf := filepath.Join(dir, "containers.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("[engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"), 0o644))
+
+	info := func() (string, error) {
+		cmd := exec.Command(podman, "--root", filepath.Join(dir, "root"), "--runroot", filepath.Join(dir, "run"),
+			"--runtime", "xpu", "info", "--format", "{{.Host.OCIRuntime.Name}} {{.Host.OCIRuntime.Path}}")
+		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	out, err := info()
+	require.Error(t, err, "podman must not know runtime xpu before configure")
+	require.Contains(t, out, "xpu", "the failure must be about the unknown runtime: %s", out)
+
+	// CONTAINERS_CONF names one file and Podman 4.3 reads no drop-in next to
+	// it, so the in-place mode is what can be pointed at a temp dir.
+	c, err := runtimeconfig.New(runtimeconfig.Podman, runtimeconfig.WithConfigPath(conf),
+		runtimeconfig.WithoutDropIn(), runtimeconfig.WithRuntimePath(shim))
+	require.NoError(t, err)
+	plan, err := c.Configure()
+	require.NoError(t, err)
+	require.NoError(t, plan.Apply())
+	out, err = info()
+	require.NoError(t, err, out)
+	require.Equal(t, "xpu "+shim, out)
+
+	rev, err := c.Revert()
+	require.NoError(t, err)
+	require.NoError(t, rev.Apply())
+	out, err = info()
+	require.Error(t, err, "podman must not know runtime xpu after revert")
+	require.Contains(t, out, "xpu", out)
+}
