@@ -63,30 +63,24 @@ func (b *builder) buildNodes() error {
 }
 
 // node creates one device node, as a real char device when RealNodes and as
-// an empty regular file otherwise, and records its facts. If mknod is
-// refused (no CAP_MKNOD, user namespace), the builder falls back to regular
-// files for the whole tree.
+// an empty regular file otherwise, and records its facts. If the kernel
+// refuses the first mknod (no CAP_MKNOD, user namespace), the whole tree
+// falls back to regular files.
 func (b *builder) node(p string, minor uint32) error {
 	facts := NodeFacts{Major: b.h.Major, Minor: minor, Mode: b.h.NodeMode.Perm(), UID: b.h.NodeUID, GID: b.h.NodeGID}
 	full := b.full(p)
+	first := len(b.t.facts) == 0
 	b.t.facts[full] = facts
 	if b.t.RealNodes {
 		err := mknodChar(full, facts)
 		if err == nil {
 			return nil
 		}
-		if !isPermission(err) {
+		if !first || !isPermission(err) {
 			return err
 		}
 		b.o.log.Warnf("mknod refused (%v): device nodes of %s are regular files", err, b.root)
 		b.t.RealNodes = false
-		for _, d := range b.t.Devices { // redo earlier nodes as files
-			if _, done := b.t.facts[b.full(d.Path)]; done && d.Path != p && d.HasNode {
-				if err := b.writeFile(d.Path, nil, facts.Mode); err != nil {
-					return err
-				}
-			}
-		}
 	}
 	return b.writeFile(p, nil, facts.Mode)
 }
