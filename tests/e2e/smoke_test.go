@@ -79,3 +79,43 @@ func timed(t *testing.T, what string, f func()) time.Duration {
 	t.Logf("setup %s: %s", what, d.Round(time.Millisecond))
 	return d
 }
+
+func TestSmokeContainerd2(t *testing.T) {
+	var c *harness.Containerd
+	timed(t, "containerd 2.x start", func() { c = harness.NewContainerd(t) })
+	require.Regexp(t, `Server:\s+Version:\s+v?2\.`, c.MustCtr(t, "version").Stdout)
+	rootfs := t.TempDir()
+	harness.BuildBusyboxRootfs(t, rootfs)
+	var ref string
+	timed(t, "containerd 2.x image import", func() { ref = c.ImportImage(t, rootfs, "e2e-busybox") })
+
+	t.Run("echo", func(t *testing.T) {
+		r := c.MustCtr(t, "run", "--rm", ref, "e2e-echo", "echo", "hello from containerd 2")
+		require.Equal(t, "hello from containerd 2\n", r.Stdout)
+	})
+
+	t.Run("cdi device", func(t *testing.T) {
+		vendor := harness.UniqueVendor(t)
+		// ctr resolves --device itself from /etc/cdi and /var/run/cdi.
+		harness.InstallSpec(t, nullDeviceSpec(vendor), vendor)
+		r := c.MustCtr(t, "run", "--rm", "--device", vendor+"/e2e=null", ref, "e2e-cdi",
+			"sh", "-c", `ls -l /dev/e2e-null && echo "vendor=$E2E_VENDOR" && echo written > /dev/e2e-null`)
+		require.Contains(t, r.Stdout, "vendor="+vendor)
+		require.Regexp(t, `(?m)^c.* 1, +3 .*/dev/e2e-null$`, r.Stdout)
+
+		r = c.Ctr(t, "run", "--rm", "--device", harness.UniqueVendor(t)+"/e2e=null", ref, "e2e-cdi-missing", "true")
+		require.NotZero(t, r.ExitCode, r.String())
+	})
+}
+
+func TestSmokeContainerd16(t *testing.T) {
+	var c *harness.Containerd
+	timed(t, "containerd 1.6 start", func() { c = harness.NewContainerd16(t) })
+	require.Regexp(t, `Server:\s+Version:\s+v?1\.6\.`, c.MustCtr(t, "version").Stdout)
+	rootfs := t.TempDir()
+	harness.BuildBusyboxRootfs(t, rootfs)
+	var ref string
+	timed(t, "containerd 1.6 image import", func() { ref = c.ImportImage(t, rootfs, "e2e-busybox") })
+	r := c.MustCtr(t, "run", "--rm", ref, "e2e-echo", "echo", "hello from containerd 1.6")
+	require.Equal(t, "hello from containerd 1.6\n", r.Stdout)
+}

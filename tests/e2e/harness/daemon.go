@@ -83,7 +83,7 @@ func startDaemon(t testing.TB, name, dir, bin string, args, env []string, ready 
 	t.Cleanup(func() {
 		d.stop(t)
 		if t.Failed() {
-			t.Logf("%s log (%s), last lines:\n%s", name, d.logPath, d.logTail(60))
+			t.Logf("%s log (%s), last lines:\n%s", name, d.logPath, d.logTail(30))
 		}
 	})
 
@@ -92,14 +92,14 @@ func startDaemon(t testing.TB, name, dir, bin string, args, env []string, ready 
 	for {
 		select {
 		case <-d.exited:
-			t.Fatalf("%s exited during startup (%v); log:\n%s", name, d.waitErr, d.logTail(60))
+			t.Fatalf("%s exited during startup (%v); log:\n%s", name, d.waitErr, d.logTail(30))
 		default:
 		}
 		if lastErr = ready(); lastErr == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after %s: %v; log:\n%s", name, StartTimeout, lastErr, d.logTail(60))
+			t.Fatalf("%s not ready after %s: %v; log:\n%s", name, StartTimeout, lastErr, d.logTail(30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

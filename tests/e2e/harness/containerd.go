@@ -1,0 +1,258 @@
+package harness
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Debian's containerd 1.6 (package containerd, pulled in by docker.io).
+const (
+	Containerd16Bin = "/usr/bin/containerd"
+	Ctr16Bin        = "/usr/bin/ctr"
+)
+
+// shimRuncRoot is where containerd's runc shims keep runc state, per
+// namespace (not configurable through ctr); each Containerd uses its own
+// namespace and removes its directory there at cleanup.
+const shimRuncRoot = "/run/containerd/runc"
+
+// Containerd is a containerd daemon started for one test with its own
+// config, root, state and sockets under a private temporary directory, and
+// its own namespace.
+type Containerd struct {
+	*daemon
+	// Version is 2 for containerd 2.x (config version 3), 1 for Debian's 1.6.
+	Major int
+	// Address is the gRPC socket.
+	Address string
+	// Namespace is the containerd namespace Ctr uses.
+	Namespace  string
+	ConfigPath string
+	specDir    string
+	ctr        command
+}
+
+type containerdOptions struct {
+	extraConfig string
+	cri         bool
+}
+
+// ContainerdOption configures NewContainerd and NewContainerd16.
+type ContainerdOption func(*containerdOptions)
+
+// WithContainerdConfig appends TOML to the generated config (for example a
+// runtime entry). It must not repeat a table the harness writes.
+func WithContainerdConfig(toml string) ContainerdOption {
+	return func(o *containerdOptions) { o.extraConfig += "\n" + toml + "\n" }
+}
+
+// WithCRI keeps containerd 1.6's CRI plugin enabled (it is disabled by
+// default there; containerd 2.x always has it, for CDI).
+func WithCRI() ContainerdOption {
+	return func(o *containerdOptions) { o.cri = true }
+}
+
+// NewContainerd starts containerd 2.x from ToolsBin() with a version 3
+// config: CRI with CDI enabled reading SpecDir(), NRI disabled, the native
+// overlayfs snapshotter, no TCP service. `ctr run --device` resolves CDI
+// names itself from /etc/cdi and /var/run/cdi (use InstallSpec for that);
+// SpecDir() is what the CRI plugin (crictl) reads.
+func NewContainerd(t testing.TB, opts ...ContainerdOption) *Containerd {
+	t.Helper()
+	RequiresRoot(t)
+	bin := RequiresTool(t, filepath.Join(ToolsBin(), "containerd"))
+	ctrBin := RequiresTool(t, filepath.Join(ToolsBin(), "ctr"))
+	RequiresTool(t, filepath.Join(ToolsBin(), "containerd-shim-runc-v2"))
+	RequiresTool(t, "runc")
+	return newContainerd(t, 2, bin, ctrBin, ToolsBin()+":"+systemPath, opts)
+}
+
+// NewContainerd16 starts Debian's containerd 1.6 (/usr/bin/containerd) with
+// a version 2 config, CRI disabled unless WithCRI is given. Its shim is
+// Debian's /usr/bin/containerd-shim-runc-v2.
+func NewContainerd16(t testing.TB, opts ...ContainerdOption) *Containerd {
+	t.Helper()
+	RequiresRoot(t)
+	bin := RequiresTool(t, Containerd16Bin)
+	ctrBin := RequiresTool(t, Ctr16Bin)
+	RequiresTool(t, "/usr/bin/containerd-shim-runc-v2")
+	RequiresTool(t, "runc")
+	return newContainerd(t, 1, bin, ctrBin, systemPath, opts)
+}
+
+func newContainerd(t testing.TB, major int, bin, ctrBin, path string, opts []ContainerdOption) *Containerd {
+	t.Helper()
+	var o containerdOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dir := shortTempDir(t, fmt.Sprintf("xe2e-ctd%d-", major))
+	var nsb [4]byte
+	if _, err := rand.Read(nsb[:]); err != nil {
+		t.Fatalf("reading random bytes: %v", err)
+	}
+	c := &Containerd{
+		Major:      major,
+		Address:    filepath.Join(dir, "containerd.sock"),
+		Namespace:  "e2e-" + hex.EncodeToString(nsb[:]),
+		ConfigPath: filepath.Join(dir, "config.toml"),
+		specDir:    filepath.Join(dir, "cdi"),
+	}
+	if err := os.MkdirAll(c.specDir, 0o755); err != nil {
+		t.Fatalf("creating %s: %v", c.specDir, err)
+	}
+	var config string
+	if major == 2 {
+		config = containerd2Config(dir, c.Address, c.specDir)
+	} else {
+		config = containerd16Config(dir, c.Address, o.cri)
+	}
+	if err := writeFile(c.ConfigPath, []byte(config+o.extraConfig), 0o644); err != nil {
+		t.Fatalf("configuring containerd: %v", err)
+	}
+	c.ctr = command{
+		bin:  ctrBin,
+		args: []string{"--address", c.Address, "--namespace", c.Namespace},
+		env:  []string{pathEnv(path)},
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(filepath.Join(shimRuncRoot, c.Namespace)); err != nil {
+			t.Errorf("removing %s: %v", filepath.Join(shimRuncRoot, c.Namespace), err)
+		}
+	})
+	c.daemon = startDaemon(t, fmt.Sprintf("containerd%d", major), dir, bin,
+		[]string{"--config", c.ConfigPath, "--log-level", "info"},
+		[]string{pathEnv(path)},
+		func() error {
+			if _, err := os.Stat(c.Address); err != nil {
+				return err
+			}
+			if r := c.ctr.run(t, nil, "version"); !r.Success() {
+				return fmt.Errorf("ctr version: %s", strings.TrimSpace(r.Stderr))
+			}
+			return nil
+		})
+	// Registered after startDaemon, so it runs before the daemon stops.
+	t.Cleanup(func() { c.removeAll(t) })
+	return c
+}
+
+func containerd2Config(dir, address, specDir string) string {
+	return fmt.Sprintf(`version = 3
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.nri.v1.nri"]
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = %[5]q
+  [plugins.'io.containerd.grpc.v1.cri']
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+  [plugins.'io.containerd.cri.v1.runtime']
+    cdi_spec_dirs = [%[6]q]
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      conf_dir = %[7]q
+      bin_dirs = [%[8]q]
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), address, address+".ttrpc",
+		filepath.Join(dir, "opt"), specDir, filepath.Join(dir, "cni", "net.d"), filepath.Join(dir, "cni", "bin"))
+}
+
+func containerd16Config(dir, address string, cri bool) string {
+	disabled := `disabled_plugins = ["io.containerd.grpc.v1.cri"]`
+	if cri {
+		disabled = ""
+	}
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+%[6]s
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = %[5]q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), address, address+".ttrpc",
+		filepath.Join(dir, "opt"), disabled)
+}
+
+// SpecDir is the CDI spec directory of the CRI plugin (containerd 2.x).
+func (c *Containerd) SpecDir() string { return c.specDir }
+
+// WriteSpec writes a CDI spec for a test vendor into SpecDir().
+func (c *Containerd) WriteSpec(t testing.TB, spec []byte, vendor string) string {
+	t.Helper()
+	return WriteSpec(t, c.specDir, spec, vendor)
+}
+
+// Ctr runs ctr against this containerd in its namespace; a non-zero exit is
+// returned, not a failure.
+func (c *Containerd) Ctr(t testing.TB, args ...string) Result {
+	t.Helper()
+	return c.ctr.run(t, nil, args...)
+}
+
+// MustCtr is Ctr that fails the test unless ctr exits 0.
+func (c *Containerd) MustCtr(t testing.TB, args ...string) Result {
+	t.Helper()
+	return c.Ctr(t, args...).RequireSuccess(t)
+}
+
+// ImportImage imports the rootfs dir as an image (an OCI archive written by
+// WriteOCIArchive, then `ctr images import`) and returns its reference,
+// e.g. "docker.io/library/NAME:latest".
+func (c *Containerd) ImportImage(t testing.TB, rootfsDir, name string) string {
+	t.Helper()
+	start := time.Now()
+	ref := NormalizeImageRef(name)
+	archive := filepath.Join(t.TempDir(), "image.oci.tar")
+	WriteOCIArchive(t, rootfsDir, ref, archive)
+	c.MustCtr(t, "images", "import", archive)
+	if r := c.MustCtr(t, "images", "ls", "--quiet"); !strings.Contains(r.Stdout, ref) {
+		t.Fatalf("image %s not listed after import:\n%s", ref, r)
+	}
+	t.Logf("containerd%d import %s: %s", c.Major, ref, time.Since(start).Round(time.Millisecond))
+	return ref
+}
+
+// removeAll kills and deletes every task and container of the namespace.
+func (c *Containerd) removeAll(t testing.TB) {
+	t.Helper()
+	select {
+	case <-c.exited:
+		return
+	default:
+	}
+	for _, id := range strings.Fields(c.Ctr(t, "tasks", "ls", "--quiet").Stdout) {
+		c.Ctr(t, "tasks", "kill", "--signal", "SIGKILL", id)
+		for range 100 {
+			if r := c.Ctr(t, "tasks", "delete", id); r.Success() {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, id := range strings.Fields(c.Ctr(t, "containers", "ls", "--quiet").Stdout) {
+		if r := c.Ctr(t, "containers", "delete", id); !r.Success() {
+			t.Errorf("deleting container %s:\n%s", id, r)
+		}
+	}
+}
