@@ -77,6 +77,11 @@ func (o *options) validate() error {
 	if len(names) == 0 {
 		o.parsedNames = cdi.AllStrategies
 	}
+	if o.output != "" {
+		if st, err := os.Stat(o.output); err == nil && st.IsDir() {
+			return fmt.Errorf("--output %s is a directory; give a file name such as %s/baidu.com-xpu.yaml", o.output, strings.TrimRight(o.output, "/"))
+		}
+	}
 	switch {
 	case o.format != "":
 		f, err := cdi.ParseFormat(o.format)
@@ -99,11 +104,6 @@ func (o *options) validate() error {
 		o.parsedFormat = f
 	default:
 		o.parsedFormat = cdi.FormatYAML
-	}
-	if o.output != "" {
-		if st, err := os.Stat(o.output); err == nil && st.IsDir() {
-			return fmt.Errorf("--output %s is a directory; give a file name such as %s/baidu.com-xpu.yaml", o.output, strings.TrimRight(o.output, "/"))
-		}
 	}
 	return nil
 }

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+)
+
+// run runs the xpu-cdi app in-process and returns stdout, the log output
+// and the error main would print.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, logs bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&logs)
+	app := newApp(log)
+	app.Writer = &stdout
+	app.ErrWriter = io.Discard
+	err := app.Run(append([]string{"xpu-cdi"}, args...))
+	return stdout.String(), logs.String(), err
+}
+
+// requireRoot skips tests that need real device nodes.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the fake host's device nodes are made with mknod")
+	}
+}
+
+func fakeHost(t *testing.T, h fakehost.Host) string {
+	t.Helper()
+	requireRoot(t)
+	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
+	require.NoError(t, os.MkdirAll(cache, 0o755))
+	tree, err := fakehost.Build(filepath.Join(t.TempDir(), "host"), h, fakehost.WithCacheDir(cache))
+	require.NoError(t, err)
+	require.True(t, tree.RealNodes || h.NoNodes)
+	return tree.Root
+}
+
+func roots(root string) []string {
+	return []string{"--dev-root", root, "--driver-root", root}
+}
+
+func TestGenerateWritesAValidSpec(t *testing.T) {
+	root := fakeHost(t, fakehost.P800x8())
+	out := filepath.Join(t.TempDir(), "new", "dir", "baidu.com-xpu.json")
+	_, _, err := run(t, append([]string{"generate", "--no-hooks", "--output", out}, roots(root)...)...)
+	require.NoError(t, err)
+	st, err := os.Stat(out)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o644), st.Mode().Perm(), "specs must be readable by rootless engines")
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(data, []byte("{")), "format from the .json extension")
+	require.NoError(t, cdi.ValidateFile(out))
+	entries, err := os.ReadDir(filepath.Dir(out))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file left behind")
+
+	stdout, _, err := run(t, "validate", out)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "OK ")
+}
+
+func TestGenerateWarnsAboutAMissingHook(t *testing.T) {
+	root := fakeHost(t, fakehost.P800x8())
+	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
+	missing := filepath.Join(t.TempDir(), "xpu-runtime-hook")
+	_, logs, err := run(t, append([]string{"generate", "--hook-path", missing, "--output", out}, roots(root)...)...)
+	require.NoError(t, err)
+	require.Contains(t, logs, "names the hook "+missing+", which does not exist")
+	stdout, _, err := run(t, "validate", out)
+	require.Error(t, err)
+	require.Contains(t, stdout, "hook "+missing)
+}
+
+func TestGenerateStdout(t *testing.T) {
+	root := fakeHost(t, fakehost.K200())
+	stdout, logs, err := run(t, append([]string{"generate", "--device-name-strategy", "index,bdf"}, roots(root)...)...)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(stdout, "---\ncdiVersion: 0.5.0\nkind: baidu.com/xpu\n"), stdout)
+	require.Contains(t, logs, "is shared by 2 devices")
+}
+
+// TestBadInput checks that every failure names what was wrong and leaves an
+// existing spec untouched.
+func TestBadInput(t *testing.T) {
+	requireRoot(t)
+	good := fakeHost(t, fakehost.P800x8())
+	noCtrl := fakehost.P800x8()
+	noCtrl.NoCtrl = true
+	noCtrlRoot := fakeHost(t, noCtrl)
+	noNodes := fakehost.P800x8()
+	noNodes.NoNodes = true
+	noNodesRoot := fakeHost(t, noNodes)
+	empty := t.TempDir()
+	aFile := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(aFile, []byte("x"), 0o644))
+
+	for _, tc := range []struct {
+		description string
+		args        func(out string) []string
+		wantErr     string
+	}{
+		{"no XPU at all", func(o string) []string { return append([]string{"generate", "-o", o}, roots(empty)...) }, "no Kunlun XPU found under " + empty},
+		{"module loaded, no nodes", func(o string) []string { return append([]string{"generate", "-o", o}, roots(noNodesRoot)...) }, "no Kunlun XPU found under " + noNodesRoot},
+		{"no control node", func(o string) []string { return append([]string{"generate", "-o", o}, roots(noCtrlRoot)...) }, "/dev/xpuctrl not found"},
+		{"output is a directory", func(string) []string { return append([]string{"generate", "-o", empty}, roots(good)...) }, "--output " + empty + " is a directory"},
+		{"output is a directory named like a spec", func(o string) []string {
+			d := filepath.Join(empty, "spec.yaml")
+			require.NoError(t, os.MkdirAll(d, 0o755))
+			return append([]string{"generate", "-o", d}, roots(good)...)
+		}, "spec.yaml is a directory"},
+		{"unwritable output dir", func(string) []string {
+			return append([]string{"generate", "-o", filepath.Join(aFile, "spec.yaml")}, roots(good)...)
+		}, aFile},
+		{"extension runtimes ignore", func(o string) []string { return append([]string{"generate", "-o", o + ".yml"}, roots(good)...) }, "only read files ending in .yaml or .json"},
+		{"format and extension disagree", func(o string) []string {
+			return append([]string{"generate", "-o", o, "--format", "json"}, roots(good)...)
+		}, "does not end in .json"},
+		{"bad format", func(string) []string { return append([]string{"generate", "--format", "toml"}, roots(good)...) }, `unknown spec format "toml"`},
+		{"bad vendor", func(o string) []string { return append([]string{"generate", "-o", o, "--vendor", "-x"}, roots(good)...) }, `vendor "-x"`},
+		{"bad class", func(o string) []string { return append([]string{"generate", "-o", o, "--class", "a/b"}, roots(good)...) }, `class "a/b"`},
+		{"bad name strategy", func(o string) []string {
+			return append([]string{"generate", "-o", o, "--device-name-strategy", "uuid"}, roots(good)...)
+		}, `unknown device name strategy "uuid"`},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "baidu.com-xpu.yaml")
+			const old = "old content, must survive\n"
+			require.NoError(t, os.WriteFile(out, []byte(old), 0o600))
+			_, _, err := run(t, tc.args(out)...)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.wantErr)
+			data, rerr := os.ReadFile(out)
+			require.NoError(t, rerr)
+			require.Equal(t, old, string(data), "the existing file must be untouched")
+			entries, _ := os.ReadDir(dir)
+			require.Len(t, entries, 1, "nothing else may be written")
+		})
+	}
+}
+
+func TestValidateReportsStaleSpec(t *testing.T) {
+	requireRoot(t)
+	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
+	root := filepath.Join(t.TempDir(), "host")
+	_, err := fakehost.Build(root, fakehost.P800x8(), fakehost.WithCacheDir(cache))
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
+	_, _, err = run(t, append([]string{"generate", "-o", out}, roots(root)...)...)
+	require.NoError(t, err)
+
+	// The driver is reloaded and gets another major.
+	require.NoError(t, os.RemoveAll(root))
+	reloaded := fakehost.P800x8()
+	reloaded.Major = 250
+	_, err = fakehost.Build(root, reloaded, fakehost.WithCacheDir(cache))
+	require.NoError(t, err)
+
+	stdout, _, err := run(t, "validate", out)
+	require.Error(t, err)
+	require.Contains(t, stdout, "is 250:0 on this host but the spec says 243:0")
+	require.Contains(t, stdout, "fix: regenerate it with: xpu-cdi generate --output "+out)
+}
+
+func TestValidateRejectsBrokenSpec(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
+	require.NoError(t, os.WriteFile(out, []byte("cdiVersion: 0.5.0\nkind: baidu.com/xpu\ndevices: []\nunknownField: 1\n"), 0o644))
+	stdout, _, err := run(t, "validate", out)
+	require.Error(t, err)
+	require.Contains(t, stdout, "FAIL "+out)
+}
+
+func TestRefreshRemovesOwnSpecWhenXPUsAreGone(t *testing.T) {
+	root := fakeHost(t, fakehost.P800x8())
+	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
+	_, _, err := run(t, append([]string{"refresh", "-o", out}, roots(root)...)...)
+	require.NoError(t, err)
+	require.FileExists(t, out)
+
+	_, logs, err := run(t, append([]string{"refresh", "-o", out}, roots(t.TempDir())...)...)
+	require.NoError(t, err, "no XPU must not fail the boot")
+	require.NoFileExists(t, out)
+	require.Contains(t, logs, "removed "+out)
+
+	foreign := filepath.Join(t.TempDir(), "other.yaml")
+	require.NoError(t, os.WriteFile(foreign, []byte("cdiVersion: 0.5.0\nkind: example.com/gpu\ndevices: []\n"), 0o644))
+	_, _, err = run(t, append([]string{"refresh", "-o", foreign}, roots(t.TempDir())...)...)
+	require.NoError(t, err)
+	require.FileExists(t, foreign, "a spec of another kind is never removed")
+}
+
+func TestList(t *testing.T) {
+	root := fakeHost(t, fakehost.R200SRIOV())
+	dir := t.TempDir()
+	_, _, err := run(t, append([]string{"generate", "-o", filepath.Join(dir, "x.yaml"), "--vendor", "list.xpu-cdi.test"}, roots(root)...)...)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("kind: [\n"), 0o644))
+	stdout, logs, err := run(t, "list", "--spec-dir", dir)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "list.xpu-cdi.test/xpu=1\n")
+	require.Contains(t, stdout, "list.xpu-cdi.test/xpu=all\n")
+	require.NotContains(t, stdout, "list.xpu-cdi.test/xpu=0\n", "the PF with VFs is not offered")
+	require.Contains(t, logs, "broken.yaml")
+}
+
+func TestInfoJSON(t *testing.T) {
+	root := fakeHost(t, fakehost.Degraded())
+	stdout, _, err := run(t, append([]string{"info", "--json"}, roots(root)...)...)
+	require.NoError(t, err)
+	require.Contains(t, stdout, `"index": 3`)
+	require.Contains(t, stdout, `"state": "ERROR"`)
+	require.Contains(t, stdout, `"model": "unknown"`)
+	require.Contains(t, stdout, `xpu-smi not found`)
+	text, _, err := run(t, append([]string{"info"}, roots(root)...)...)
+	require.NoError(t, err)
+	require.Contains(t, text, "Problems:")
+}
+
+func TestVersion(t *testing.T) {
+	stdout, _, err := run(t, "--version")
+	require.NoError(t, err)
+	require.Contains(t, stdout, "commit")
+}
