@@ -130,8 +130,12 @@ func TestBadInput(t *testing.T) {
 			return append([]string{"generate", "-o", o, "--format", "json"}, roots(good)...)
 		}, "does not end in .json"},
 		{"bad format", func(string) []string { return append([]string{"generate", "--format", "toml"}, roots(good)...) }, `unknown spec format "toml"`},
-		{"bad vendor", func(o string) []string { return append([]string{"generate", "-o", o, "--vendor", "-x"}, roots(good)...) }, `vendor "-x"`},
-		{"bad class", func(o string) []string { return append([]string{"generate", "-o", o, "--class", "a/b"}, roots(good)...) }, `class "a/b"`},
+		{"bad vendor", func(o string) []string {
+			return append([]string{"generate", "-o", o, "--vendor", "-x"}, roots(good)...)
+		}, `vendor "-x"`},
+		{"bad class", func(o string) []string {
+			return append([]string{"generate", "-o", o, "--class", "a/b"}, roots(good)...)
+		}, `class "a/b"`},
 		{"bad name strategy", func(o string) []string {
 			return append([]string{"generate", "-o", o, "--device-name-strategy", "uuid"}, roots(good)...)
 		}, `unknown device name strategy "uuid"`},
