@@ -119,3 +119,20 @@ func TestSmokeContainerd16(t *testing.T) {
 	r := c.MustCtr(t, "run", "--rm", ref, "e2e-echo", "echo", "hello from containerd 1.6")
 	require.Equal(t, "hello from containerd 1.6\n", r.Stdout)
 }
+
+func TestSmokeDockerd(t *testing.T) {
+	var d *harness.Dockerd
+	timed(t, "dockerd 20.10 start", func() { d = harness.NewDockerd(t, map[string]any{"log-level": "info"}) })
+	require.Equal(t, "20.10", d.MustDocker(t, "version", "--format", "{{.Server.Version}}").Stdout[:5])
+	rootfs := t.TempDir()
+	harness.BuildBusyboxRootfs(t, rootfs)
+	var ref string
+	timed(t, "dockerd image import", func() { ref = d.ImportImage(t, rootfs, "e2e-busybox") })
+
+	r := d.MustDocker(t, "run", "--rm", "--network", "none", ref, "echo", "hello from docker")
+	require.Equal(t, "hello from docker\n", r.Stdout)
+	r = d.Docker(t, "run", "--rm", "--network", "none", ref, "sh", "-c", "exit 9")
+	require.Equal(t, 9, r.ExitCode, r.String())
+	// A container left running is removed by the harness at cleanup.
+	d.MustDocker(t, "run", "--detach", "--network", "none", ref, "sleep", "300")
+}

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -155,5 +154,3 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 	}
 	return nil
 }
-
-var errNotReady = errors.New("not ready")

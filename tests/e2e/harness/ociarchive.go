@@ -101,7 +101,7 @@ func writeOCIArchive(rootfsDir, ref, archive, work string) error {
 		tag = ref[i+1:]
 	}
 	manifest.Annotations = map[string]string{
-		"io.containerd.image.name":         ref,
+		"io.containerd.image.name":          ref,
 		"org.opencontainers.image.ref.name": tag,
 	}
 	index, err := json.Marshal(map[string]any{

@@ -115,17 +115,16 @@ func (p *Podman) MustRun(t testing.TB, args ...string) Result {
 	return p.Run(t, args...).RequireSuccess(t)
 }
 
-// ImportImage imports the rootfs dir as image name (podman import) and
-// returns how long the import took.
-func (p *Podman) ImportImage(t testing.TB, rootfsDir, name string) time.Duration {
+// ImportImage imports the rootfs dir as image name (podman import, CMD
+// /bin/sh) and returns the reference to run (the name as given).
+func (p *Podman) ImportImage(t testing.TB, rootfsDir, name string) string {
 	t.Helper()
 	start := time.Now()
 	tarPath := filepath.Join(t.TempDir(), "rootfs.tar")
 	TarRootfs(t, rootfsDir, tarPath)
 	p.MustRun(t, "import", "--change", "CMD=/bin/sh", tarPath, name)
-	d := time.Since(start)
-	t.Logf("podman import %s: %s", name, d.Round(time.Millisecond))
-	return d
+	t.Logf("podman import %s: %s", name, time.Since(start).Round(time.Millisecond))
+	return name
 }
 
 // SaveOCIArchive writes image name as an OCI archive (for ctr import).
