@@ -7,6 +7,10 @@ VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 # dpkg/rpm version derived from VERSION (v1.2.3-4-gabc -> 1.2.3+4.gabc).
 PKG_VERSION ?= $(shell packaging/pkg-version.sh '$(VERSION)')
+# Expanded once: others may commit while a package builds.
+VERSION := $(VERSION)
+COMMIT := $(COMMIT)
+PKG_VERSION := $(PKG_VERSION)
 DIST ?= dist
 PKG_STAGE ?= _output/packaging/stage
 # A directory with the three binaries already built (static, stamped), to
