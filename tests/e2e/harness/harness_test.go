@@ -1,0 +1,174 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+)
+
+func TestUniqueVendor(t *testing.T) {
+	seen := map[string]bool{}
+	for range 50 {
+		v := UniqueVendor(t)
+		require.NoError(t, parser.ValidateVendorName(v))
+		require.True(t, strings.HasSuffix(v, TestVendorDomain), v)
+		require.False(t, seen[v], "duplicate vendor %s", v)
+		seen[v] = true
+		// Usable in a qualified device name.
+		vendor, class, name, err := parser.ParseQualifiedName(v + "/e2e=0")
+		require.NoError(t, err)
+		require.Equal(t, []string{v, "e2e", "0"}, []string{vendor, class, name})
+	}
+}
+
+func TestCheckTestVendor(t *testing.T) {
+	for _, tc := range []struct {
+		vendor string
+		ok     bool
+	}{
+		{"e2e-0011aabb.xpu-cdi.test", true},
+		{"baidu.com", false},
+		{"nvidia.com", false},
+		{"xpu-cdi.test", false},          // the domain itself is not a test vendor
+		{"evil.xpu-cdi.test.com", false}, // suffix, not substring
+		{"../etc.xpu-cdi.test", false},   // not a valid vendor name
+		{"", false},
+	} {
+		t.Run(tc.vendor, func(t *testing.T) {
+			err := checkTestVendor(tc.vendor)
+			if tc.ok {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+			}
+		})
+	}
+}
+
+func TestWriteSpecRefusesRealVendor(t *testing.T) {
+	dir := t.TempDir()
+	ft := &fakeTB{TB: t}
+	func() {
+		defer func() { _ = recover() }()
+		WriteSpec(ft, dir, []byte("cdiVersion: 0.5.0\n"), "baidu.com")
+	}()
+	require.True(t, ft.fatal, "writing a baidu.com spec must fail the test")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+func TestWriteSpecRemovedAtCleanup(t *testing.T) {
+	dir := t.TempDir()
+	vendor := UniqueVendor(t)
+	var path string
+	t.Run("writer", func(t *testing.T) {
+		path = WriteSpec(t, dir, []byte("cdiVersion: 0.5.0\n"), vendor)
+		require.Equal(t, filepath.Join(dir, vendor+"-xpu.yaml"), path)
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+	})
+	require.NoFileExists(t, path)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no temporary file left behind")
+}
+
+func TestNormalizeImageRef(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"busybox", "docker.io/library/busybox:latest"},
+		{"busybox:1", "docker.io/library/busybox:1"},
+		{"me/busybox", "docker.io/me/busybox:latest"},
+		{"localhost/busybox", "localhost/busybox:latest"},
+		{"example.com:5000/a/b", "example.com:5000/a/b:latest"},
+		{"example.com/a/b:v2", "example.com/a/b:v2"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			require.Equal(t, tc.want, NormalizeImageRef(tc.in))
+		})
+	}
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	require.Equal(t, "/tmp/a b", unescapeMountinfo(`/tmp/a\040b`))
+	require.Equal(t, "/tmp/tab\there", unescapeMountinfo(`/tmp/tab\011here`))
+	require.Equal(t, "/plain", unescapeMountinfo("/plain"))
+	require.Equal(t, `/trailing\04`, unescapeMountinfo(`/trailing\04`))
+}
+
+// fakeTB records Skipf/Fatalf instead of acting on them; both stop the
+// calling function with a panic, as the real ones stop the goroutine.
+type fakeTB struct {
+	testing.TB
+	skipped, fatal bool
+	msg            string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Skipf(format string, args ...any) {
+	f.skipped, f.msg = true, fmt.Sprintf(format, args...)
+	panic("skip")
+}
+
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.fatal, f.msg = true, fmt.Sprintf(format, args...)
+	panic("fatal")
+}
+
+func TestRequiresToolStrictness(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		env         map[string]string
+		wantFatal   bool
+	}{
+		{"laptop skips", map[string]string{"CI": "", "XPU_E2E_REQUIRE": ""}, false},
+		{"CI fails", map[string]string{"CI": "true", "XPU_E2E_REQUIRE": ""}, true},
+		{"XPU_E2E_REQUIRE fails", map[string]string{"CI": "", "XPU_E2E_REQUIRE": "1"}, true},
+		{"CI=false skips", map[string]string{"CI": "false", "XPU_E2E_REQUIRE": "0"}, false},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			ft := &fakeTB{TB: t}
+			func() {
+				defer func() { _ = recover() }()
+				RequiresTool(ft, "xpu-cdi-no-such-tool-"+t.Name())
+			}()
+			require.Equal(t, tc.wantFatal, ft.fatal)
+			require.Equal(t, !tc.wantFatal, ft.skipped)
+			require.Contains(t, ft.msg, "hack/install-deps.sh")
+		})
+	}
+	ft := &fakeTB{TB: t}
+	require.Equal(t, "/bin/sh", RequiresTool(ft, "/bin/sh"))
+	require.False(t, ft.fatal || ft.skipped)
+}
+
+func TestBusyboxRootfs(t *testing.T) {
+	if _, err := os.Stat(HostBusybox); err != nil {
+		t.Skipf("%s not installed", HostBusybox)
+	}
+	dir := t.TempDir()
+	BuildBusyboxRootfs(t, dir)
+	for _, f := range []string{"bin/busybox", "bin/sh", "etc/passwd", "etc/group"} {
+		require.FileExists(t, filepath.Join(dir, f))
+	}
+	target, err := os.Readlink(filepath.Join(dir, "bin/sh"))
+	require.NoError(t, err)
+	require.Equal(t, "/bin/busybox", target)
+	fi, err := os.Stat(filepath.Join(dir, "tmp"))
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSticky|0o777, fi.Mode()&(os.ModeSticky|os.ModePerm))
+	require.NoFileExists(t, filepath.Join(dir, "sbin/ldconfig"))
+
+	archive := filepath.Join(t.TempDir(), "image.tar")
+	WriteOCIArchive(t, dir, "docker.io/library/x:latest", archive)
+	require.FileExists(t, archive)
+}
