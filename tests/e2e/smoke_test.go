@@ -71,13 +71,11 @@ func TestSmokeGlibcRootfs(t *testing.T) {
 }
 
 // timed logs how long f took, for the setup-cost report.
-func timed(t *testing.T, what string, f func()) time.Duration {
+func timed(t *testing.T, what string, f func()) {
 	t.Helper()
 	start := time.Now()
 	f()
-	d := time.Since(start)
-	t.Logf("setup %s: %s", what, d.Round(time.Millisecond))
-	return d
+	t.Logf("setup %s: %s", what, time.Since(start).Round(time.Millisecond))
 }
 
 func TestSmokeContainerd2(t *testing.T) {

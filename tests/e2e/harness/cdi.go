@@ -78,7 +78,7 @@ func WriteSpec(t testing.TB, dir string, spec []byte, vendor string) string {
 		werr = os.Rename(tmp.Name(), path)
 	}
 	if werr != nil || cerr != nil {
-		os.Remove(tmp.Name())
+		_ = os.Remove(tmp.Name())
 		t.Fatalf("writing CDI spec %s: %v %v", path, werr, cerr)
 	}
 	return path

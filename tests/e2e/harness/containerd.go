@@ -113,7 +113,7 @@ func newContainerd(t testing.TB, major int, bin, ctrBin, path string, opts []Con
 	} else {
 		config = containerd16Config(dir, c.Address, o.cri)
 	}
-	if err := writeFile(c.ConfigPath, []byte(config+o.extraConfig), 0o644); err != nil {
+	if err := writeFile(c.ConfigPath, []byte(config+o.extraConfig)); err != nil {
 		t.Fatalf("configuring containerd: %v", err)
 	}
 	c.ctr = command{
@@ -133,7 +133,7 @@ func newContainerd(t testing.TB, major int, bin, ctrBin, path string, opts []Con
 			if _, err := os.Stat(c.Address); err != nil {
 				return err
 			}
-			if r := c.ctr.run(t, nil, "version"); !r.Success() {
+			if r := c.ctr.run(t, "version"); !r.Success() {
 				return fmt.Errorf("ctr version: %s", strings.TrimSpace(r.Stderr))
 			}
 			return nil
@@ -207,7 +207,7 @@ func (c *Containerd) WriteSpec(t testing.TB, spec []byte, vendor string) string 
 // returned, not a failure.
 func (c *Containerd) Ctr(t testing.TB, args ...string) Result {
 	t.Helper()
-	return c.ctr.run(t, nil, args...)
+	return c.ctr.run(t, args...)
 }
 
 // MustCtr is Ctr that fails the test unless ctr exits 0.

@@ -71,12 +71,12 @@ func startDaemon(t testing.TB, name, dir, bin string, args, env []string, ready 
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := d.cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		t.Fatalf("starting %s (%s): %v", name, bin, err)
 	}
 	go func() {
 		d.waitErr = d.cmd.Wait()
-		logFile.Close()
+		_ = logFile.Close()
 		close(d.exited)
 	}()
 	t.Cleanup(func() {
@@ -144,12 +144,13 @@ func (d *daemon) logTail(n int) string {
 // Startup is how long the daemon took from exec until it answered.
 func (d *daemon) Startup() time.Duration { return d.startup }
 
-// writeFile writes data to path, creating parent directories.
-func writeFile(path string, data []byte, mode os.FileMode) error {
+// writeFile writes data to path (mode 0644: engines and their users read
+// these configuration files), creating parent directories.
+func writeFile(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
 	}
-	if err := os.WriteFile(path, data, mode); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -56,7 +56,7 @@ func NewDockerd(t testing.TB, daemonJSON map[string]any) *Dockerd {
 	if err != nil {
 		t.Fatalf("encoding daemon.json: %v", err)
 	}
-	if err := writeFile(d.ConfigPath, cfg, 0o644); err != nil {
+	if err := writeFile(d.ConfigPath, cfg); err != nil {
 		t.Fatalf("configuring dockerd: %v", err)
 	}
 	d.docker = command{
@@ -77,7 +77,7 @@ func NewDockerd(t testing.TB, daemonJSON map[string]any) *Dockerd {
 		"--ip-masq=false",
 		"--bridge=none",
 	}, []string{pathEnv(systemPath)}, func() error {
-		if r := d.docker.run(t, nil, "version", "--format", "{{.Server.Version}}"); !r.Success() {
+		if r := d.docker.run(t, "version", "--format", "{{.Server.Version}}"); !r.Success() {
 			return fmt.Errorf("docker version: %s", strings.TrimSpace(r.Stderr))
 		}
 		return nil
@@ -91,7 +91,7 @@ func NewDockerd(t testing.TB, daemonJSON map[string]any) *Dockerd {
 // returned, not a failure.
 func (d *Dockerd) Docker(t testing.TB, args ...string) Result {
 	t.Helper()
-	return d.docker.run(t, nil, args...)
+	return d.docker.run(t, args...)
 }
 
 // MustDocker is Docker that fails the test unless docker exits 0.

@@ -53,7 +53,7 @@ type command struct {
 // run executes the command with extra arguments. A command that cannot be
 // started or that times out fails the test; a non-zero exit status is
 // returned in the Result.
-func (c command) run(t testing.TB, stdin []byte, args ...string) Result {
+func (c command) run(t testing.TB, args ...string) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
 	defer cancel()
@@ -62,9 +62,6 @@ func (c command) run(t testing.TB, stdin []byte, args ...string) Result {
 	cmd.Env = append(os.Environ(), c.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
 	start := time.Now()
 	err := cmd.Run()
 	res := Result{

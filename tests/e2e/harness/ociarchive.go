@@ -112,10 +112,10 @@ func writeOCIArchive(rootfsDir, ref, archive, work string) error {
 	if err != nil {
 		return fmt.Errorf("encoding index.json: %w", err)
 	}
-	if err := writeFile(filepath.Join(layout, "index.json"), index, 0o644); err != nil {
+	if err := writeFile(filepath.Join(layout, "index.json"), index); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(layout, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+	if err := writeFile(filepath.Join(layout, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
 		return err
 	}
 	return tarDir(layout, archive)
@@ -126,7 +126,7 @@ func addBlobFile(blobs, path, mediaType string) (ociDescriptor, error) {
 	if err != nil {
 		return ociDescriptor{}, fmt.Errorf("opening %s: %w", path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	h := sha256.New()
 	size, err := io.Copy(h, f)
 	if err != nil {
@@ -146,7 +146,7 @@ func addBlobJSON(blobs, mediaType string, v any) (ociDescriptor, error) {
 	}
 	sum := sha256.Sum256(data)
 	hexSum := hex.EncodeToString(sum[:])
-	if err := writeFile(filepath.Join(blobs, hexSum), data, 0o644); err != nil {
+	if err := writeFile(filepath.Join(blobs, hexSum), data); err != nil {
 		return ociDescriptor{}, err
 	}
 	return ociDescriptor{MediaType: mediaType, Digest: "sha256:" + hexSum, Size: int64(len(data))}, nil

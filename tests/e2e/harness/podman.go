@@ -67,7 +67,7 @@ runroot = %q
 `, p.Root, p.RunRoot)
 	storageConf := filepath.Join(dir, "storage.conf")
 	for path, data := range map[string]string{p.ConfPath: conf, storageConf: storage} {
-		if err := writeFile(path, []byte(data), 0o644); err != nil {
+		if err := writeFile(path, []byte(data)); err != nil {
 			t.Fatalf("configuring podman: %v", err)
 		}
 	}
@@ -81,7 +81,7 @@ runroot = %q
 			pathEnv(systemPath),
 		},
 	}
-	if err := writeFile(filepath.Join(dir, "registries.conf"), []byte("unqualified-search-registries = []\n"), 0o644); err != nil {
+	if err := writeFile(filepath.Join(dir, "registries.conf"), []byte("unqualified-search-registries = []\n")); err != nil {
 		t.Fatalf("configuring podman: %v", err)
 	}
 	t.Cleanup(func() { p.cleanup(t) })
@@ -95,7 +95,7 @@ func (p *Podman) cleanup(t testing.TB) {
 		{"image", "rm", "--all", "--force"},
 		{"system", "reset", "--force"},
 	} {
-		if r := p.cmd.run(t, nil, args...); !r.Success() {
+		if r := p.cmd.run(t, args...); !r.Success() {
 			t.Errorf("podman cleanup failed:\n%s", r)
 		}
 	}
@@ -106,7 +106,7 @@ func (p *Podman) cleanup(t testing.TB) {
 // returned, not a failure.
 func (p *Podman) Run(t testing.TB, args ...string) Result {
 	t.Helper()
-	return p.cmd.run(t, nil, args...)
+	return p.cmd.run(t, args...)
 }
 
 // MustRun is Run that fails the test unless podman exits 0.

@@ -63,10 +63,10 @@ func buildBusyboxRootfs(dir string) error {
 			return fmt.Errorf("linking applet %s: %w", applet, err)
 		}
 	}
-	if err := writeFile(filepath.Join(dir, "etc/passwd"), []byte(etcPasswd), 0o644); err != nil {
+	if err := writeFile(filepath.Join(dir, "etc/passwd"), []byte(etcPasswd)); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(dir, "etc/group"), []byte(etcGroup), 0o644)
+	return writeFile(filepath.Join(dir, "etc/group"), []byte(etcGroup))
 }
 
 // BuildGlibcRootfs builds the busybox rootfs of BuildBusyboxRootfs and adds
@@ -109,7 +109,7 @@ func hostGlibc() (loader, libc string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("opening %s: %w", probe, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_INTERP {
 			continue
@@ -152,7 +152,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", src, err)
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // read-only
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", filepath.Dir(dst), err)
 	}
@@ -161,7 +161,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 		return fmt.Errorf("creating %s: %w", dst, err)
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+		_ = out.Close()
 		return fmt.Errorf("copying %s to %s: %w", src, dst, err)
 	}
 	if err := out.Close(); err != nil {
