@@ -17,8 +17,9 @@ import (
 // RuntimeLibrary is the XRE runtime every XPU program links against.
 const RuntimeLibrary = "libxpurt.so.1"
 
-// ToolPath is where xpu-smi is put in containers (on every default PATH).
-const ToolPath = "/usr/local/bin/xpu-smi"
+// ToolPath is where xpu-smi is put in containers: /usr/bin is on every
+// default PATH, even of images that leave out /usr/local/bin.
+const ToolPath = "/usr/bin/xpu-smi"
 
 // ToolAlias is the older name of xpu-smi, linked next to it.
 const ToolAlias = "xpu_smi"
