@@ -28,7 +28,8 @@ build: ## Build the static binaries into ./bin (stamped with version and commit)
 	done
 
 deps: ## Install what the tests need (Debian packages, containerd 2.x, crictl, golangci-lint); idempotent, root
-	hack/install-deps.sh
+	hack/install-deps.sh --quiet
+	packaging/install-build-deps.sh
 
 test: deps ## Run every test: unit, end-to-end with real Podman/containerd/Docker, packaging (root for the real ones)
 	$(GO) test -count=1 -p 2 -timeout $(TEST_TIMEOUT) ./...
