@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,6 +104,36 @@ func TestSmokeContainerd2(t *testing.T) {
 
 		r = c.Ctr(t, "run", "--rm", "--device", harness.UniqueVendor(t)+"/e2e=null", ref, "e2e-cdi-missing", "true")
 		require.NotZero(t, r.ExitCode, r.String())
+	})
+
+	t.Run("cri cdi device from SpecDir", func(t *testing.T) {
+		harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
+		vendor := harness.UniqueVendor(t)
+		c.WriteSpec(t, nullDeviceSpec(vendor), vendor)
+		timed(t, "CRI images import", func() {
+			c.ImportImage(t, rootfs, harness.CRISandboxImage,
+				harness.WithImageNamespace(harness.CRINamespace), harness.WithImageCmd("sleep", "2147483647"))
+			c.ImportImage(t, rootfs, "e2e-busybox", harness.WithImageNamespace(harness.CRINamespace),
+				harness.WithImageCmd("sleep", "2147483647"))
+		})
+		dir := t.TempDir()
+		pod := filepath.Join(dir, "pod.json")
+		ctr := filepath.Join(dir, "container.json")
+		// Host network: the harness's CRI has no CNI plugins.
+		require.NoError(t, os.WriteFile(pod, []byte(`{
+  "metadata": {"name": "e2e-pod", "namespace": "default", "uid": "e2e-pod-uid", "attempt": 0},
+  "linux": {"security_context": {"namespace_options": {"network": 2}}}
+}`), 0o644))
+		require.NoError(t, os.WriteFile(ctr, []byte(fmt.Sprintf(`{
+  "metadata": {"name": "e2e-cdi"},
+  "image": {"image": %q},
+  "command": ["sleep", "2147483647"],
+  "CDI_devices": [{"name": %q}]
+}`, ref, vendor+"/e2e=null")), 0o644))
+		id := strings.TrimSpace(c.MustCrictl(t, "run", ctr, pod).Stdout)
+		r := c.MustCrictl(t, "exec", id, "sh", "-c", `ls -l /dev/e2e-null && echo "vendor=$E2E_VENDOR"`)
+		require.Contains(t, r.Stdout, "vendor="+vendor)
+		require.Regexp(t, `(?m)^c.* 1, +3 .*/dev/e2e-null$`, r.Stdout)
 	})
 }
 

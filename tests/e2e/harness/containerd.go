@@ -17,6 +17,15 @@ const (
 	Ctr16Bin        = "/usr/bin/ctr"
 )
 
+// CRINamespace is the containerd namespace of the CRI plugin.
+const CRINamespace = "k8s.io"
+
+// CRISandboxImage is the sandbox ("pause") image the CRI plugin of
+// NewContainerd uses. There is no registry: import one before creating pods,
+// e.g. ImportImage(t, busyboxRootfs, CRISandboxImage,
+// WithImageNamespace(CRINamespace), WithImageCmd("sleep", "2147483647")).
+const CRISandboxImage = "docker.io/library/e2e-pause:latest"
+
 // shimRuncRoot is where containerd's runc shims keep runc state, per
 // namespace (not configurable through ctr); each Containerd uses its own
 // namespace and removes its directory there at cleanup.
@@ -36,6 +45,7 @@ type Containerd struct {
 	ConfigPath string
 	specDir    string
 	ctr        command
+	crictl     *command
 }
 
 type containerdOptions struct {
@@ -125,7 +135,18 @@ func newContainerd(t testing.TB, major int, bin, ctrBin, path string, opts []Con
 		if err := os.RemoveAll(filepath.Join(shimRuncRoot, c.Namespace)); err != nil {
 			t.Errorf("removing %s: %v", filepath.Join(shimRuncRoot, c.Namespace), err)
 		}
+		// Shared with any other CRI: removed only when empty.
+		_ = os.Remove(filepath.Join(shimRuncRoot, CRINamespace))
 	})
+	if major == 2 {
+		if crictl, err := lookTool(filepath.Join(ToolsBin(), "crictl")); err == nil {
+			crictlConf := filepath.Join(dir, "crictl.yaml")
+			if err := writeFile(crictlConf, []byte("runtime-endpoint: unix://"+c.Address+"\nimage-endpoint: unix://"+c.Address+"\ntimeout: 60\ndisable-pull-on-run: true\n")); err != nil {
+				t.Fatalf("configuring crictl: %v", err)
+			}
+			c.crictl = &command{bin: crictl, args: []string{"--config", crictlConf}, env: []string{pathEnv(path)}}
+		}
+	}
 	c.daemon = startDaemon(t, fmt.Sprintf("containerd%d", major), dir, bin,
 		[]string{"--config", c.ConfigPath, "--log-level", "info"},
 		[]string{pathEnv(path)},
@@ -162,13 +183,19 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
     disable_tcp_service = true
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %[9]q
   [plugins.'io.containerd.cri.v1.runtime']
     cdi_spec_dirs = [%[6]q]
+    # Sandboxes ask for oom_score_adj -998; lowering it needs CAP_SYS_RESOURCE,
+    # which hosts of this kind do not have.
+    restrict_oom_score_adj = true
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       conf_dir = %[7]q
       bin_dirs = [%[8]q]
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), address, address+".ttrpc",
-		filepath.Join(dir, "opt"), specDir, filepath.Join(dir, "cni", "net.d"), filepath.Join(dir, "cni", "bin"))
+		filepath.Join(dir, "opt"), specDir, filepath.Join(dir, "cni", "net.d"), filepath.Join(dir, "cni", "bin"),
+		CRISandboxImage)
 }
 
 func containerd16Config(dir, address string, cri bool) string {
@@ -218,28 +245,60 @@ func (c *Containerd) MustCtr(t testing.TB, args ...string) Result {
 
 // ImportImage imports the rootfs dir as an image (an OCI archive written by
 // WriteOCIArchive, then `ctr images import`) and returns its reference,
-// e.g. "docker.io/library/NAME:latest".
-func (c *Containerd) ImportImage(t testing.TB, rootfsDir, name string) string {
+// e.g. "docker.io/library/NAME:latest". WithImageNamespace(CRINamespace)
+// makes it visible to the CRI plugin (crictl).
+func (c *Containerd) ImportImage(t testing.TB, rootfsDir, name string, opts ...ImageOption) string {
 	t.Helper()
 	start := time.Now()
+	o := newImageOptions(opts)
 	ref := NormalizeImageRef(name)
 	archive := filepath.Join(t.TempDir(), "image.oci.tar")
-	WriteOCIArchive(t, rootfsDir, ref, archive)
-	c.MustCtr(t, "images", "import", archive)
-	if r := c.MustCtr(t, "images", "ls", "--quiet"); !strings.Contains(r.Stdout, ref) {
+	WriteOCIArchive(t, rootfsDir, ref, archive, opts...)
+	var nsArgs []string
+	if o.namespace != "" {
+		// ctr's last --namespace wins over the harness's own.
+		nsArgs = []string{"--namespace", o.namespace}
+	}
+	c.MustCtr(t, append(nsArgs, "images", "import", archive)...)
+	if r := c.MustCtr(t, append(nsArgs, "images", "ls", "--quiet")...); !strings.Contains(r.Stdout, ref) {
 		t.Fatalf("image %s not listed after import:\n%s", ref, r)
 	}
 	t.Logf("containerd%d import %s: %s", c.Major, ref, time.Since(start).Round(time.Millisecond))
 	return ref
 }
 
-// removeAll kills and deletes every task and container of the namespace.
+// Crictl runs crictl (from ToolsBin) against the CRI plugin of this
+// containerd 2.x; a non-zero exit is returned, not a failure.
+func (c *Containerd) Crictl(t testing.TB, args ...string) Result {
+	t.Helper()
+	if c.crictl == nil {
+		if c.Major != 2 {
+			t.Fatalf("Crictl: the CRI plugin is only set up for containerd 2.x")
+		}
+		RequiresTool(t, filepath.Join(ToolsBin(), "crictl"))
+	}
+	return c.crictl.run(t, args...)
+}
+
+// MustCrictl is Crictl that fails the test unless crictl exits 0.
+func (c *Containerd) MustCrictl(t testing.TB, args ...string) Result {
+	t.Helper()
+	return c.Crictl(t, args...).RequireSuccess(t)
+}
+
+// removeAll kills and deletes every task and container of the namespace,
+// and every CRI pod.
 func (c *Containerd) removeAll(t testing.TB) {
 	t.Helper()
 	select {
 	case <-c.exited:
 		return
 	default:
+	}
+	if c.crictl != nil {
+		if r := c.crictl.run(t, "rmp", "--all", "--force"); !r.Success() {
+			t.Errorf("removing CRI pods:\n%s", r)
+		}
 	}
 	for _, id := range strings.Fields(c.Ctr(t, "tasks", "ls", "--quiet").Stdout) {
 		c.Ctr(t, "tasks", "kill", "--signal", "SIGKILL", id)

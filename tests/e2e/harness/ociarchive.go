@@ -52,17 +52,49 @@ func NormalizeImageRef(name string) string {
 	return ref
 }
 
+type imageOptions struct {
+	cmd       []string
+	namespace string
+}
+
+// ImageOption configures an image built from a rootfs.
+type ImageOption func(*imageOptions)
+
+// WithImageCmd sets the image's Cmd (default ["/bin/sh"]); a CRI sandbox
+// ("pause") image needs one that keeps running, e.g. "sleep", "2147483647".
+func WithImageCmd(cmd ...string) ImageOption {
+	return func(o *imageOptions) { o.cmd = cmd }
+}
+
+// WithImageNamespace imports into another containerd namespace than the
+// harness's own, e.g. CRINamespace for images the CRI plugin must see.
+func WithImageNamespace(ns string) ImageOption {
+	return func(o *imageOptions) { o.namespace = ns }
+}
+
+func newImageOptions(opts []ImageOption) imageOptions {
+	var o imageOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if len(o.cmd) == 0 {
+		o.cmd = []string{"/bin/sh"}
+	}
+	return o
+}
+
 // WriteOCIArchive writes the rootfs dir as a single-layer OCI image archive
-// (an OCI layout in a tar) named ref, with Cmd ["/bin/sh"], for the host's
-// platform. `ctr images import` reads it; no registry and no Podman needed.
-func WriteOCIArchive(t testing.TB, rootfsDir, ref, archive string) {
+// (an OCI layout in a tar) named ref, with Cmd ["/bin/sh"] unless
+// WithImageCmd says otherwise, for the host's platform. `ctr images import`
+// reads it; no registry and no Podman needed.
+func WriteOCIArchive(t testing.TB, rootfsDir, ref, archive string, opts ...ImageOption) {
 	t.Helper()
-	if err := writeOCIArchive(rootfsDir, ref, archive, t.TempDir()); err != nil {
+	if err := writeOCIArchive(rootfsDir, ref, archive, t.TempDir(), newImageOptions(opts).cmd); err != nil {
 		t.Fatalf("writing OCI archive %s of %s: %v", archive, rootfsDir, err)
 	}
 }
 
-func writeOCIArchive(rootfsDir, ref, archive, work string) error {
+func writeOCIArchive(rootfsDir, ref, archive, work string, cmd []string) error {
 	layout := filepath.Join(work, "layout")
 	blobs := filepath.Join(layout, "blobs", "sha256")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
@@ -80,7 +112,7 @@ func writeOCIArchive(rootfsDir, ref, archive, work string) error {
 	config, err := addBlobJSON(blobs, mediaTypeConfig, map[string]any{
 		"architecture": platform.Architecture,
 		"os":           platform.OS,
-		"config":       map[string]any{"Cmd": []string{"/bin/sh"}, "Env": []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}},
+		"config":       map[string]any{"Cmd": cmd, "Env": []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}},
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layer.Digest}},
 	})
 	if err != nil {
