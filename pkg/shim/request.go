@@ -1,0 +1,134 @@
+package shim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+)
+
+// VisibleDevicesEnv is the variable a container asks for XPUs with, and
+// that the shim sets to the indices of the devices it got.
+const VisibleDevicesEnv = "XPU_VISIBLE_DEVICES"
+
+// Request is what a container asks for.
+type Request struct {
+	// Annotated are the qualified names of the kind from cdi.k8s.io
+	// annotations, in annotation key order.
+	Annotated []string
+	// Foreign are annotated names of other kinds; the shim leaves them alone.
+	Foreign []string
+	// Env is the value of XPU_VISIBLE_DEVICES (the last one in the
+	// environment), HasEnv whether it is set at all.
+	Env    string
+	HasEnv bool
+	// Privileged is true when CAP_SYS_ADMIN is in the bounding set.
+	Privileged bool
+}
+
+// ReadRequest reads the XPU request of a container. Only the annotation
+// syntax can be wrong here; names are checked when they are resolved.
+func ReadRequest(spec *oci.Spec, kind string) (Request, error) {
+	var r Request
+	_, names, err := cdiapi.ParseAnnotations(spec.Annotations)
+	if err != nil {
+		return r, fmt.Errorf("reading the cdi.k8s.io annotations of the container: %w", err)
+	}
+	for _, n := range names {
+		vendor, class, _ := parser.ParseDevice(n)
+		if vendor+"/"+class == kind {
+			r.Annotated = append(r.Annotated, n)
+		} else {
+			r.Foreign = append(r.Foreign, n)
+		}
+	}
+	if spec.Process != nil {
+		for _, e := range spec.Process.Env {
+			if v, ok := strings.CutPrefix(e, VisibleDevicesEnv+"="); ok {
+				r.Env, r.HasEnv = v, true
+			}
+		}
+	}
+	r.Privileged = Privileged(spec)
+	return r, nil
+}
+
+// Privileged reports whether the container holds CAP_SYS_ADMIN in its
+// bounding capability set. `docker run --privileged` and `podman run
+// --privileged` give every capability; no default capability set of an
+// engine includes CAP_SYS_ADMIN, and a process with it can already reach
+// every device node (mknod, mount), so an environment request from it
+// grants nothing new.
+func Privileged(spec *oci.Spec) bool {
+	if spec.Process == nil || spec.Process.Capabilities == nil {
+		return false
+	}
+	return slices.Contains(spec.Process.Capabilities.Bounding, "CAP_SYS_ADMIN")
+}
+
+// EnvNone reports whether an XPU_VISIBLE_DEVICES value asks for nothing.
+func EnvNone(v string) bool {
+	switch strings.TrimSpace(v) {
+	case "", "none", "void":
+		return true
+	}
+	return false
+}
+
+// EnvNames turns an XPU_VISIBLE_DEVICES value into qualified names of kind:
+// "all", indices, PCI addresses and serials become kind=NAME; qualified
+// names are kept. A malformed entry is an error naming it.
+func EnvNames(v, kind string) ([]string, error) {
+	if EnvNone(v) {
+		return nil, nil
+	}
+	var out []string
+	for _, tok := range strings.Split(v, ",") {
+		tok = strings.TrimSpace(tok)
+		if tok == "" {
+			continue
+		}
+		if strings.Contains(tok, "=") {
+			vendor, class, name, err := parser.ParseQualifiedName(tok)
+			if err != nil {
+				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", VisibleDevicesEnv, v, tok, err)
+			}
+			if vendor+"/"+class != kind {
+				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", VisibleDevicesEnv, v, tok, kind)
+			}
+			out = append(out, parser.QualifiedName(vendor, class, name))
+			continue
+		}
+		if err := parser.ValidateDeviceName(tok); err != nil {
+			return nil, fmt.Errorf("%s=%s: %q is not a valid device name: %w", VisibleDevicesEnv, v, tok, err)
+		}
+		out = append(out, kind+"="+tok)
+	}
+	return out, nil
+}
+
+// setEnv sets key=value in the process environment: the first entry of key
+// is replaced in place, later ones are removed, and it is appended when
+// absent.
+func setEnv(p *oci.Process, key, value string) {
+	entry := key + "=" + value
+	out := p.Env[:0:0]
+	done := false
+	for _, e := range p.Env {
+		if strings.HasPrefix(e, key+"=") {
+			if !done {
+				out = append(out, entry)
+				done = true
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	if !done {
+		out = append(out, entry)
+	}
+	p.Env = out
+}
