@@ -43,7 +43,7 @@ func findPlaceholder(image []byte, section, placeholder string) (patchSite, erro
 	needle := append([]byte(placeholder), 0)
 	data := image[start:end]
 	i := bytes.Index(data, needle)
-	if i < 0 || bytes.Index(data[i+1:], needle) >= 0 {
+	if i < 0 || bytes.Contains(data[i+1:], needle) {
 		return patchSite{}, fmt.Errorf("%q in %s: %w", placeholder, section, errPlaceholder)
 	}
 	return patchSite{offset: start + i, size: len(placeholder)}, nil

@@ -63,7 +63,7 @@ func (b *builder) buildSysfs() error {
 		}
 	}
 	byBDF := map[string]Device{}
-	var vfs = map[string][]Device{}
+	vfs := map[string][]Device{}
 	for _, d := range h.Devices {
 		if d.Function == FunctionVF {
 			vfs[d.PhysFn] = append(vfs[d.PhysFn], d)

@@ -3,7 +3,6 @@ package cdi
 import (
 	"fmt"
 	"path"
-
 	"strconv"
 
 	"tags.cncf.io/container-device-interface/specs-go"

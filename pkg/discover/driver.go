@@ -150,9 +150,8 @@ func (s *driverSource) scanDir(dir string) ([]DriverFile, error) {
 		return nil, err
 	}
 	type file struct {
-		host   string
-		soname string
-		names  []string
+		host  string
+		names []string
 	}
 	files := map[string]*file{}
 	var order []string

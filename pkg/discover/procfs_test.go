@@ -68,8 +68,14 @@ func TestParseNodeName(t *testing.T) {
 		n    int
 		ok   bool
 	}{
-		{"xpu0", 0, true}, {"xpu15", 15, true}, {"xpuctrl", 0, false}, {"xpu", 0, false},
-		{"xpu01", 0, false}, {"xpu-1", 0, false}, {"xpu1a", 0, false}, {"gpu0", 0, false},
+		{"xpu0", 0, true},
+		{"xpu15", 15, true},
+		{"xpuctrl", 0, false},
+		{"xpu", 0, false},
+		{"xpu01", 0, false},
+		{"xpu-1", 0, false},
+		{"xpu1a", 0, false},
+		{"gpu0", 0, false},
 		{"xpu99999999999999999999", 0, false},
 	} {
 		n, ok := ParseNodeName(tc.name)

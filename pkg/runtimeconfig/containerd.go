@@ -372,7 +372,7 @@ func containerdMainRevert(mainPath string, old []byte, tree map[string]any, drop
 			return &FileChange{Path: mainPath, Old: old}, nil
 		}
 	}
-	var markerAt = -1
+	markerAt := -1
 	newKey := false
 	for _, m := range []string{markerLine(dropIn, true), markerLine(dropIn, false)} {
 		for off := 0; off < len(old); off = lineEnd(old, off) {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -235,6 +233,3 @@ func sameValue(a, b any) bool {
 	jb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
-
-// sortedKeys returns m's keys in order (for stable messages).
-func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }

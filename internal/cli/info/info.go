@@ -108,8 +108,10 @@ func viewFiles(fs []discover.DriverFile) []fileView {
 }
 
 func view(h *discover.Host) hostView {
-	v := hostView{DevRoot: h.DevRoot, DriverRoot: h.DriverRoot, DriverVersion: h.DriverVersion,
-		Libraries: viewFiles(h.Libraries), Tools: viewFiles(h.Tools), Warnings: h.Warnings, Usable: true}
+	v := hostView{
+		DevRoot: h.DevRoot, DriverRoot: h.DriverRoot, DriverVersion: h.DriverVersion,
+		Libraries: viewFiles(h.Libraries), Tools: viewFiles(h.Tools), Warnings: h.Warnings, Usable: true,
+	}
 	if h.Control != nil {
 		c := viewNode(h.Control)
 		v.Control = &c
@@ -118,9 +120,11 @@ func view(h *discover.Host) hostView {
 		v.Usable, v.Unusable = false, err.Error()
 	}
 	for _, d := range h.Devices {
-		dv := deviceView{Index: d.Index, Node: viewNode(&d.Node), PCIAddress: d.Address(), Model: d.Model, Family: d.Family,
+		dv := deviceView{
+			Index: d.Index, Node: viewNode(&d.Node), PCIAddress: d.Address(), Model: d.Model, Family: d.Family,
 			Function: string(discover.FunctionUnknown), Serial: d.Serial, State: d.State, DriverVersion: d.DriverVersion,
-			FirmwareVersion: d.FirmwareVersion, Compute: d.Compute, Problems: d.Problems}
+			FirmwareVersion: d.FirmwareVersion, Compute: d.Compute, Problems: d.Problems,
+		}
 		if p := d.PCI; p != nil {
 			dv.VendorID = fmt.Sprintf("0x%04x", p.VendorID)
 			dv.DeviceID = fmt.Sprintf("0x%04x", p.DeviceID)

@@ -51,8 +51,10 @@ func TestCommand(t *testing.T) {
 		},
 		{
 			description: "scaled with knobs",
-			args: []string{"--shape", "scaled", "--devices", "3", "--libraries", "9", "--major", "239",
-				"--xre-version", "5.2.0", "--no-ctrl", "--no-procfs"},
+			args: []string{
+				"--shape", "scaled", "--devices", "3", "--libraries", "9", "--major", "239",
+				"--xre-version", "5.2.0", "--no-ctrl", "--no-procfs",
+			},
 			check: func(t *testing.T, root, stdout, stderr string) {
 				require.Empty(t, stdout)
 				require.NoFileExists(t, filepath.Join(root, "dev/xpuctrl"))
