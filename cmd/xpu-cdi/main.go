@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/info"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
@@ -62,6 +63,7 @@ in a CDI spec, so that CDI-aware engines can give them to containers:
 			list.NewCommand(log),
 			validate.NewCommand(log),
 			runtime.NewCommand(log),
+			config.NewCommand(log),
 		},
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,
