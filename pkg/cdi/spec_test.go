@@ -22,16 +22,6 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // goldenRoot replaces the temporary root of a fake host in golden files.
 const goldenRoot = "/HOST"
 
-type treeStater struct{ t *fakehost.Tree }
-
-func (s treeStater) StatNode(p string) (discover.NodeInfo, error) {
-	f, ok := s.t.NodeFacts(p)
-	if !ok {
-		return discover.NodeInfo{}, os.ErrNotExist
-	}
-	return discover.NodeInfo{Char: true, Major: f.Major, Minor: f.Minor, Mode: f.Mode, UID: f.UID, GID: f.GID}, nil
-}
-
 func discoverShape(t *testing.T, h fakehost.Host) (*fakehost.Tree, *discover.Host) {
 	t.Helper()
 	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
@@ -39,7 +29,7 @@ func discoverShape(t *testing.T, h fakehost.Host) (*fakehost.Tree, *discover.Hos
 	// Plain files for nodes: golden files must not depend on running as root.
 	tree, err := fakehost.Build(filepath.Join(t.TempDir(), "host"), h, fakehost.WithCacheDir(cache), fakehost.WithoutMknod())
 	require.NoError(t, err)
-	host, err := discover.Discover(discover.WithDevRoot(tree.Root), discover.WithDriverRoot(tree.Root), discover.WithNodeStater(treeStater{tree}))
+	host, err := discover.Discover(tree.DiscoverOptions()...)
 	require.NoError(t, err)
 	return tree, host
 }

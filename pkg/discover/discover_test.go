@@ -14,18 +14,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
 )
 
-// treeStater answers for the nodes of a fake tree that could not be made
-// real (tests not running as root).
-type treeStater struct{ t *fakehost.Tree }
-
-func (s treeStater) StatNode(hostPath string) (discover.NodeInfo, error) {
-	f, ok := s.t.NodeFacts(hostPath)
-	if !ok {
-		return discover.NodeInfo{}, &os.PathError{Op: "stat", Path: hostPath, Err: os.ErrNotExist}
-	}
-	return discover.NodeInfo{Char: true, Major: f.Major, Minor: f.Minor, Mode: f.Mode, UID: f.UID, GID: f.GID}, nil
-}
-
 func build(t *testing.T, h fakehost.Host) *fakehost.Tree {
 	t.Helper()
 	tree, err := fakehost.Build(filepath.Join(t.TempDir(), "host"), h, fakehost.WithCacheDir(cacheDir(t)))
@@ -43,11 +31,7 @@ func cacheDir(t *testing.T) string {
 
 func discoverTree(t *testing.T, tree *fakehost.Tree, opts ...discover.Option) (*discover.Host, error) {
 	t.Helper()
-	base := []discover.Option{discover.WithDevRoot(tree.Root), discover.WithDriverRoot(tree.Root)}
-	if !tree.RealNodes {
-		base = append(base, discover.WithNodeStater(treeStater{tree}))
-	}
-	return discover.Discover(append(base, opts...)...)
+	return discover.Discover(append(tree.DiscoverOptions(), opts...)...)
 }
 
 // TestShapes compares discovery with what the builder says it built, for
