@@ -29,15 +29,17 @@ func shimRuntime(t *testing.T, tree *fakehost.Tree, extra string) (wrapper, logF
 	require.NoError(t, os.Chmod(dir, 0o755))
 	runc := harness.RequiresTool(t, "runc")
 	logFile = filepath.Join(dir, "shim.log")
-	cfg := fmt.Sprintf(`low-level-runtimes = [%q]
-mode = "jit"
+	cfg := fmt.Sprintf(`mode = "jit"
 spec-dirs = [%q]
 dev-root = %q
 driver-root = %q
 hook-path = %q
 log-file = %q
 log-level = "debug"
-%s`, runc, filepath.Join(dir, "no-specs"), tree.Root, tree.Root, Binary(t, "xpu-runtime-hook"), logFile, extra)
+%s`, filepath.Join(dir, "no-specs"), tree.Root, tree.Root, Binary(t, "xpu-runtime-hook"), logFile, extra)
+	if !strings.Contains(extra, "low-level-runtimes") {
+		cfg += fmt.Sprintf("low-level-runtimes = [%q]\n", runc)
+	}
 	cfgPath := filepath.Join(dir, "config.toml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 	wrapper = filepath.Join(dir, "xpu-container-runtime")
