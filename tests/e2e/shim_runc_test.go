@@ -45,7 +45,7 @@ func TestShimRuncParallel(t *testing.T) {
 	const n = 50
 	type ctr struct {
 		id, bundle, out string
-		want           []int
+		want            []int
 	}
 	ctrs := make([]ctr, n)
 	for i := range ctrs {
