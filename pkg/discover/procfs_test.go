@@ -100,3 +100,13 @@ func TestModelFor(t *testing.T) {
 	require.Equal(t, ModelUnknown, ModelFor(&PCI{VendorID: 0x10de}, "", ""))
 	require.Equal(t, "K100", ModelFor(nil, "K100", ""))
 }
+
+func TestIsPCIAddress(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0000:3b:00.0": true, "ffff:ff:1f.7": true, "0000:3B:00.0": false, "0000:3b:00.8": false,
+		"0000:3b:00": false, "000:3b:00.0": false, "0000-3b:00.0": false, "0000:3b:00.00": false,
+		"0000:3g:00.0": false, "": false,
+	} {
+		require.Equal(t, want, IsPCIAddress(s), s)
+	}
+}
