@@ -60,7 +60,7 @@ func main() {
 	}
 	log.Debugf("%s %s (%s): exec %s %s", program, version, commit, runtime, strings.Join(args, " "))
 	closeLog()
-	err = syscall.Exec(runtime, append([]string{runtime}, args...), os.Environ())
+	err = syscall.Exec(runtime, append([]string{runtime}, args...), os.Environ()) //nolint:gosec // G702: running the configured low-level runtime with the caller's argv is the shim's job.
 	fail(a, log, fmt.Errorf("executing the low-level runtime %s: %w", runtime, err))
 }
 

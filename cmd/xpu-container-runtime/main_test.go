@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -21,8 +20,7 @@ import (
 func buildShim(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), program)
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-o", bin, ".")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
@@ -80,9 +78,13 @@ func writeBundle(t *testing.T, env ...string) (string, []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	caps := []string{"CAP_CHOWN", "CAP_SYS_ADMIN"}
-	spec := &oci.Spec{Version: oci.Version, Root: &oci.Root{Path: "rootfs"},
-		Process: &oci.Process{Args: []string{"sh"}, Cwd: "/", Env: append([]string{"PATH=/bin"}, env...),
-			Capabilities: &oci.LinuxCapabilities{Bounding: caps}}}
+	spec := &oci.Spec{
+		Version: oci.Version, Root: &oci.Root{Path: "rootfs"},
+		Process: &oci.Process{
+			Args: []string{"sh"}, Cwd: "/", Env: append([]string{"PATH=/bin"}, env...),
+			Capabilities: &oci.LinuxCapabilities{Bounding: caps},
+		},
+	}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644))
@@ -160,8 +162,10 @@ func TestFailures(t *testing.T) {
 		logFormat   string
 		want        []string
 	}{
-		{description: "bad config with a request", config: badConfig, logFormat: "json",
-			want: []string{"asks for XPUs (XPU_VISIBLE_DEVICES=0)", badConfig, `mode \"fast\"`}},
+		{
+			description: "bad config with a request", config: badConfig, logFormat: "json",
+			want: []string{"asks for XPUs (XPU_VISIBLE_DEVICES=0)", badConfig, `mode \"fast\"`},
+		},
 		{description: "no XPU on the host", config: goodConfig, logFormat: "text", want: []string{"discovering the XPUs of the host"}},
 		{description: "missing low-level runtime", config: missingRT, logFormat: "json", want: []string{"no low-level OCI runtime found", "/nonexistent/runc", "no-such-runtime"}},
 	} {

@@ -68,7 +68,7 @@ func ParseArgs(args []string) Args {
 		}
 		if !hasValue && globalValueFlags[name] && i+1 < len(args) {
 			i++
-			value, hasValue = args[i], true
+			value = args[i]
 		}
 		switch name {
 		case "log":

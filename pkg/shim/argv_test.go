@@ -12,10 +12,14 @@ func TestParseArgs(t *testing.T) {
 		args        []string
 		want        Args
 	}{
-		{description: "containerd shim create", args: []string{"--root", "/run/containerd/runc/default", "--log", "/run/x/log.json", "--log-format", "json", "create", "--bundle", "/run/b", "--pid-file", "/run/b/init.pid", "abc"},
-			want: Args{Command: "create", Bundle: "/run/b", Log: "/run/x/log.json", LogFormat: "json"}},
-		{description: "equals forms", args: []string{"--root=/r", "--log=/l", "--log-format=text", "create", "--bundle=/b", "id"},
-			want: Args{Command: "create", Bundle: "/b", Log: "/l", LogFormat: "text"}},
+		{
+			description: "containerd shim create", args: []string{"--root", "/run/containerd/runc/default", "--log", "/run/x/log.json", "--log-format", "json", "create", "--bundle", "/run/b", "--pid-file", "/run/b/init.pid", "abc"},
+			want: Args{Command: "create", Bundle: "/run/b", Log: "/run/x/log.json", LogFormat: "json"},
+		},
+		{
+			description: "equals forms", args: []string{"--root=/r", "--log=/l", "--log-format=text", "create", "--bundle=/b", "id"},
+			want: Args{Command: "create", Bundle: "/b", Log: "/l", LogFormat: "text"},
+		},
 		{description: "short bundle", args: []string{"create", "-b", "/b", "id"}, want: Args{Command: "create", Bundle: "/b"}},
 		{description: "short bundle with equals", args: []string{"create", "-b=/b", "id"}, want: Args{Command: "create", Bundle: "/b"}},
 		{description: "single dash long flags (Go flag syntax)", args: []string{"-root", "/r", "-log", "/l", "create", "-bundle", "/b", "id"}, want: Args{Command: "create", Bundle: "/b", Log: "/l"}},
@@ -23,8 +27,10 @@ func TestParseArgs(t *testing.T) {
 		{description: "run", args: []string{"--debug", "run", "-d", "--bundle", "/b", "id"}, want: Args{Command: "run", Bundle: "/b"}},
 		{description: "flags after the ID", args: []string{"create", "id", "--bundle", "/b"}, want: Args{Command: "create", Bundle: "/b"}},
 		{description: "values of other flags are not the bundle", args: []string{"create", "--pid-file", "--bundle", "--console-socket", "/s", "id"}, want: Args{Command: "create"}},
-		{description: "boolean globals", args: []string{"--systemd-cgroup", "--debug", "--rootless", "false", "--criu", "/usr/sbin/criu", "create", "--no-pivot", "--no-new-keyring", "--preserve-fds", "2", "-b", "/b", "id"},
-			want: Args{Command: "create", Bundle: "/b"}},
+		{
+			description: "boolean globals", args: []string{"--systemd-cgroup", "--debug", "--rootless", "false", "--criu", "/usr/sbin/criu", "create", "--no-pivot", "--no-new-keyring", "--preserve-fds", "2", "-b", "/b", "id"},
+			want: Args{Command: "create", Bundle: "/b"},
+		},
 		{description: "rootless with equals", args: []string{"--rootless=auto", "run", "--bundle", "/b", "id"}, want: Args{Command: "run", Bundle: "/b"}},
 		{description: "crun cgroup manager", args: []string{"--cgroup-manager", "cgroupfs", "create", "--bundle", "/b", "id"}, want: Args{Command: "create", Bundle: "/b"}},
 		{description: "start is not create", args: []string{"--root", "/r", "start", "--bundle", "/b", "id"}, want: Args{Command: "start"}},

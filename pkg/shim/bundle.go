@@ -156,7 +156,7 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 	}
 	granted := grantedIndices(r, names)
 	if spec.Process != nil {
-		setEnv(spec.Process, VisibleDevicesEnv, joinInts(granted))
+		setVisibleDevices(spec.Process, joinInts(granted))
 	}
 	out, err := json.Marshal(&spec)
 	if err != nil {

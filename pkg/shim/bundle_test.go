@@ -125,8 +125,10 @@ func TestModifyBundle(t *testing.T) {
 		want        []int
 		wantNodes   []string
 	}{
-		{description: "privileged env indices", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,3"), want: []int{0, 3},
-			wantNodes: []string{"/dev/xpuctrl", "/dev/xpu0", "/dev/xpu3"}},
+		{
+			description: "privileged env indices", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,3"), want: []int{0, 3},
+			wantNodes: []string{"/dev/xpuctrl", "/dev/xpu0", "/dev/xpu3"},
+		},
 		{description: "unsorted and repeated", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=7, 2,7"), want: []int{2, 7}},
 		{description: "PCI address and serial", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES="+addr3+","+serial5), want: []int{3, 5}},
 		{description: "qualified name in env", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=baidu.com/xpu=1"), want: []int{1}},
@@ -135,8 +137,10 @@ func TestModifyBundle(t *testing.T) {
 		{description: "annotation from an unprivileged container", spec: bundleSpec(false, ann("baidu.com/xpu=4,baidu.com/xpu="+addr3)), want: []int{3, 4}},
 		{description: "annotation and env combined", spec: bundleSpec(true, ann("baidu.com/xpu=6"), "XPU_VISIBLE_DEVICES=0"), want: []int{0, 6}},
 		{description: "unprivileged env ignored beside annotations", spec: bundleSpec(false, ann("baidu.com/xpu=6"), "XPU_VISIBLE_DEVICES=all"), want: []int{6}},
-		{description: "unprivileged env accepted when configured", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=5"),
-			config: func(c *config.Config) { c.AcceptEnvvarWhenUnprivileged = true }, want: []int{5}},
+		{
+			description: "unprivileged env accepted when configured", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=5"),
+			config: func(c *config.Config) { c.AcceptEnvvarWhenUnprivileged = true }, want: []int{5},
+		},
 		{description: "other kinds are left alone", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/a": "nvidia.com/gpu=0", "cdi.k8s.io/b": "baidu.com/xpu=2"}), want: []int{2}},
 	}
 	for _, tc := range tests {
@@ -215,23 +219,35 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 		wantIs      error
 		wantErr     []string
 	}{
-		{description: "unknown index", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,9"), wantIs: ErrUnknownDevice,
-			wantErr: []string{"unknown XPU device baidu.com/xpu=9", "XPU_VISIBLE_DEVICES=0,9", "valid names of baidu.com/xpu (jit mode): 0, 1, 2, 3, 4, 5, 6, 7, 0000:01:00.0", "all"}},
-		{description: "unknown annotated name", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "baidu.com/xpu=gpu0"}), wantIs: ErrUnknownDevice,
-			wantErr: []string{"baidu.com/xpu=gpu0", "cdi.k8s.io annotations"}},
+		{
+			description: "unknown index", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,9"), wantIs: ErrUnknownDevice,
+			wantErr: []string{"unknown XPU device baidu.com/xpu=9", "XPU_VISIBLE_DEVICES=0,9", "valid names of baidu.com/xpu (jit mode): 0, 1, 2, 3, 4, 5, 6, 7, 0000:01:00.0", "all"},
+		},
+		{
+			description: "unknown annotated name", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "baidu.com/xpu=gpu0"}), wantIs: ErrUnknownDevice,
+			wantErr: []string{"baidu.com/xpu=gpu0", "cdi.k8s.io annotations"},
+		},
 		{description: "malformed env entry", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,-x"), wantErr: []string{`"-x" is not a valid device name`}},
 		{description: "env name of another kind", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=nvidia.com/gpu=0"), wantErr: []string{`"nvidia.com/gpu=0" is not a device of kind baidu.com/xpu`}},
 		{description: "bad qualified name", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=baidu.com/=0"), wantErr: []string{"not a valid qualified CDI device name"}},
-		{description: "unprivileged env refused", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,3"), wantIs: ErrUnprivilegedEnv,
-			wantErr: []string{"does not hold CAP_SYS_ADMIN", "accept-envvar-when-unprivileged = true in /etc/test-config.toml"}, opts: []Option{WithConfigError("/etc/test-config.toml", nil)}},
+		{
+			description: "unprivileged env refused", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,3"), wantIs: ErrUnprivilegedEnv,
+			wantErr: []string{"does not hold CAP_SYS_ADMIN", "accept-envvar-when-unprivileged = true in /etc/test-config.toml"}, opts: []Option{WithConfigError("/etc/test-config.toml", nil)},
+		},
 		{description: "bad annotation", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "xpu0"}), wantErr: []string{"cdi.k8s.io annotations"}},
 		{description: "malformed config.json", raw: []byte(`{"process": {"env": ["XPU_VISIBLE_DEVICES=0"]`), wantErr: []string{"parsing the bundle's OCI spec", "config.json"}},
-		{description: "config error with a request", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), wantIs: ErrConfig,
-			opts: []Option{WithConfigError("/etc/x.toml", os.ErrPermission)}, wantErr: []string{"asks for XPUs (XPU_VISIBLE_DEVICES=0)", "permission denied"}},
-		{description: "cdi mode without a spec", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), config: func(c *config.Config) { c.Mode = config.ModeCDI },
-			wantErr: []string{"mode cdi: no CDI spec of baidu.com/xpu in /nonexistent-xpu-cdi-test", "xpu-cdi generate"}},
-		{description: "jit mode without XPUs", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), config: func(c *config.Config) { c.DevRoot = t.TempDir() },
-			wantIs: discover.ErrNoDevices, wantErr: []string{"discovering the XPUs of the host"}},
+		{
+			description: "config error with a request", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), wantIs: ErrConfig,
+			opts: []Option{WithConfigError("/etc/x.toml", os.ErrPermission)}, wantErr: []string{"asks for XPUs (XPU_VISIBLE_DEVICES=0)", "permission denied"},
+		},
+		{
+			description: "cdi mode without a spec", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), config: func(c *config.Config) { c.Mode = config.ModeCDI },
+			wantErr: []string{"mode cdi: no CDI spec of baidu.com/xpu in /nonexistent-xpu-cdi-test", "xpu-cdi generate"},
+		},
+		{
+			description: "jit mode without XPUs", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), config: func(c *config.Config) { c.DevRoot = t.TempDir() },
+			wantIs: discover.ErrNoDevices, wantErr: []string{"discovering the XPUs of the host"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -312,10 +328,10 @@ func TestPrivileged(t *testing.T) {
 
 func TestSetEnv(t *testing.T) {
 	p := &oci.Process{Env: []string{"A=1", "XPU_VISIBLE_DEVICES=all", "B=2", "XPU_VISIBLE_DEVICES=9"}}
-	setEnv(p, VisibleDevicesEnv, "0,3")
+	setVisibleDevices(p, "0,3")
 	require.Equal(t, []string{"A=1", "XPU_VISIBLE_DEVICES=0,3", "B=2"}, p.Env)
 	p = &oci.Process{Env: []string{"XPU_VISIBLE_DEVICES_X=1"}}
-	setEnv(p, VisibleDevicesEnv, "1")
+	setVisibleDevices(p, "1")
 	require.Equal(t, []string{"XPU_VISIBLE_DEVICES_X=1", "XPU_VISIBLE_DEVICES=1"}, p.Env)
 }
 

@@ -23,8 +23,10 @@ func generateSpec(t *testing.T, root, dir string, extra ...string) {
 	log := logrus.New()
 	log.SetOutput(&bytes.Buffer{})
 	app := &cli.App{Name: "xpu-cdi", Commands: []*cli.Command{generate.NewCommand(log)}, Writer: &bytes.Buffer{}}
-	args := append([]string{"xpu-cdi", "generate", "--dev-root", root, "--driver-root", root,
-		"--output", filepath.Join(dir, "baidu.com-xpu.yaml")}, extra...)
+	args := append([]string{
+		"xpu-cdi", "generate", "--dev-root", root, "--driver-root", root,
+		"--output", filepath.Join(dir, "baidu.com-xpu.yaml"),
+	}, extra...)
 	require.NoError(t, app.Run(args))
 }
 
@@ -61,7 +63,7 @@ func TestJITMatchesGenerator(t *testing.T) {
 			want := bundleSpec(true, map[string]string{"cdi.k8s.io/x": "baidu.com/xpu=5"}, "XPU_VISIBLE_DEVICES=3,0000:01:00.0,all")
 			_, err = cache.InjectDevices(want, names...)
 			require.NoError(t, err)
-			setEnv(want.Process, VisibleDevicesEnv, "0,1,2,3,4,5,6,7")
+			setVisibleDevices(want.Process, "0,1,2,3,4,5,6,7")
 
 			for _, mode := range []config.Mode{config.ModeJIT, config.ModeCDI, config.ModeAuto} {
 				c := jitConfig(tree.Root)

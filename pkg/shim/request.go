@@ -110,10 +110,11 @@ func EnvNames(v, kind string) ([]string, error) {
 	return out, nil
 }
 
-// setEnv sets key=value in the process environment: the first entry of key
-// is replaced in place, later ones are removed, and it is appended when
-// absent.
-func setEnv(p *oci.Process, key, value string) {
+// setVisibleDevices sets XPU_VISIBLE_DEVICES=value in the process
+// environment: the first entry is replaced in place, later ones are removed,
+// and it is appended when absent.
+func setVisibleDevices(p *oci.Process, value string) {
+	key := VisibleDevicesEnv
 	entry := key + "=" + value
 	out := p.Env[:0:0]
 	done := false

@@ -37,8 +37,10 @@ func TestFindRuntime(t *testing.T) {
 		{description: "absolute path", candidates: []string{runc2}, want: runc2},
 		{description: "absolute path to the shim is skipped", candidates: []string{self, "crun"}, want: crun1},
 		{description: "not executable, directories skipped", candidates: []string{"notexec", "dirrt", "crun"}, want: crun1},
-		{description: "nothing found", candidates: []string{"nope", self, filepath.Join(dir, "missing")},
-			wantErr: []string{"no low-level OCI runtime found", "nope", self + " (the shim itself)", "low-level-runtimes"}},
+		{
+			description: "nothing found", candidates: []string{"nope", self, filepath.Join(dir, "missing")},
+			wantErr: []string{"no low-level OCI runtime found", "nope", self + " (the shim itself)", "low-level-runtimes"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
