@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// goBench is one Go benchmark, over every -count repetition.
+type goBench struct {
+	pkg, name string
+	nsPerOp   []float64
+	bytes     float64
+	allocs    float64
+}
+
+var (
+	benchLine  = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op(.*)$`)
+	bytesField = regexp.MustCompile(`([0-9.]+) B/op`)
+	allocField = regexp.MustCompile(`([0-9.]+) allocs/op`)
+)
+
+// parseGoBench reads `go test -bench -benchmem` output, keeping the order
+// in which benchmarks first appear.
+func parseGoBench(r io.Reader) ([]*goBench, error) {
+	var (
+		out  []*goBench
+		byID = map[string]*goBench{}
+		pkg  string
+	)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = strings.TrimSpace(p)
+			continue
+		}
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		ns, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		id := pkg + " " + m[1]
+		g := byID[id]
+		if g == nil {
+			g = &goBench{pkg: pkg, name: m[1]}
+			byID[id] = g
+			out = append(out, g)
+		}
+		g.nsPerOp = append(g.nsPerOp, ns)
+		if f := bytesField.FindStringSubmatch(m[3]); f != nil {
+			g.bytes, _ = strconv.ParseFloat(f[1], 64)
+		}
+		if f := allocField.FindStringSubmatch(m[3]); f != nil {
+			g.allocs, _ = strconv.ParseFloat(f[1], 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading benchmark output: %w", err)
+	}
+	return out, nil
+}
+
+func (g *goBench) median() time.Duration {
+	v := slices.Clone(g.nsPerOp)
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return time.Duration(v[n/2])
+	}
+	return time.Duration((v[n/2-1] + v[n/2]) / 2)
+}
+
+func (g *goBench) row() Row {
+	pkg := g.pkg
+	if i := strings.Index(pkg, "/pkg/"); i >= 0 {
+		pkg = pkg[i+1:]
+	}
+	return Row{
+		Section: "1b",
+		Name:    fmt.Sprintf("go test -bench %s %s", pkg, strings.TrimPrefix(g.name, "Benchmark")),
+		Value:   fmt.Sprintf("%s/op, %s/op, %.0f allocs/op", ms(g.median()), kib(g.bytes), g.allocs),
+		Status:  Info,
+	}
+}
+
+func kib(bytes float64) string {
+	if bytes >= 1<<20 {
+		return fmt.Sprintf("%.1f MiB", bytes/(1<<20))
+	}
+	return fmt.Sprintf("%.0f KiB", bytes/1024)
+}
+
+// benchGo summarizes the Go benchmarks hack/bench.sh ran.
+func (b *bench) benchGo() []Row {
+	if b.gobench == "" {
+		return []Row{{Section: "1b", Name: "Go benchmarks", Value: "not run (no --gobench file)", Status: Skip}}
+	}
+	f, err := os.Open(b.gobench)
+	if err != nil {
+		return []Row{failRow("1b", "Go benchmarks", err)}
+	}
+	defer func() { _ = f.Close() }()
+	benches, err := parseGoBench(f)
+	if err != nil {
+		return []Row{failRow("1b", "Go benchmarks", err)}
+	}
+	if len(benches) == 0 {
+		return []Row{failRow("1b", "Go benchmarks", fmt.Errorf("no benchmark result in %s", b.gobench))}
+	}
+	var rows []Row
+	for _, g := range benches {
+		rows = append(rows, g.row())
+	}
+	return rows
+}

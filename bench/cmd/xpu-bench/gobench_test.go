@@ -1,0 +1,57 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const sampleBench = `goos: linux
+goarch: amd64
+pkg: github.com/xpu-cdi/xpu-cdi/pkg/discover
+cpu: AMD EPYC
+BenchmarkDiscover/devices=1/libs=10-2         	     139	   1498209 ns/op	  190764 B/op	    2242 allocs/op
+BenchmarkDiscover/devices=1/libs=10-2         	     139	   1000000 ns/op	  190764 B/op	    2242 allocs/op
+BenchmarkDiscover/devices=1/libs=10-2         	     139	   2000000 ns/op	  190764 B/op	    2242 allocs/op
+PASS
+ok  	github.com/xpu-cdi/xpu-cdi/pkg/discover	1.651s
+pkg: github.com/xpu-cdi/xpu-cdi/pkg/hook
+BenchmarkCreateSymlinks 	    5000	    250000 ns/op
+`
+
+func TestParseGoBench(t *testing.T) {
+	got, err := parseGoBench(strings.NewReader(sampleBench))
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+
+	d := got[0]
+	require.Equal(t, "github.com/xpu-cdi/xpu-cdi/pkg/discover", d.pkg)
+	require.Equal(t, "BenchmarkDiscover/devices=1/libs=10", d.name)
+	require.Equal(t, 1498209*time.Nanosecond, d.median(), "median of three repetitions")
+	require.Equal(t, 190764.0, d.bytes)
+	require.Equal(t, 2242.0, d.allocs)
+	row := d.row()
+	require.Equal(t, "go test -bench pkg/discover Discover/devices=1/libs=10", row.Name)
+	require.Equal(t, "1.50 ms/op, 186 KiB/op, 2242 allocs/op", row.Value)
+	require.Equal(t, Info, row.Status)
+
+	h := got[1]
+	require.Equal(t, "BenchmarkCreateSymlinks", h.name, "no -N suffix without GOMAXPROCS > 1")
+	require.Equal(t, 250*time.Microsecond, h.median())
+	require.Zero(t, h.allocs, "no -benchmem fields")
+}
+
+func TestParseGoBenchEven(t *testing.T) {
+	got, err := parseGoBench(strings.NewReader("pkg: x\nBenchmarkA-2 1 10 ns/op\nBenchmarkA-2 1 20 ns/op\n"))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, 15*time.Nanosecond, got[0].median())
+}
+
+func TestMarkdownEscapes(t *testing.T) {
+	var b strings.Builder
+	require.NoError(t, writeMarkdown(&b, []Row{{Section: "1", Name: "a|b", Value: "", Target: "< 1 ms", Status: Pass}}))
+	require.Contains(t, b.String(), `| 1 | a\|b | - | < 1 ms | PASS |`)
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# bench.sh: measure what xpu-cdi adds to container starts and how spec generation scales, side by side
+# with plain runc and Podman; print one table and write it to bench/results.md (docs/benchmarks.md).
+#
+# Runs as root (runc, Podman, device nodes). Installs what it needs, builds static binaries into a
+# temporary directory, runs the Go benchmarks of pkg/discover, pkg/cdi and pkg/hook, then
+# bench/cmd/xpu-bench. Everything it creates (containers, bundles, fake hosts, Podman storage, the test
+# CDI spec in /var/run/cdi) is removed when it ends, also on Ctrl-C.
+#
+# Environment:
+#   XPU_BENCH_RUNS=N       measured runs per configuration (default 30; sections scale it)
+#   XPU_BENCH_ONLY=a,b     sections: generate,gobench,shim,hooks,podman,concurrent (default all)
+#   XPU_BENCH_OUT=FILE     results file (default bench/results.md; empty: do not write)
+#   XPU_BENCH_SHIM=worktree  also measure an uncommitted cmd/xpu-container-runtime
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+die() {
+	echo "bench: $*" >&2
+	exit 1
+}
+
+[[ $(id -u) -eq 0 ]] || die "must run as root (runc, Podman, device nodes); try: sudo make bench"
+
+# Only the Debian packages: podman, runc, busybox-static, hyperfine, valgrind, gcc (fake host ELF files).
+# The Go tools of install-deps.sh (containerd 2.x, crictl, golangci-lint) are not used here.
+hack/install-deps.sh --quiet --only apt
+
+GO=${GO:-go}
+work=$(mktemp -d /tmp/xpu-bench-build.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+build() {
+	CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$work/bin/$1" "./cmd/$1"
+}
+echo "bench: building xpu-cdi, xpu-runtime-hook" >&2
+build xpu-cdi
+build xpu-runtime-hook
+
+shim_args=()
+if [[ -n $(git ls-files -- 'cmd/xpu-container-runtime/*.go') || ${XPU_BENCH_SHIM:-} == worktree ]]; then
+	echo "bench: building xpu-container-runtime" >&2
+	if ! build xpu-container-runtime 2>"$work/shim-build.log"; then
+		cat "$work/shim-build.log" >&2
+		shim_args=(--no-shim-reason "does not build (see the build errors above)")
+	fi
+else
+	shim_args=(--no-shim-reason "not built yet (cmd/xpu-container-runtime has no committed Go files)")
+fi
+
+only=${XPU_BENCH_ONLY:-}
+gobench=()
+if [[ -z $only || ,$only, == *,gobench,* ]]; then
+	echo "bench: go test -bench (pkg/discover, pkg/cdi, pkg/hook)" >&2
+	# The discover and cdi benchmarks build their fake hosts on /dev/shm themselves.
+	if "$GO" test -run '^$' -bench . -benchmem -benchtime 300ms -count 1 \
+		./pkg/discover ./pkg/cdi ./pkg/hook >"$work/gobench.txt" 2>&1; then
+		gobench=(--gobench "$work/gobench.txt")
+	else
+		cat "$work/gobench.txt" >&2
+		die "go test -bench failed"
+	fi
+fi
+
+"$GO" build -o "$work/xpu-bench" ./bench/cmd/xpu-bench
+XPU_BENCH_COMMIT=$(git describe --always --dirty 2>/dev/null || echo unknown) \
+	"$work/xpu-bench" --bin "$work/bin" --runs "${XPU_BENCH_RUNS:-30}" --out "${XPU_BENCH_OUT-bench/results.md}" \
+	${only:+--only "$only"} "${gobench[@]}" "${shim_args[@]}"

@@ -1,0 +1,80 @@
+package cdi_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// benchSizes are the fake hosts: devices x library files.
+var benchSizes = []struct{ devices, libraries int }{{1, 10}, {8, 10}, {8, 500}, {256, 10}, {256, 500}}
+
+// benchHost discovers a scaled fake host built on tmpfs (when there is one)
+// with plain files for nodes, so the result does not depend on root.
+func benchHost(b *testing.B, devices, libraries int) *discover.Host {
+	b.Helper()
+	parent := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		parent = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(parent, "xpu-bench-cdi-")
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = os.RemoveAll(dir) })
+	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
+	require.NoError(b, os.MkdirAll(cache, 0o755))
+	tree, err := fakehost.Build(filepath.Join(dir, "host"), fakehost.Scaled(devices, libraries),
+		fakehost.WithCacheDir(cache), fakehost.WithoutMknod())
+	require.NoError(b, err)
+	host, err := discover.Discover(tree.DiscoverOptions()...)
+	require.NoError(b, err)
+	return host
+}
+
+// BenchmarkNew builds the spec of a discovered host, with the hooks the
+// generator emits by default.
+func BenchmarkNew(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(fmt.Sprintf("devices=%d/libs=%d", size.devices, size.libraries), func(b *testing.B) {
+			host := benchHost(b, size.devices, size.libraries)
+			b.ReportAllocs()
+			for b.Loop() {
+				spec, _, err := cdi.New(host, cdi.WithRuntimeHooks(cdi.DefaultHookPath))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(spec.Devices) < size.devices+1 {
+					b.Fatalf("spec has %d devices, want at least %d", len(spec.Devices), size.devices+1)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEncodeValidate is what `generate` does after building the spec:
+// encode to YAML and validate the bytes with the CDI library.
+func BenchmarkEncodeValidate(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(fmt.Sprintf("devices=%d/libs=%d", size.devices, size.libraries), func(b *testing.B) {
+			host := benchHost(b, size.devices, size.libraries)
+			spec, _, err := cdi.New(host, cdi.WithRuntimeHooks(cdi.DefaultHookPath))
+			require.NoError(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := cdi.Encode(spec, cdi.FormatYAML)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := cdi.Validate(data, cdi.FormatYAML); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
