@@ -51,6 +51,7 @@ type Containerd struct {
 type containerdOptions struct {
 	extraConfig string
 	cri         bool
+	edits       []func(t testing.TB, configPath string)
 }
 
 // ContainerdOption configures NewContainerd and NewContainerd16.
@@ -66,6 +67,14 @@ func WithContainerdConfig(toml string) ContainerdOption {
 // default there; containerd 2.x always has it, for CDI).
 func WithCRI() ContainerdOption {
 	return func(o *containerdOptions) { o.cri = true }
+}
+
+// WithConfigEdit calls edit with the path of the config file once the
+// harness has written it and before containerd starts, for example to run a
+// configuration tool on it. Files the edit adds next to the config (a
+// conf.d drop-in) are removed with the containerd's directory.
+func WithConfigEdit(edit func(t testing.TB, configPath string)) ContainerdOption {
+	return func(o *containerdOptions) { o.edits = append(o.edits, edit) }
 }
 
 // NewContainerd starts containerd 2.x from ToolsBin() with a version 3
@@ -125,6 +134,9 @@ func newContainerd(t testing.TB, major int, bin, ctrBin, path string, opts []Con
 	}
 	if err := writeFile(c.ConfigPath, []byte(config+o.extraConfig)); err != nil {
 		t.Fatalf("configuring containerd: %v", err)
+	}
+	for _, edit := range o.edits {
+		edit(t, c.ConfigPath)
 	}
 	c.ctr = command{
 		bin:  ctrBin,

@@ -22,6 +22,10 @@ type daemon struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	// How to start it again (Restart).
+	bin       string
+	args, env []string
+	ready     func() error
 	// Startup is how long the daemon took from exec to answering.
 	startup time.Duration
 }
@@ -57,54 +61,76 @@ func shortTempDir(t testing.TB, prefix string) string {
 // then SIGKILL after 20 s.
 func startDaemon(t testing.TB, name, dir, bin string, args, env []string, ready func() error) *daemon {
 	t.Helper()
-	d := &daemon{name: name, dir: dir, logPath: filepath.Join(dir, name+".log"), exited: make(chan struct{})}
-	logFile, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatalf("creating %s: %v", d.logPath, err)
-	}
-	d.cmd = exec.Command(bin, args...)
-	d.cmd.Env = append(os.Environ(), env...)
-	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
-	d.cmd.Dir = dir
-	// Own process group: a Ctrl-C on `go test` reaches the test binary,
-	// whose cleanup stops the daemon in order.
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	start := time.Now()
-	if err := d.cmd.Start(); err != nil {
-		_ = logFile.Close()
-		t.Fatalf("starting %s (%s): %v", name, bin, err)
-	}
-	go func() {
-		d.waitErr = d.cmd.Wait()
-		_ = logFile.Close()
-		close(d.exited)
-	}()
+	d := &daemon{name: name, dir: dir, logPath: filepath.Join(dir, name+".log"), bin: bin, args: args, env: env, ready: ready}
 	t.Cleanup(func() {
 		d.stop(t)
 		if t.Failed() {
 			t.Logf("%s log (%s), last lines:\n%s", name, d.logPath, d.logTail(30))
 		}
 	})
+	d.start(t)
+	return d
+}
+
+// start execs the daemon and waits until it is ready.
+func (d *daemon) start(t testing.TB) {
+	t.Helper()
+	d.exited = make(chan struct{})
+	d.waitErr = nil
+	logFile, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatalf("creating %s: %v", d.logPath, err)
+	}
+	cmd := exec.Command(d.bin, d.args...)
+	cmd.Env = append(os.Environ(), d.env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Dir = d.dir
+	// Own process group: a Ctrl-C on `go test` reaches the test binary,
+	// whose cleanup stops the daemon in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	d.cmd = cmd
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		close(d.exited)
+		t.Fatalf("starting %s (%s): %v", d.name, d.bin, err)
+	}
+	exited := d.exited
+	go func() {
+		d.waitErr = cmd.Wait()
+		_ = logFile.Close()
+		close(exited)
+	}()
 
 	deadline := time.Now().Add(StartTimeout)
 	var lastErr error
 	for {
 		select {
-		case <-d.exited:
-			t.Fatalf("%s exited during startup (%v); log:\n%s", name, d.waitErr, d.logTail(30))
+		case <-exited:
+			t.Fatalf("%s exited during startup (%v); log:\n%s", d.name, d.waitErr, d.logTail(30))
 		default:
 		}
-		if lastErr = ready(); lastErr == nil {
+		if lastErr = d.ready(); lastErr == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after %s: %v; log:\n%s", name, StartTimeout, lastErr, d.logTail(30))
+			t.Fatalf("%s not ready after %s: %v; log:\n%s", d.name, StartTimeout, lastErr, d.logTail(30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	d.startup = time.Since(start)
-	t.Logf("%s ready in %s (%s)", name, d.startup.Round(time.Millisecond), dir)
-	return d
+	t.Logf("%s ready in %s (%s)", d.name, d.startup.Round(time.Millisecond), d.dir)
+}
+
+// Restart stops the daemon (SIGTERM, as at cleanup) and starts it again
+// with the same command line, environment and directory, so that it reads
+// its configuration files again; it returns once the daemon answers.
+// Containers it ran are not removed first: stop them before if the engine
+// does not keep them across restarts.
+func (d *daemon) Restart(t testing.TB) {
+	t.Helper()
+	d.stop(t)
+	d.start(t)
 }
 
 func (d *daemon) stop(t testing.TB) {
