@@ -123,8 +123,10 @@ func TestRuntimeConfigContainerdRunsShim(t *testing.T) {
 	c := harness.NewContainerd(t, harness.WithConfigEdit(func(t testing.TB, path string) {
 		mainPath = path
 		dropIn = filepath.Join(filepath.Dir(path), "conf.d", "99-xpu.toml")
-		configureArgs = []string{"--runtime", "containerd", "--config", mainPath, "--drop-in-file", dropIn,
-			"--runtime-path", xpu, "--cdi.enabled"}
+		configureArgs = []string{
+			"--runtime", "containerd", "--config", mainPath, "--drop-in-file", dropIn,
+			"--runtime-path", xpu, "--cdi.enabled",
+		}
 		configureRuntime(t, configureArgs...)
 	}))
 	main, err := os.ReadFile(mainPath)
