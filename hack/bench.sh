@@ -37,6 +37,12 @@ build() {
 echo "bench: building xpu-cdi, xpu-runtime-hook" >&2
 build xpu-cdi
 build xpu-runtime-hook
+CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$work/bin/xpu-bench-noop" ./bench/cmd/xpu-bench-noop
+
+# GNU time measures the shim's peak RSS (see bench/cmd/xpu-bench/proc.go).
+if [[ ! -x /usr/bin/time ]]; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends time >/dev/null || die "installing time failed"
+fi
 
 shim_args=()
 if [[ -n $(git ls-files -- 'cmd/xpu-container-runtime/*.go') || ${XPU_BENCH_SHIM:-} == worktree ]]; then

@@ -57,20 +57,39 @@ func BenchmarkNew(b *testing.B) {
 	}
 }
 
-// BenchmarkEncodeValidate is what `generate` does after building the spec:
-// encode to YAML and validate the bytes with the CDI library.
-func BenchmarkEncodeValidate(b *testing.B) {
+// BenchmarkEncode is the encoding `generate` writes (YAML by default, JSON
+// with --format json).
+func BenchmarkEncode(b *testing.B) {
+	for _, size := range benchSizes {
+		for _, f := range []cdi.Format{cdi.FormatYAML, cdi.FormatJSON} {
+			b.Run(fmt.Sprintf("devices=%d/libs=%d/%s", size.devices, size.libraries, f), func(b *testing.B) {
+				host := benchHost(b, size.devices, size.libraries)
+				spec, _, err := cdi.New(host, cdi.WithRuntimeHooks(cdi.DefaultHookPath))
+				require.NoError(b, err)
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := cdi.Encode(spec, f); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkValidate is the check `generate` makes of the encoded bytes
+// before printing them: a temporary file under TMPDIR loaded by the CDI
+// library, as runtimes load spec files.
+func BenchmarkValidate(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("devices=%d/libs=%d", size.devices, size.libraries), func(b *testing.B) {
 			host := benchHost(b, size.devices, size.libraries)
 			spec, _, err := cdi.New(host, cdi.WithRuntimeHooks(cdi.DefaultHookPath))
 			require.NoError(b, err)
+			data, err := cdi.Encode(spec, cdi.FormatYAML)
+			require.NoError(b, err)
 			b.ReportAllocs()
 			for b.Loop() {
-				data, err := cdi.Encode(spec, cdi.FormatYAML)
-				if err != nil {
-					b.Fatal(err)
-				}
 				if err := cdi.Validate(data, cdi.FormatYAML); err != nil {
 					b.Fatal(err)
 				}

@@ -144,6 +144,7 @@ func (b *bench) benchHooks() []Row {
 		return []Row{failRow(section, "image root on tmpfs", err)}
 	}
 	argv := func(h *specs.Hook) []string { return append([]string{h.Path}, h.Args[1:]...) }
+	noReset := func() error { return nil }
 	cases := []*hookCase{
 		{name: "update-ldcache, fresh image root on disk (ext4): cache rewritten", target: true, argv: argv(ldHook), env: ldHook.Env, stdin: disk.state, reset: disk.resetCache},
 		{
@@ -151,7 +152,15 @@ func (b *bench) benchHooks() []Row {
 			reset: func() error { return disk.removeLinks(lnHook.Args) },
 		},
 		{name: "update-ldcache, fresh image root on tmpfs: cache rewritten", argv: argv(ldHook), env: ldHook.Env, stdin: shm.state, reset: shm.resetCache},
-		{name: "update-ldcache, cache already up to date (second container on the same root)", argv: argv(ldHook), env: ldHook.Env, stdin: shm.state, reset: func() error { return nil }},
+		{name: "update-ldcache, cache already up to date (second container on the same root)", argv: argv(ldHook), env: ldHook.Env, stdin: shm.state, reset: noReset},
+	}
+	// Floors: what starting any process, and any static Go program, costs
+	// here; a hook cannot be faster.
+	if trueBin, err := lookPath("true"); err == nil {
+		cases = append(cases, &hookCase{name: "floor: /bin/true (C, dynamic)", argv: []string{trueBin}, reset: noReset})
+	}
+	if noop := filepath.Join(b.bin, "xpu-bench-noop"); fileExists(noop) {
+		cases = append(cases, &hookCase{name: "floor: empty static Go program", argv: []string{noop}, reset: noReset})
 	}
 	const warmup = 2
 	for i := range 2*b.runs + warmup {
@@ -188,6 +197,11 @@ func (b *bench) benchHooks() []Row {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func verifyHooks(rootfs string, linkArgs []string) error {

@@ -6,8 +6,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -41,9 +42,6 @@ func (p *proc) close() {
 // run is one measured process.
 type run struct {
 	wall time.Duration
-	// maxRSS is the peak resident set of the process in bytes (wait4
-	// rusage; across an exec it is the larger of both images).
-	maxRSS int64
 }
 
 // cmdSpec describes a command to run.
@@ -76,13 +74,40 @@ func (p *proc) timed(c cmdSpec) (run, error) {
 	err := cmd.Run()
 	wall := time.Since(start)
 	r := run{wall: wall}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru != nil {
-		r.maxRSS = ru.Maxrss * 1024 // KiB on Linux
-	}
 	if err != nil {
 		return r, fmt.Errorf("%s: %w: %s", strings.Join(c.argv, " "), err, p.stderr())
 	}
 	return r, nil
+}
+
+// timeBin reports peak RSS. It is needed because a child forked by this
+// (Go, CLONE_VM) program starts on this program's memory: wait4's ru_maxrss
+// of the child then counts this program's resident set too. GNU time forks
+// from its own small image.
+const timeBin = "/usr/bin/time"
+
+// peakRSS runs c under GNU time and returns its peak resident set in bytes
+// (across an exec it is the larger of both images).
+func (p *proc) peakRSS(c cmdSpec) (int64, error) {
+	out, err := os.CreateTemp(filepath.Dir(p.errFile.Name()), "rss-*.txt")
+	if err != nil {
+		return 0, fmt.Errorf("creating a file for %s: %w", timeBin, err)
+	}
+	_ = out.Close()
+	defer func() { _ = os.Remove(out.Name()) }()
+	c.argv = append([]string{timeBin, "-f", "%M", "-o", out.Name()}, c.argv...)
+	if _, err := p.timed(c); err != nil {
+		return 0, err
+	}
+	data, err := os.ReadFile(out.Name())
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", out.Name(), err)
+	}
+	kib, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s printed %q, not a size in KiB: %w", timeBin, data, err)
+	}
+	return kib * 1024, nil
 }
 
 // stderr returns what the last command wrote on stderr (at most 2 KiB).
