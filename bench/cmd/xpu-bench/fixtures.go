@@ -55,15 +55,24 @@ func (b *bench) fixtures() (*fixtures, error) {
 	return fx, nil
 }
 
-// generateSpec writes the spec of b.vendor for the fake host at output.
-func (b *bench) generateSpec(host, dst string) error {
-	if !strings.HasSuffix(b.vendor, testVendorDomain) {
-		return fmt.Errorf("refusing to write a spec for vendor %q: not a test vendor", b.vendor)
+// generateSpec writes the spec of b.vendor for the fake host at dst.
+func (b *bench) generateSpec(host, dst string, extra ...string) error {
+	return b.generateVendorSpec(b.vendor, host, dst, extra...)
+}
+
+// generateVendorSpec writes the spec of a test vendor for the fake host at
+// dst; extra are more xpu-cdi generate flags.
+func (b *bench) generateVendorSpec(vendor, host, dst string, extra ...string) error {
+	if !strings.HasSuffix(vendor, testVendorDomain) {
+		return fmt.Errorf("refusing to write a spec for vendor %q: not a test vendor", vendor)
 	}
-	_, err := output(nil, filepath.Join(b.bin, "xpu-cdi"), "generate",
+	argv := []string{
+		filepath.Join(b.bin, "xpu-cdi"), "generate",
 		"--dev-root", host, "--driver-root", host,
-		"--vendor", b.vendor, "--hook-path", filepath.Join(b.bin, "xpu-runtime-hook"),
-		"--output", dst)
+		"--vendor", vendor, "--hook-path", filepath.Join(b.bin, "xpu-runtime-hook"),
+		"--output", dst,
+	}
+	_, err := output(nil, append(argv, extra...)...)
 	return err
 }
 
