@@ -224,7 +224,7 @@ func TestRuntimeConfigDockerRunsShim(t *testing.T) {
 	require.NotZero(t, r.ExitCode, "dockerd must not know runtime xpu before configure: %s", r)
 	require.Contains(t, r.Stderr, "Unknown runtime specified xpu")
 
-	args := []string{"--runtime", "docker", "--config", d.ConfigPath, "--runtime-path", xpu}
+	args := []string{"--runtime", "docker", "--config", d.ConfigPath, "--runtime-path", xpu, "--cdi.enabled"}
 	configureRuntime(t, args...)
 	d.Restart(t)
 
