@@ -165,7 +165,8 @@ func (b *bench) benchPodman() []Row {
 	}
 
 	const warmup = 2
-	n := max(b.runs/2, 6) + warmup
+	// A podman run varies by tens of ms here: as many runs as the others.
+	n := max(b.runs, 6) + warmup
 	for i := range n {
 		// In order, then in reverse order, ...
 		for j := range variants {
