@@ -74,6 +74,20 @@ func createSymlink(root *rootfs.Root, l Link, o options) error {
 	defer dir.Close()
 	dfd := int(dir.Fd())
 
+	// Two rounds: when another hook of a container sharing this root (the
+	// same image directory used by several containers) creates the link
+	// between our check and our rename, look again: the same link is fine.
+	for round := 0; ; round++ {
+		err := placeSymlink(dfd, name, unsafePath, l, root, o)
+		if err == nil || !errors.Is(err, unix.EEXIST) || round == 1 {
+			return err
+		}
+	}
+}
+
+// placeSymlink makes name (in dfd) a symlink to l.Target. EEXIST (wrapped)
+// means the name was taken between the check and the rename.
+func placeSymlink(dfd int, name, unsafePath string, l Link, root *rootfs.Root, o options) error {
 	var st unix.Stat_t
 	renameFlags := uint(0)
 	switch err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
@@ -97,7 +111,7 @@ func createSymlink(root *rootfs.Root, l Link, o options) error {
 	if err := unix.Symlinkat(l.Target, dfd, tmp); err != nil {
 		return fmt.Errorf("link %s -> %s in %s: creating %s: %w", unsafePath, l.Target, root.Path(), tmp, err)
 	}
-	err = unix.Renameat2(dfd, tmp, dfd, name, renameFlags)
+	err := unix.Renameat2(dfd, tmp, dfd, name, renameFlags)
 	if errors.Is(err, unix.EINVAL) && renameFlags != 0 {
 		// A file system without RENAME_NOREPLACE: check, then rename.
 		if err = unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {

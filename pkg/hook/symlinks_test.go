@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
 )
 
 func TestParseLink(t *testing.T) {
@@ -158,4 +160,39 @@ func replaceHost(p, host string) string {
 		return host + p[4:]
 	}
 	return p
+}
+
+// TestCreateSymlinksConcurrent runs the hook of many containers that share
+// one root directory at once (runc with the same rootfs for every bundle):
+// each must succeed, and the links must be right.
+func TestCreateSymlinksConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	links := []Link{
+		{Target: "libxpurt.so.1", Link: "/usr/local/xpu/lib64/libxpurt.so"},
+		{Target: "libxpuml.so.1", Link: "/usr/local/xpu/lib64/libxpuml.so"},
+	}
+	const n = 32
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			root, err := rootfs.Open(dir)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer root.Close()
+			errs <- CreateSymlinks(root, links)
+		}()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	for _, l := range links {
+		target, err := os.Readlink(filepath.Join(dir, l.Link))
+		require.NoError(t, err)
+		require.Equal(t, l.Target, target)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "usr/local/xpu/lib64"))
+	require.NoError(t, err)
+	require.Len(t, entries, 2, "no temporary link left behind")
 }
