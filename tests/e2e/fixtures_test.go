@@ -98,7 +98,9 @@ func XPUCDI(t testing.TB, args ...string) string {
 // GenerateSpec runs `xpu-cdi generate` for a fake host under a test vendor.
 func GenerateSpec(t testing.TB, tree *fakehost.Tree, vendor string, extra ...string) []byte {
 	t.Helper()
-	args := append([]string{"generate", "--dev-root", tree.Root, "--driver-root", tree.Root,
-		"--vendor", vendor, "--hook-path", Binary(t, "xpu-runtime-hook")}, extra...)
+	args := append([]string{
+		"generate", "--dev-root", tree.Root, "--driver-root", tree.Root,
+		"--vendor", vendor, "--hook-path", Binary(t, "xpu-runtime-hook"),
+	}, extra...)
 	return []byte(XPUCDI(t, args...))
 }

@@ -116,18 +116,24 @@ func TestShimRuncBadInput(t *testing.T) {
 		config      func(bundle string)
 		want        []string
 	}{
-		{description: "unknown device name", wrapper: wrapper,
-			want: []string{"unknown XPU device baidu.com/xpu=gpu7", validNames}},
-		{description: "malformed config.json", wrapper: wrapper,
+		{
+			description: "unknown device name", wrapper: wrapper,
+			want: []string{"unknown XPU device baidu.com/xpu=gpu7", validNames},
+		},
+		{
+			description: "malformed config.json", wrapper: wrapper,
 			config: func(bundle string) {
 				p := filepath.Join(bundle, "config.json")
 				data, err := os.ReadFile(p)
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(p, data[:len(data)-10], 0o644))
 			},
-			want: []string{"parsing the bundle's OCI spec", "config.json", "unexpected end of JSON input"}},
-		{description: "missing low-level runtime", wrapper: noRuntime,
-			want: []string{"no low-level OCI runtime found", "/nonexistent/runc", "no-such-runc", "low-level-runtimes"}},
+			want: []string{"parsing the bundle's OCI spec", "config.json", "unexpected end of JSON input"},
+		},
+		{
+			description: "missing low-level runtime", wrapper: noRuntime,
+			want: []string{"no low-level OCI runtime found", "/nonexistent/runc", "no-such-runc", "low-level-runtimes"},
+		},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			bundle := runcBundle(t, rootfs, "", []string{"true"}, nil, map[string]string{"cdi.k8s.io/e2e": "baidu.com/xpu=gpu7"})

@@ -41,21 +41,6 @@ func purgeDeb(t *testing.T) {
 	require.NotContains(t, out, "installed", "xpu-cdi still known to dpkg after purge")
 }
 
-// withoutTestSpecs drops the CDI specs (and their temporary files) that
-// tests of other packages write into /var/run/cdi for their unique test
-// vendors while this test runs (`go test ./tests/...` runs packages in
-// parallel).
-func withoutTestSpecs(list []string) []string {
-	var out []string
-	for _, p := range list {
-		if filepath.Dir(p) == harness.HostCDIDir && (strings.Contains(p, harness.TestVendorDomain) || strings.HasPrefix(filepath.Base(p), ".e2e-spec-")) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
 // TestDebPodmanCDI installs the .deb, generates the spec for a fake Kunlun
 // host with the installed `xpu-cdi refresh` (under a unique test vendor, in
 // /var/run/cdi where Podman 4.3 reads it) and runs real Podman with
@@ -66,7 +51,7 @@ func withoutTestSpecs(list []string) []string {
 func TestDebPodmanCDI(t *testing.T) {
 	p := packages(t)
 	harness.RequiresTool(t, "podman")
-	before := withoutTestSpecs(fileList(t, snapshotRoots...))
+	before := fileList(t, snapshotRoots...)
 	host := fakeHost(t)
 	require.FileExists(t, filepath.Join(host, "dev", "xpu0"))
 
@@ -104,7 +89,7 @@ func TestDebPodmanCDI(t *testing.T) {
 	require.NoError(t, os.Remove(spec))
 	purgeDeb(t)
 	require.NoFileExists(t, "/usr/bin/xpu-runtime-hook")
-	after := withoutTestSpecs(fileList(t, snapshotRoots...))
+	after := fileList(t, snapshotRoots...)
 	gone, left := diff(before, after)
 	require.Empty(t, left, "left behind after purge")
 	require.Empty(t, gone, "removed by install/purge but not ours")
