@@ -32,7 +32,7 @@ work=$(mktemp -d /tmp/xpu-bench-build.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 build() {
-	CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$work/bin/$1" "./cmd/$1"
+	CGO_ENABLED=0 "$GO" build -trimpath -tags urfave_cli_no_docs -ldflags "-s -w" -o "$work/bin/$1" "./cmd/$1"
 }
 echo "bench: building xpu-cdi, xpu-runtime-hook" >&2
 build xpu-cdi

@@ -42,7 +42,7 @@ for b in "${binaries[@]}"; do
 		continue
 	fi
 	echo "stage: go build ./cmd/$b"
-	(cd "$root" && CGO_ENABLED=0 go build -trimpath \
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs \
 		-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" \
 		-o "$out/bin/$b" "./cmd/$b")
 done

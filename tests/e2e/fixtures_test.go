@@ -44,7 +44,7 @@ func Binary(t testing.TB, name string) string {
 	}
 	p := filepath.Join(binDir, name)
 	if !binBuilt[name] {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", p, "./cmd/"+name)
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-o", p, "./cmd/"+name)
 		cmd.Dir = moduleRoot(t)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
