@@ -89,7 +89,7 @@ func TestGenerateStdout(t *testing.T) {
 	root := fakeHost(t, fakehost.K200())
 	stdout, logs, err := run(t, append([]string{"generate", "--device-name-strategy", "index,bdf"}, roots(root)...)...)
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(stdout, "---\ncdiVersion: 0.5.0\nkind: baidu.com/xpu\n"), stdout)
+	require.True(t, strings.HasPrefix(stdout, "---\ncdiVersion: \"0.5.0\"\nkind: baidu.com/xpu\n"), stdout)
 	require.Contains(t, logs, "is shared by 2 devices")
 }
 
@@ -182,7 +182,7 @@ func TestValidateReportsStaleSpec(t *testing.T) {
 
 func TestValidateRejectsBrokenSpec(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
-	require.NoError(t, os.WriteFile(out, []byte("cdiVersion: 0.5.0\nkind: baidu.com/xpu\ndevices: []\nunknownField: 1\n"), 0o644))
+	require.NoError(t, os.WriteFile(out, []byte("cdiVersion: \"0.5.0\"\nkind: baidu.com/xpu\ndevices: []\nunknownField: 1\n"), 0o644))
 	stdout, _, err := run(t, "validate", out)
 	require.Error(t, err)
 	require.Contains(t, stdout, "FAIL "+out)
@@ -201,7 +201,7 @@ func TestRefreshRemovesOwnSpecWhenXPUsAreGone(t *testing.T) {
 	require.Contains(t, logs, "removed "+out)
 
 	foreign := filepath.Join(t.TempDir(), "other.yaml")
-	require.NoError(t, os.WriteFile(foreign, []byte("cdiVersion: 0.5.0\nkind: example.com/gpu\ndevices: []\n"), 0o644))
+	require.NoError(t, os.WriteFile(foreign, []byte("cdiVersion: \"0.5.0\"\nkind: example.com/gpu\ndevices: []\n"), 0o644))
 	_, _, err = run(t, append([]string{"refresh", "-o", foreign}, roots(t.TempDir())...)...)
 	require.NoError(t, err)
 	require.FileExists(t, foreign, "a spec of another kind is never removed")

@@ -51,9 +51,10 @@ func TestGolden(t *testing.T) {
 			tree, host := discoverShape(t, tc.host)
 			spec, _, err := cdi.New(host, tc.opts...)
 			require.NoError(t, err)
+			require.NoError(t, cdi.ValidateSpec(spec))
 			data, err := cdi.Encode(spec, cdi.FormatYAML)
 			require.NoError(t, err)
-			require.NoError(t, cdi.Validate(data, cdi.FormatYAML))
+			requireRoundTrip(t, spec, data)
 			got := bytes.ReplaceAll(data, []byte(tree.Root), []byte(goldenRoot))
 			golden := filepath.Join("testdata", tc.name+".yaml")
 			if *update {

@@ -1,15 +1,12 @@
 package cdi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
@@ -48,7 +45,7 @@ func FormatForPath(path string) (Format, error) {
 	return "", fmt.Errorf("%s: CDI runtimes only read files ending in .yaml or .json", path)
 }
 
-// Encode serializes a spec.
+// Encode serializes a spec (JSON, or the block YAML of encodeYAML).
 func Encode(spec *specs.Spec, f Format) ([]byte, error) {
 	switch f {
 	case FormatJSON:
@@ -58,17 +55,11 @@ func Encode(spec *specs.Spec, f Format) ([]byte, error) {
 		}
 		return append(data, '\n'), nil
 	case FormatYAML:
-		var buf bytes.Buffer
-		buf.WriteString("---\n")
-		enc := yaml.NewEncoder(&buf)
-		enc.SetIndent(2)
-		if err := enc.Encode(spec); err != nil {
+		data, err := encodeYAML(spec)
+		if err != nil {
 			return nil, fmt.Errorf("encoding spec as YAML: %w", err)
 		}
-		if err := enc.Close(); err != nil {
-			return nil, fmt.Errorf("encoding spec as YAML: %w", err)
-		}
-		return buf.Bytes(), nil
+		return data, nil
 	}
 	return nil, fmt.Errorf("unknown spec format %q", f)
 }
@@ -82,42 +73,18 @@ func ValidateFile(path string) error {
 	return nil
 }
 
-// Validate checks encoded spec data by loading it with the CDI library.
-func Validate(data []byte, f Format) error {
-	tmp, err := os.CreateTemp("", "xpu-cdi-validate-*."+string(f))
-	if err != nil {
-		return fmt.Errorf("validating spec: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		return fmt.Errorf("validating spec: %w", err)
-	}
-	if _, err := cdiapi.ReadSpec(tmp.Name(), 0); err != nil {
-		return fmt.Errorf("invalid CDI spec: %w", err)
-	}
-	return nil
-}
-
-// WriteFile encodes, validates and atomically writes a spec, mode 0644 so
-// that rootless engines can read it, creating the directory when missing.
-// On any failure an existing file at path is left untouched.
+// WriteFile validates (ValidateSpec), encodes and atomically writes a spec,
+// mode 0644 so that rootless engines can read it, creating the directory
+// when missing. On any failure an existing file at path is left untouched.
 func WriteFile(path string, spec *specs.Spec, f Format) error {
+	if err := ValidateSpec(spec); err != nil {
+		return fmt.Errorf("refusing to write %s: %w", path, err)
+	}
 	data, err := Encode(spec, f)
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(path, data,
-		atomicfile.WithPerm(0o644),
-		atomicfile.WithMkdir(),
-		atomicfile.WithCheck(func(tmp string) error {
-			if _, err := cdiapi.ReadSpec(tmp, 0); err != nil {
-				return fmt.Errorf("refusing to write %s: invalid CDI spec: %w", path, err)
-			}
-			return nil
-		}),
-	)
+	return atomicfile.WriteFile(path, data, atomicfile.WithPerm(0o644), atomicfile.WithMkdir())
 }
 
 // Parse decodes spec data strictly, as CDI runtimes do.

@@ -64,7 +64,7 @@ func TestPodmanCDI(t *testing.T) {
 	p.ImportImage(t, rootfs, "xpu-e2e-busybox")
 	vendor := harness.UniqueVendor(t)
 	spec := GenerateSpec(t, tree, vendor)
-	require.Contains(t, string(spec), "cdiVersion: 0.5.0")
+	require.Contains(t, string(spec), `cdiVersion: "0.5.0"`)
 	p.InstallSpec(t, spec, vendor)
 	kind := vendor + "/xpu"
 

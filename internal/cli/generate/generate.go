@@ -139,11 +139,11 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 		}
 	}
 	if o.output == "" {
-		data, err := cdi.Encode(spec, o.parsedFormat)
-		if err != nil {
+		if err := cdi.ValidateSpec(spec); err != nil {
 			return err
 		}
-		if err := cdi.Validate(data, o.parsedFormat); err != nil {
+		data, err := cdi.Encode(spec, o.parsedFormat)
+		if err != nil {
 			return err
 		}
 		_, err = stdout.Write(data)
