@@ -306,10 +306,15 @@ func (b *builder) mkdir(p string) error { return b.mkdirFull(b.full(p)) }
 // symlink makes the in-tree path link point at the in-tree path target with a
 // relative link, so the tree stays valid wherever it is moved.
 func (b *builder) symlink(target, link string) error {
-	rel, err := filepath.Rel(filepath.Dir(link), target)
+	// Relative, in the kernel's form (kernfs_get_target_path): up to an
+	// ancestor of the target's parent, then down ending in the target's
+	// name, so a class device's "device" link reads ../../../<address>,
+	// never ../.. even though the target is an ancestor.
+	up, err := filepath.Rel(filepath.Dir(link), filepath.Dir(target))
 	if err != nil {
 		return fmt.Errorf("relating %s to %s: %w", link, target, err)
 	}
+	rel := filepath.Join(up, filepath.Base(target))
 	full := b.full(link)
 	if err := b.mkdirFull(filepath.Dir(full)); err != nil {
 		return err

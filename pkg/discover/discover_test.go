@@ -290,3 +290,25 @@ func TestLibraryFromLdcache(t *testing.T) {
 	require.Equal(t, filepath.Join(libDir, "libxpurt.so.1"), h.Libraries[0].HostPath)
 	require.NotContains(t, strings.Join(h.Warnings, "\n"), "libxpurt.so.1 not found")
 }
+
+// TestSysfsLinkForms reads PCI addresses from links that do not end in the
+// address (the kernel's links do; a hand-made tree may not).
+func TestSysfsLinkForms(t *testing.T) {
+	tree := build(t, fakehost.R200SRIOV())
+	for _, d := range tree.Devices {
+		if !d.HasSysfs {
+			continue
+		}
+		link := filepath.Join(tree.Root, "sys", "class", "xpu", filepath.Base(d.Path), "device")
+		require.NoError(t, os.Remove(link))
+		require.NoError(t, os.Symlink("../..", link))
+	}
+	h, err := discoverTree(t, tree)
+	require.NoError(t, err)
+	for _, d := range tree.Devices {
+		if d.HasSysfs {
+			require.Equal(t, d.BDF, h.Device(d.Index).Address())
+			require.Equal(t, d.Parent, h.Device(d.Index).PCI.Parent)
+		}
+	}
+}

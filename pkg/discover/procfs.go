@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -98,13 +97,18 @@ func (s *procSource) Discover(h *Host) error {
 }
 
 func (s *procSource) device(procDir string, d *Device) {
-	dir := filepath.Join(procDir, "dev"+strconv.Itoa(d.Index))
-	infoPath := filepath.Join(dir, "info")
-	data, err := os.ReadFile(infoPath)
+	dirPath := filepath.Join(procDir, "dev"+strconv.Itoa(d.Index))
+	dir, err := openAttrDir(dirPath)
 	if err != nil {
-		d.problemf("procfs: %v", trimPathError(err, infoPath))
+		d.problemf("procfs: %v", trimPathError(err, dirPath))
+		return
+	}
+	defer dir.close()
+	data, err := dir.read("info")
+	if err != nil {
+		d.problemf("procfs: %v", trimPathError(err, filepath.Join(dirPath, "info")))
 	} else if info, err := ParseProcInfo(data); err != nil {
-		d.problemf("procfs: parsing %s: %v", infoPath, err)
+		d.problemf("procfs: parsing %s/info: %v", dirPath, err)
 	} else {
 		d.Family = info.DeviceName
 		d.ProcAddress = info.DeviceAddr
@@ -112,18 +116,17 @@ func (s *procSource) device(procDir string, d *Device) {
 		d.DriverVersion = info.DriverVersion
 		d.FirmwareVersion = info.FirmwareVersion
 	}
-	statePath := filepath.Join(dir, "state")
-	state, err := readTrimmed(statePath)
+	state, err := dir.read("state")
 	if err != nil {
-		d.problemf("procfs: %v", trimPathError(err, statePath))
+		d.problemf("procfs: %v", trimPathError(err, filepath.Join(dirPath, "state")))
 		return
 	}
-	d.State = state
+	d.State = strings.TrimSpace(string(state))
 }
 
 // readTrimmed reads a one-value kernel text file.
 func readTrimmed(path string) (string, error) {
-	data, err := os.ReadFile(path)
+	data, err := readSmall(path)
 	if err != nil {
 		return "", err
 	}

@@ -81,56 +81,84 @@ func (s *sysfsSource) Discover(h *Host) error {
 	return nil
 }
 
-// resolve follows symlinks of a path below the dev root without leaving it.
-func (s *sysfsSource) resolve(p string) (string, error) {
-	return securejoin.SecureJoin(s.devRoot, p)
+// pciAddressOf returns the PCI address the sysfs link name of dir (a class
+// device's "device", a VF's "physfn") leads to. The kernel writes these
+// links relative and ending in the target's name, which for a PCI function
+// is its address, so one readlink is enough; a link of another form is
+// resolved inside the dev root.
+func (s *sysfsSource) pciAddressOf(dir *attrDir, name string) (string, error) {
+	target, err := dir.readlink(name)
+	if err != nil {
+		return "", err
+	}
+	if base := filepath.Base(target); IsPCIAddress(base) {
+		return base, nil
+	}
+	rel, err := filepath.Rel(s.devRoot, filepath.Join(dir.path, name))
+	if err != nil {
+		return "", err
+	}
+	resolved, err := securejoin.SecureJoin(s.devRoot, rel)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Base(resolved), nil
 }
 
 func (s *sysfsSource) device(d *Device) {
-	classEntry := "/sys/class/xpu/xpu" + strconv.Itoa(d.Index)
-	devLink := filepath.Join(s.devRoot, classEntry, "device")
-	if _, err := os.Lstat(devLink); err != nil {
-		d.problemf("sysfs: %s", trimPathError(err, devLink))
+	classPath := filepath.Join(s.devRoot, "sys", "class", "xpu", "xpu"+strconv.Itoa(d.Index))
+	class, err := openAttrDir(classPath)
+	if err != nil {
+		d.problemf("sysfs: %s", trimPathError(err, classPath))
 		return
 	}
-	devFile := filepath.Join(s.devRoot, classEntry, "dev")
-	if mm, err := readTrimmed(devFile); err == nil {
-		if want := fmt.Sprintf("%d:%d", d.Node.Major, d.Node.Minor); mm != want {
-			d.problemf("sysfs: %s says %s but %s is %s: the node is stale (driver reloaded?)", devFile, mm, d.Node.HostPath, want)
+	defer class.close()
+	addr, err := s.pciAddressOf(class, "device")
+	if err != nil {
+		d.problemf("sysfs: %s", trimPathError(err, filepath.Join(classPath, "device")))
+		return
+	}
+	if mm, err := class.read("dev"); err == nil {
+		if want := fmt.Sprintf("%d:%d", d.Node.Major, d.Node.Minor); strings.TrimSpace(string(mm)) != want {
+			d.problemf("sysfs: %s/dev says %s but %s is %s: the node is stale (driver reloaded?)", classPath, strings.TrimSpace(string(mm)), d.Node.HostPath, want)
 		}
 	}
-	fnDir, err := s.resolve(filepath.Join(classEntry, "device"))
-	if err != nil {
-		d.problemf("sysfs: resolving %s: %v", devLink, err)
-		return
-	}
-	addr := filepath.Base(fnDir)
 	if !IsPCIAddress(addr) {
-		d.problemf("sysfs: %s does not lead to a PCI function (%s)", devLink, fnDir)
+		d.problemf("sysfs: %s/device does not lead to a PCI function (%s)", classPath, addr)
 		return
 	}
-	p, err := readPCI(fnDir)
+	// The function's directory is opened through the device link: sysfs
+	// links are relative, so it resolves below the dev root.
+	fn, err := openAttrDir(filepath.Join(classPath, "device"))
+	if err != nil {
+		d.problemf("sysfs: %v", err)
+		return
+	}
+	defer fn.close()
+	p, err := readPCI(fn)
 	if err != nil {
 		d.problemf("sysfs: %v", err)
 		return
 	}
 	p.Address = addr
 	if p.VendorID != VendorKunlun {
-		d.problemf("sysfs: %s has PCI vendor 0x%04x, not Kunlun (0x%04x)", fnDir, p.VendorID, VendorKunlun)
+		d.problemf("sysfs: %s has PCI vendor 0x%04x, not Kunlun (0x%04x)", addr, p.VendorID, VendorKunlun)
 	}
-	if _, err := os.Lstat(filepath.Join(fnDir, "physfn")); err == nil {
+	switch parent, err := s.pciAddressOf(fn, "physfn"); {
+	case err == nil:
 		p.Function = FunctionVF
-		parentDir, err := s.resolve(filepath.Join(classEntry, "device", "physfn"))
-		if err == nil {
-			p.Parent = filepath.Base(parentDir)
+		if IsPCIAddress(parent) {
+			p.Parent = parent
 		} else {
-			d.problemf("sysfs: resolving %s/physfn: %v", fnDir, err)
+			d.problemf("sysfs: %s/physfn does not name a PCI function (%s)", fn.path, parent)
 		}
-	} else {
+	case errors.Is(err, fs.ErrNotExist):
 		p.Function = FunctionPF
-		if n, err := readTrimmed(filepath.Join(fnDir, "sriov_numvfs")); err == nil {
-			p.NumVFs, _ = strconv.Atoi(n)
+		if n, err := fn.read("sriov_numvfs"); err == nil {
+			p.NumVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
 		}
+	default:
+		d.problemf("sysfs: %v", err)
 	}
 	d.PCI = p
 	if p.Function == FunctionPF && p.NumVFs > 0 {
@@ -143,11 +171,12 @@ func (s *sysfsSource) parentModel(addr string) string {
 	if !IsPCIAddress(addr) {
 		return ""
 	}
-	dir, err := s.resolve("/sys/bus/pci/devices/" + addr)
+	fn, err := openAttrDir(filepath.Join(s.devRoot, "sys", "bus", "pci", "devices", addr))
 	if err != nil {
 		return ""
 	}
-	p, err := readPCI(dir)
+	defer fn.close()
+	p, err := readPCI(fn)
 	if err != nil {
 		return ""
 	}
@@ -155,7 +184,7 @@ func (s *sysfsSource) parentModel(addr string) string {
 }
 
 // readPCI reads the ID files of a PCI function directory.
-func readPCI(dir string) (*PCI, error) {
+func readPCI(dir *attrDir) (*PCI, error) {
 	p := &PCI{NUMANode: -1, Function: FunctionUnknown}
 	ids := []struct {
 		file string
@@ -167,8 +196,7 @@ func readPCI(dir string) (*PCI, error) {
 		{"subsystem_device", &p.SubsystemDevice},
 	}
 	for _, id := range ids {
-		path := filepath.Join(dir, id.file)
-		v, err := readHex16(path)
+		v, err := readHex16(dir, id.file)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && (id.file == "subsystem_vendor" || id.file == "subsystem_device") {
 				continue
@@ -177,22 +205,23 @@ func readPCI(dir string) (*PCI, error) {
 		}
 		*id.dst = v
 	}
-	if n, err := readTrimmed(filepath.Join(dir, "numa_node")); err == nil {
-		if v, err := strconv.Atoi(n); err == nil {
+	if n, err := dir.read("numa_node"); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(n))); err == nil {
 			p.NUMANode = v
 		}
 	}
 	return p, nil
 }
 
-func readHex16(path string) (uint16, error) {
-	s, err := readTrimmed(path)
+func readHex16(dir *attrDir, name string) (uint16, error) {
+	data, err := dir.read(name)
 	if err != nil {
 		return 0, fmt.Errorf("reading PCI ID: %w", err)
 	}
+	s := strings.TrimSpace(string(data))
 	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 16)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a 16-bit hex ID", path, s)
+		return 0, fmt.Errorf("%s/%s: %q is not a 16-bit hex ID", dir.path, name, s)
 	}
 	return uint16(v), nil
 }

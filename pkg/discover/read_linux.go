@@ -1,0 +1,89 @@
+package discover
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxAttrSize bounds what is read of one kernel text file: attributes are a
+// few bytes, procfs info files a few hundred.
+const maxAttrSize = 64 << 10
+
+// attrDir reads the small text files of one sysfs or procfs directory.
+// The directory is opened once and its files with openat, so the path (and
+// the symlinks in it: /sys/class/xpu/xpuN/device) is resolved once per
+// device, not once per file; each file costs open, read, read, close, where
+// os.ReadFile adds an fstat and a poller registration. Discovery reads
+// about ten such files per device, and hosts have hundreds of devices.
+type attrDir struct {
+	path string
+	fd   int
+}
+
+func openAttrDir(path string) (*attrDir, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return &attrDir{path: path, fd: fd}, nil
+}
+
+func (d *attrDir) close() { _ = unix.Close(d.fd) }
+
+// read returns the content of the file name in the directory.
+func (d *attrDir) read(name string) ([]byte, error) {
+	return readSmallAt(d.fd, name, filepath.Join(d.path, name))
+}
+
+// readlink returns the target of the symlink name in the directory.
+func (d *attrDir) readlink(name string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(d.fd, name, buf)
+		if err != nil {
+			return "", &os.PathError{Op: "readlink", Path: filepath.Join(d.path, name), Err: err}
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// readSmall reads a small kernel text file by path.
+func readSmall(path string) ([]byte, error) {
+	return readSmallAt(unix.AT_FDCWD, path, path)
+}
+
+func readSmallAt(dirfd int, name, path string) ([]byte, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var stack [512]byte
+	buf := stack[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if cap(buf) >= maxAttrSize {
+				return nil, fmt.Errorf("reading %s: larger than %d bytes", path, maxAttrSize)
+			}
+			buf = append(buf, make([]byte, cap(buf))...)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
