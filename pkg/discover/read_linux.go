@@ -64,7 +64,7 @@ func readSmallAt(dirfd int, name, path string) ([]byte, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }() // read-only
 	var stack [512]byte
 	buf := stack[:0]
 	for {
