@@ -1,9 +1,6 @@
 package discover
 
 import (
-	"debug/elf"
-	"errors"
-	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -181,7 +178,11 @@ func (s *driverSource) scanDir(dir string) ([]DriverFile, error) {
 		f := files[host]
 		soname, err := readSoname(host)
 		if err != nil {
-			s.log.Debugf("%s: %v; not a library", host, err)
+			s.log.Debugf("%v; not a library", err)
+			continue
+		}
+		if soname == "" || strings.ContainsRune(soname, '/') {
+			s.log.Debugf("%s: unusable SONAME %q; not a library", host, soname)
 			continue
 		}
 		lib := DriverFile{Kind: KindLibrary, Path: path.Join(dir, soname), HostPath: host, Soname: soname}
@@ -195,24 +196,4 @@ func (s *driverSource) scanDir(dir string) ([]DriverFile, error) {
 		libs = append(libs, lib)
 	}
 	return libs, nil
-}
-
-// readSoname returns the DT_SONAME of an ELF shared object.
-func readSoname(p string) (string, error) {
-	f, err := elf.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if f.Type != elf.ET_DYN {
-		return "", fmt.Errorf("ELF type %v is not a shared object", f.Type)
-	}
-	names, err := f.DynString(elf.DT_SONAME)
-	if err != nil {
-		return "", err
-	}
-	if len(names) == 0 || names[0] == "" || strings.ContainsRune(names[0], '/') {
-		return "", errors.New("no usable SONAME")
-	}
-	return names[0], nil
 }

@@ -3,6 +3,7 @@ package discover
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -87,3 +88,39 @@ func readSmallAt(dirfd int, name, path string) ([]byte, error) {
 		buf = buf[:len(buf)+n]
 	}
 }
+
+// elfFile is a file opened for preads only, without the os.File machinery
+// (poller registration, finalizer): readSoname opens every library of the
+// XRE.
+type elfFile struct {
+	fd   int
+	path string
+}
+
+func openELF(path string) (*elfFile, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return &elfFile{fd: fd, path: path}, nil
+}
+
+func (f *elfFile) ReadAt(b []byte, off int64) (int, error) {
+	read := 0
+	for read < len(b) {
+		n, err := unix.Pread(f.fd, b[read:], off+int64(read))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return read, &os.PathError{Op: "read", Path: f.path, Err: err}
+		}
+		if n == 0 {
+			return read, io.EOF
+		}
+		read += n
+	}
+	return read, nil
+}
+
+func (f *elfFile) Close() error { return unix.Close(f.fd) }
