@@ -31,7 +31,7 @@ func readSoname(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	soname, err := sonameOf(newPrefixReader(f))
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
