@@ -3,8 +3,8 @@
 // it was.
 //
 // The new content goes to a temporary file created (O_EXCL) in the same
-// directory, is synced, optionally checked, and renamed over the target; the
-// directory is synced after the rename. A target that is a directory or a
+// directory, is synced and renamed over the target; the directory is synced
+// after the rename. A target that is a directory or a
 // symlink is refused rather than followed or clobbered.
 package atomicfile
 
@@ -20,7 +20,7 @@ type options struct {
 	perm      os.FileMode
 	keepOwner bool
 	mkdir     bool
-	check     func(tmpPath string) error
+	noSync    bool
 }
 
 // Option configures WriteFile.
@@ -36,11 +36,11 @@ func WithKeepMode() Option { return func(o *options) { o.keepOwner = true } }
 // WithMkdir creates the parent directories (0755) when missing.
 func WithMkdir() Option { return func(o *options) { o.mkdir = true } }
 
-// WithCheck runs check on the complete temporary file before it is renamed
-// into place; an error aborts the write.
-func WithCheck(check func(tmpPath string) error) Option {
-	return func(o *options) { o.check = check }
-}
+// WithoutSync skips the fsyncs of the file and of its directory: the
+// replacement stays atomic for readers but may not survive a crash. For
+// transient files only, such as the config.json of a container bundle that
+// is being created (a crash ends that creation anyway).
+func WithoutSync() Option { return func(o *options) { o.noSync = true } }
 
 // ErrNotRegular is returned when the target exists and is not a regular file.
 var ErrNotRegular = errors.New("not a regular file")
@@ -91,21 +91,20 @@ func WriteFile(path string, data []byte, opts ...Option) (err error) {
 			return fmt.Errorf("writing %s: keeping owner %d:%d: %w", tmpPath, uid, gid, err)
 		}
 	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("writing %s: %w", tmpPath, err)
+	if !o.noSync {
+		if err = tmp.Sync(); err != nil {
+			return fmt.Errorf("writing %s: %w", tmpPath, err)
+		}
 	}
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", tmpPath, err)
 	}
-	if o.check != nil {
-		if err = o.check(tmpPath); err != nil {
-			return err
-		}
-	}
 	if err = os.Rename(tmpPath, path); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	syncDir(dir)
+	if !o.noSync {
+		return SyncDir(dir)
+	}
 	return nil
 }
 
@@ -120,12 +119,15 @@ func describe(m os.FileMode) string {
 	}
 }
 
-// syncDir makes the rename durable; failing to is not worth failing for.
-func syncDir(dir string) {
+// SyncDir makes a rename or removal in dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return
+		return fmt.Errorf("opening directory %s: %w", dir, err)
 	}
-	_ = d.Sync()
-	_ = d.Close()
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
 }

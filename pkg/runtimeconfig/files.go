@@ -7,13 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/atomicfile"
 )
 
-const (
-	newFileMode = 0o644
-	newDirMode  = 0o755
-)
+// newFileMode is the mode of a configuration file this package creates.
+const newFileMode = 0o644
 
 // FileChange is one file a Plan writes or deletes.
 type FileChange struct {
@@ -81,77 +80,17 @@ func (c FileChange) apply() error {
 		if err := os.Remove(c.Path); err != nil {
 			return fmt.Errorf("removing %s: %w", c.Path, err)
 		}
-		return syncDir(filepath.Dir(c.Path))
+		return atomicfile.SyncDir(filepath.Dir(c.Path))
 	}
 	return writeFileAtomic(c.Path, c.New)
 }
 
-// writeFileAtomic replaces path with data through a temp file in the same
-// directory. The mode and owner of an existing path are kept; new files get
-// newFileMode and missing directories newDirMode.
-func writeFileAtomic(path string, data []byte) (retErr error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, newDirMode); err != nil {
-		return fmt.Errorf("creating directory %s: %w", dir, err)
+// writeFileAtomic replaces path with data (pkg/atomicfile). The mode and
+// owner of an existing path are kept; new files get newFileMode and missing
+// directories 0755. A symlink is refused with ErrSymlink.
+func writeFileAtomic(path string, data []byte) error {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("refusing to replace %s: it is a symbolic link: %w", path, ErrSymlink)
 	}
-	mode := fs.FileMode(newFileMode)
-	uid, gid := -1, -1
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("refusing to replace %s: it is a symbolic link: %w", path, ErrSymlink)
-		}
-		mode = fi.Mode().Perm()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(st.Uid), int(st.Gid)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("inspecting %s: %w", path, err)
-	}
-
-	// CreateTemp uses O_CREATE|O_EXCL with a random name: it never follows
-	// or reuses an existing (possibly planted) file.
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".xpu-cdi-*")
-	if err != nil {
-		return fmt.Errorf("creating temporary file next to %s: %w", path, err)
-	}
-	tmpName := tmp.Name()
-	defer func() {
-		if retErr != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmpName)
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", tmpName, err)
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		return fmt.Errorf("setting mode of %s: %w", tmpName, err)
-	}
-	if uid >= 0 && (uid != os.Geteuid() || gid != os.Getegid()) {
-		if err := tmp.Chown(uid, gid); err != nil {
-			return fmt.Errorf("keeping owner %d:%d of %s: %w", uid, gid, path, err)
-		}
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", tmpName, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmpName, err)
-	}
-	if err := os.Rename(tmpName, path); err != nil {
-		return fmt.Errorf("replacing %s: %w", path, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("opening directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, atomicfile.WithKeepMode(), atomicfile.WithPerm(newFileMode), atomicfile.WithMkdir())
 }
