@@ -5,8 +5,10 @@
 // few small values of its own (Hook) and converts everything to container
 // edits in one place (edits.go). Specs declare the lowest cdiVersion their
 // content needs, so that the default spec stays readable by Podman 4.3.1
-// (CDI 0.5.0), and every spec is validated by the CDI library, from the very
-// bytes that are written, before it replaces anything.
+// (CDI 0.5.0), and every spec is checked with the CDI library's validators
+// (ValidateSpec) before it replaces anything. YAML is written by a small
+// block writer (yaml.go) whose output the tests load back with the
+// library's strict parser.
 //
 // Multi-device requests: CDI env edits with the same key replace each other,
 // so no device of a spec sets a variable that another device also sets with
