@@ -22,7 +22,7 @@ TEST_TIMEOUT ?= 45m
 .PHONY: help build deps test unit e2e lint bench demo clean
 
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build the static binaries into ./bin (stamped with version and commit)
 	@mkdir -p $(BINDIR)
@@ -38,7 +38,7 @@ test: deps ## Run every test: unit, end-to-end with real Podman/containerd/Docke
 	$(GO) test -count=1 -p 2 -timeout $(TEST_TIMEOUT) ./...
 
 unit: ## Run the tests that need neither root nor a container engine to be meaningful
-	XPU_E2E_SKIP=1 $(GO) test -count=1 -short ./pkg/... ./internal/... ./cmd/...
+	$(GO) test -count=1 ./pkg/... ./internal/... ./cmd/...
 
 e2e: deps ## Run only the end-to-end tests (real engines; root)
 	XPU_E2E_REQUIRE=1 $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -v ./tests/...
