@@ -51,18 +51,11 @@ if [ ! -x "$out/bin/xpu-cdi" ]; then
 	exit 1
 fi
 
-# Default config: the tool's own, else the commented placeholder.
-# The output must parse as TOML (an old binary may print its help instead).
-is_toml() {
-	python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], "rb"))' "$1" 2>/dev/null
-}
-if "$out/bin/xpu-cdi" config default >"$out/config.toml.new" 2>/dev/null &&
-	[ -s "$out/config.toml.new" ] && is_toml "$out/config.toml.new"; then
-	mv "$out/config.toml.new" "$out/config.toml"
-else
-	rm -f "$out/config.toml.new"
-	warn "'xpu-cdi config default' is not available: shipping the placeholder packaging/config/config.toml"
-	cp "$pkgdir/config/config.toml" "$out/config.toml"
+# Default config: exactly what the tool prints (its own tests check that it
+# parses back to the defaults).
+if ! "$out/bin/xpu-cdi" config default >"$out/config.toml"; then
+	echo "stage: 'xpu-cdi config default' failed" >&2
+	exit 1
 fi
 
 # Man pages. help2man needs --help and --version to work; a binary whose
