@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
 )
 
@@ -30,7 +31,7 @@ func createSymlinksCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
 		},
 		Before: func(*cli.Context) error {
 			var errs []error
-			for _, s := range splitList(o.links.Value()) {
+			for _, s := range flagutil.SplitList(o.links.Value()) {
 				l, err := hook.ParseLink(s)
 				errs = append(errs, err)
 				o.parsed = append(o.parsed, l)

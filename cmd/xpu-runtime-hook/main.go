@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -24,8 +23,11 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
 )
 
-// Version is stamped at build time with -ldflags -X.
-var Version = "dev"
+// Stamped at build time with -ldflags -X main.version=... -X main.commit=...
+var (
+	version = "dev"
+	commit  = "unknown"
+)
 
 const envPrefix = "XPU_HOOK_"
 
@@ -61,7 +63,7 @@ func newApp(log *logrus.Logger, stdin io.Reader, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:      "xpu-runtime-hook",
 		Usage:     "OCI createContainer hook for Kunlun XPU containers (reads the container state on stdin)",
-		Version:   Version,
+		Version:   version + " (commit " + commit + ")",
 		Writer:    stderr, // nothing ever goes to stdout
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
@@ -118,18 +120,4 @@ func openContainerRoot(stdin io.Reader) (*rootfs.Root, error) {
 		return nil, fmt.Errorf("container %s: %w", st.ID, err)
 	}
 	return rootfs.Open(rootPath)
-}
-
-// splitList accepts repeated flags and comma-separated values (as the
-// environment variables carry them).
-func splitList(values []string) []string {
-	var out []string
-	for _, v := range values {
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
 )
 
@@ -28,7 +29,7 @@ func updateLDCacheCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
 			},
 		},
 		Before: func(*cli.Context) error {
-			if len(splitList(o.folders.Value())) == 0 {
+			if len(flagutil.SplitList(o.folders.Value())) == 0 {
 				return errors.New("update-ldcache: give at least one --folder")
 			}
 			return nil
@@ -39,7 +40,7 @@ func updateLDCacheCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
 				return err
 			}
 			defer root.Close()
-			return hook.UpdateLDCache(root, splitList(o.folders.Value()), hook.WithLogger(log))
+			return hook.UpdateLDCache(root, flagutil.SplitList(o.folders.Value()), hook.WithLogger(log))
 		},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
 )
 
@@ -69,7 +70,7 @@ func (o *options) validate() error {
 	if err := cdi.ValidateKind(o.vendor, o.class); err != nil {
 		return fmt.Errorf("--vendor/--class: %w", err)
 	}
-	names, err := cdi.ParseNameStrategies(splitList(o.strategies.Value()))
+	names, err := cdi.ParseNameStrategies(flagutil.SplitList(o.strategies.Value()))
 	if err != nil {
 		return fmt.Errorf("--device-name-strategy: %w", err)
 	}
@@ -154,16 +155,4 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	}
 	log.Infof("wrote CDI spec %s (kind %s, %d devices, cdiVersion %s)", o.output, spec.Kind, len(spec.Devices), spec.Version)
 	return nil
-}
-
-func splitList(values []string) []string {
-	var out []string
-	for _, v := range values {
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }
