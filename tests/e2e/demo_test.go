@@ -1,0 +1,40 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+// TestMakeDemo runs the README's first command the way a newcomer does
+// (minus the package installation, which `make test` has done) and checks
+// that the container it starts saw the XPU.
+func TestMakeDemo(t *testing.T) {
+	harness.RequiresRoot(t)
+	harness.RequiresTool(t, "podman")
+	if _, err := os.Stat("/var/run/cdi/baidu.com-xpu-demo.yaml"); err == nil {
+		t.Skip("a demo spec is already installed on this host; not touching it")
+	}
+	cmd := exec.Command("make", "--no-print-directory", "demo")
+	cmd.Dir = moduleRoot(t)
+	cmd.Env = append(os.Environ(), "XPU_DEMO_NO_INSTALL=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	// What the container printed comes after the podman step's header.
+	_, inside, found := strings.Cut(string(out), "==> podman run")
+	require.True(t, found, "%s", out)
+	require.Regexp(t, `(?m)^crw-rw-rw-.* 243, +0 .*/dev/xpu0$`, inside)
+	require.Regexp(t, `(?m)^crw-rw-rw-.* 243, +128 .*/dev/xpuctrl$`, inside)
+	require.NotRegexp(t, `(?m)/dev/xpu[1-9]$`, inside)
+	require.Contains(t, inside, "libxpurt.so.1")
+	require.Contains(t, inside, "1 device(s) found", "xpu-smi ran in the container")
+	require.NoFileExists(t, "/var/run/cdi/baidu.com-xpu-demo.yaml", "the demo cleans up")
+	matches, _ := filepath.Glob("/tmp/xpu-cdi-demo.*")
+	require.Empty(t, matches, "the demo removes its temporary directory")
+}
