@@ -15,17 +15,6 @@ import (
 // benchSizes are the fake hosts the benchmarks read: devices x library files.
 var benchSizes = []struct{ devices, libraries int }{{1, 10}, {8, 10}, {8, 500}, {256, 10}, {256, 500}}
 
-// benchStater answers for nodes that could not be made real (not root).
-type benchStater struct{ t *fakehost.Tree }
-
-func (s benchStater) StatNode(hostPath string) (discover.NodeInfo, error) {
-	f, ok := s.t.NodeFacts(hostPath)
-	if !ok {
-		return discover.NodeInfo{}, &os.PathError{Op: "stat", Path: hostPath, Err: os.ErrNotExist}
-	}
-	return discover.NodeInfo{Char: true, Major: f.Major, Minor: f.Minor, Mode: f.Mode, UID: f.UID, GID: f.GID}, nil
-}
-
 // benchTree builds a scaled fake host on tmpfs when there is one: on the
 // shared disk every file create costs about 0.4 ms and a 256x500 tree takes
 // seconds.
@@ -51,10 +40,7 @@ func BenchmarkDiscover(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("devices=%d/libs=%d", size.devices, size.libraries), func(b *testing.B) {
 			tree := benchTree(b, size.devices, size.libraries)
-			opts := []discover.Option{discover.WithDevRoot(tree.Root), discover.WithDriverRoot(tree.Root)}
-			if !tree.RealNodes {
-				opts = append(opts, discover.WithNodeStater(benchStater{tree}))
-			}
+			opts := tree.DiscoverOptions()
 			b.ReportAllocs()
 			for b.Loop() {
 				h, err := discover.Discover(opts...)
