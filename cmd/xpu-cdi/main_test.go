@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
 )
 
@@ -40,10 +41,7 @@ func requireRoot(t *testing.T) {
 func fakeHost(t *testing.T, h fakehost.Host) string {
 	t.Helper()
 	requireRoot(t)
-	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
-	require.NoError(t, os.MkdirAll(cache, 0o755))
-	tree, err := fakehost.Build(filepath.Join(t.TempDir(), "host"), h, fakehost.WithCacheDir(cache))
-	require.NoError(t, err)
+	tree := fakehosttest.Build(t, h)
 	require.True(t, tree.RealNodes || h.NoNodes)
 	return tree.Root
 }
@@ -159,7 +157,7 @@ func TestBadInput(t *testing.T) {
 
 func TestValidateReportsStaleSpec(t *testing.T) {
 	requireRoot(t)
-	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
+	cache := fakehosttest.CacheDir(t)
 	root := filepath.Join(t.TempDir(), "host")
 	_, err := fakehost.Build(root, fakehost.P800x8(), fakehost.WithCacheDir(cache))
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 )
 
 // buildShim builds the static binary the way the Makefile does.
@@ -209,10 +210,7 @@ func TestCreateGivesDevices(t *testing.T) {
 	}
 	bin := buildShim(t)
 	dir := t.TempDir()
-	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
-	require.NoError(t, os.MkdirAll(cache, 0o755))
-	tree, err := fakehost.Build(filepath.Join(dir, "host"), fakehost.P800x8(), fakehost.WithCacheDir(cache))
-	require.NoError(t, err)
+	tree := fakehosttest.Build(t, fakehost.P800x8())
 	rt, record := fakeRuntime(t, dir)
 	logFile := filepath.Join(dir, "shim.log")
 	cfg := writeConfig(t, dir, "low-level-runtimes = [\""+rt+"\"]\nmode = \"jit\"\nlog-file = \""+logFile+"\"\nlog-level = \"debug\"\n")

@@ -12,10 +12,14 @@ import (
 func (t *Tree) DiscoverOptions() []discover.Option {
 	opts := []discover.Option{discover.WithDevRoot(t.Root), discover.WithDriverRoot(t.Root)}
 	if !t.RealNodes {
-		opts = append(opts, discover.WithNodeStater(treeStater{t}))
+		opts = append(opts, discover.WithNodeStater(t.NodeStater()))
 	}
 	return opts
 }
+
+// NodeStater answers stat for the tree's nodes with the facts they stand
+// for, real nodes or not (the kernel-facts seam of package discover).
+func (t *Tree) NodeStater() discover.NodeStater { return treeStater{t} }
 
 // treeStater is the kernel-facts seam for trees without real nodes.
 type treeStater struct{ t *Tree }

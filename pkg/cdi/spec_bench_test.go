@@ -2,13 +2,12 @@ package cdi_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -20,18 +19,7 @@ var benchSizes = []struct{ devices, libraries int }{{1, 10}, {8, 10}, {8, 500}, 
 // with plain files for nodes, so the result does not depend on root.
 func benchHost(b *testing.B, devices, libraries int) *discover.Host {
 	b.Helper()
-	parent := ""
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		parent = "/dev/shm"
-	}
-	dir, err := os.MkdirTemp(parent, "xpu-bench-cdi-")
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
-	require.NoError(b, os.MkdirAll(cache, 0o755))
-	tree, err := fakehost.Build(filepath.Join(dir, "host"), fakehost.Scaled(devices, libraries),
-		fakehost.WithCacheDir(cache), fakehost.WithoutMknod())
-	require.NoError(b, err)
+	tree := fakehosttest.BuildOnTmpfs(b, fakehost.Scaled(devices, libraries), fakehost.WithoutMknod())
 	host, err := discover.Discover(tree.DiscoverOptions()...)
 	require.NoError(b, err)
 	return host

@@ -13,6 +13,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -24,11 +25,8 @@ const goldenRoot = "/HOST"
 
 func discoverShape(t *testing.T, h fakehost.Host) (*fakehost.Tree, *discover.Host) {
 	t.Helper()
-	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
-	require.NoError(t, os.MkdirAll(cache, 0o755))
 	// Plain files for nodes: golden files must not depend on running as root.
-	tree, err := fakehost.Build(filepath.Join(t.TempDir(), "host"), h, fakehost.WithCacheDir(cache), fakehost.WithoutMknod())
-	require.NoError(t, err)
+	tree := fakehosttest.Build(t, h, fakehost.WithoutMknod())
 	host, err := discover.Discover(tree.DiscoverOptions()...)
 	require.NoError(t, err)
 	return tree, host

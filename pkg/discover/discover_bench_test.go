@@ -2,13 +2,10 @@ package discover_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -16,22 +13,10 @@ import (
 var benchSizes = []struct{ devices, libraries int }{{1, 10}, {8, 10}, {8, 500}, {256, 10}, {256, 500}}
 
 // benchTree builds a scaled fake host on tmpfs when there is one: on the
-// shared disk every file create costs about 0.4 ms and a 256x500 tree takes
-// seconds.
+// shared disk a 256x500 tree takes seconds.
 func benchTree(b *testing.B, devices, libraries int) *fakehost.Tree {
 	b.Helper()
-	parent := ""
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		parent = "/dev/shm"
-	}
-	dir, err := os.MkdirTemp(parent, "xpu-bench-discover-")
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
-	require.NoError(b, os.MkdirAll(cache, 0o755))
-	tree, err := fakehost.Build(filepath.Join(dir, "host"), fakehost.Scaled(devices, libraries), fakehost.WithCacheDir(cache))
-	require.NoError(b, err)
-	return tree
+	return fakehosttest.BuildOnTmpfs(b, fakehost.Scaled(devices, libraries))
 }
 
 // BenchmarkDiscover reads whole scaled hosts: device nodes, /proc/xpu,

@@ -10,23 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
 )
 
 func build(t *testing.T, h fakehost.Host) *fakehost.Tree {
 	t.Helper()
-	tree, err := fakehost.Build(filepath.Join(t.TempDir(), "host"), h, fakehost.WithCacheDir(cacheDir(t)))
-	require.NoError(t, err)
-	return tree
-}
-
-// cacheDir shares the compiled ELF templates between the tests of a run.
-func cacheDir(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	return dir
+	return fakehosttest.Build(t, h)
 }
 
 func discoverTree(t *testing.T, tree *fakehost.Tree, opts ...discover.Option) (*discover.Host, error) {
@@ -249,11 +240,10 @@ func TestNonCharNodeIgnored(t *testing.T) {
 // TestNodeStaterSeam runs discovery on a tree whose nodes are plain files,
 // the way it runs for a test that is not root.
 func TestNodeStaterSeam(t *testing.T) {
-	tree, err := fakehost.Build(filepath.Join(t.TempDir(), "host"), fakehost.P800x8(), fakehost.WithCacheDir(cacheDir(t)), fakehost.WithoutMknod())
-	require.NoError(t, err)
+	tree := fakehosttest.Build(t, fakehost.P800x8(), fakehost.WithoutMknod())
 	require.False(t, tree.RealNodes)
 
-	_, err = discover.Discover(discover.WithDevRoot(tree.Root), discover.WithDriverRoot(tree.Root))
+	_, err := discover.Discover(discover.WithDevRoot(tree.Root), discover.WithDriverRoot(tree.Root))
 	require.ErrorIs(t, err, discover.ErrNoDevices, "regular files are not device nodes")
 
 	h, err := discoverTree(t, tree)

@@ -3,7 +3,6 @@ package shim
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,34 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/config"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
-type treeStater struct{ t *fakehost.Tree }
-
-func (s treeStater) StatNode(p string) (discover.NodeInfo, error) {
-	f, ok := s.t.NodeFacts(p)
-	if !ok {
-		return discover.NodeInfo{}, os.ErrNotExist
-	}
-	return discover.NodeInfo{Char: true, Major: f.Major, Minor: f.Minor, Mode: f.Mode, UID: f.UID, GID: f.GID}, nil
-}
-
-func elfCache(t *testing.T) string {
-	t.Helper()
-	cache := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
-	require.NoError(t, os.MkdirAll(cache, 0o755))
-	return cache
-}
-
 // fakeHost builds a fake host with plain files for nodes (so the test does
-// not depend on root) and returns the tree and the discovery seam for it.
+// not depend on root) and returns the tree and the discovery seam for it;
+// the roots come from the shim's configuration.
 func fakeHost(t *testing.T, h fakehost.Host) (*fakehost.Tree, Option) {
 	t.Helper()
-	tree, err := fakehost.Build(filepath.Join(t.TempDir(), "host"), h, fakehost.WithCacheDir(elfCache(t)), fakehost.WithoutMknod())
-	require.NoError(t, err)
-	return tree, WithDiscoverOptions(discover.WithNodeStater(treeStater{tree}))
+	tree := fakehosttest.Build(t, h, fakehost.WithoutMknod())
+	return tree, WithDiscoverOptions(discover.WithNodeStater(tree.NodeStater()))
 }
 
 func jitConfig(root string) *config.Config {
@@ -110,7 +93,7 @@ func devicePaths(s *oci.Spec) []string {
 
 func TestModifyBundle(t *testing.T) {
 	tree, seam := fakeHost(t, fakehost.P800x8())
-	host, err := discover.Discover(discover.WithDevRoot(tree.Root), discover.WithDriverRoot(tree.Root), discover.WithNodeStater(treeStater{tree}))
+	host, err := discover.Discover(tree.DiscoverOptions()...)
 	require.NoError(t, err)
 	addr3 := host.Device(3).Address()
 	serial5 := host.Device(5).Serial

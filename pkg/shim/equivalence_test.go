@@ -13,6 +13,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/config"
 )
 
@@ -38,8 +39,7 @@ func TestJITMatchesGenerator(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the generator reads real device nodes (mknod)")
 	}
-	tree, err := fakehost.Build(filepath.Join(t.TempDir(), "host"), fakehost.P800x8(), fakehost.WithCacheDir(elfCache(t)))
-	require.NoError(t, err)
+	tree := fakehosttest.Build(t, fakehost.P800x8())
 
 	for _, tc := range []struct {
 		description string

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -62,23 +63,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// elfCache keeps the fake hosts' compiled ELF templates for the whole run.
-func elfCache(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	return dir
-}
-
 // FakeHost builds a fake Kunlun host with real device nodes. The directory
 // is world-searchable: runtimes bind-mount its files into containers.
 func FakeHost(t testing.TB, h fakehost.Host) *fakehost.Tree {
 	t.Helper()
 	harness.RequiresRoot(t)
-	dir := t.TempDir()
-	require.NoError(t, os.Chmod(dir, 0o755))
-	tree, err := fakehost.Build(filepath.Join(dir, "host"), h, fakehost.WithCacheDir(elfCache(t)))
-	require.NoError(t, err)
+	tree := fakehosttest.Build(t, h)
 	require.True(t, tree.RealNodes, "end-to-end tests need real char devices")
 	return tree
 }

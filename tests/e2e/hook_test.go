@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -24,7 +25,7 @@ func glibcRootfs(t *testing.T) string {
 	require.NoError(t, os.Chmod(dir, 0o755))
 	rootfs := filepath.Join(dir, "rootfs")
 	harness.BuildGlibcRootfs(t, rootfs)
-	require.NoError(t, fakehost.BuildTestProgram(filepath.Join(rootfs, "usr", "bin", "xpu-test"), fakehost.WithCacheDir(elfCache(t))))
+	require.NoError(t, fakehost.BuildTestProgram(filepath.Join(rootfs, "usr", "bin", "xpu-test"), fakehost.WithCacheDir(fakehosttest.CacheDir(t))))
 	return rootfs
 }
 

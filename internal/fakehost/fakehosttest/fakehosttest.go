@@ -1,0 +1,62 @@
+// Package fakehosttest builds fake Kunlun hosts (package fakehost) for
+// tests and benchmarks: one shared ELF template cache for the whole run,
+// a fresh temporary root per host, failures reported through testing.TB.
+package fakehosttest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+)
+
+// CacheDir returns the cache of compiled ELF templates shared by every test
+// of a run. Compiling them takes about a second; the cache is keyed by the
+// sources and the compiler and filled race-free, so sharing is safe.
+func CacheDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "xpu-cdi-test-elf-cache")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("creating the fake host build cache: %v", err)
+	}
+	return dir
+}
+
+// Build builds h under a new temporary directory of t, with the shared
+// cache. The directory is world-searchable so that container runtimes can
+// bind-mount the tree's files.
+func Build(t testing.TB, h fakehost.Host, opts ...fakehost.Option) *fakehost.Tree {
+	t.Helper()
+	return build(t, t.TempDir(), h, opts)
+}
+
+// BuildOnTmpfs is Build in a directory on /dev/shm where there is one:
+// benchmarks build hosts with thousands of files, which on the shared disk
+// cost about 0.4 ms each.
+func BuildOnTmpfs(t testing.TB, h fakehost.Host, opts ...fakehost.Option) *fakehost.Tree {
+	t.Helper()
+	parent := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		parent = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(parent, "xpu-fakehost-")
+	if err != nil {
+		t.Fatalf("creating a directory for a fake host: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return build(t, dir, h, opts)
+}
+
+func build(t testing.TB, dir string, h fakehost.Host, opts []fakehost.Option) *fakehost.Tree {
+	t.Helper()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatalf("making %s searchable: %v", dir, err)
+	}
+	opts = append([]fakehost.Option{fakehost.WithCacheDir(CacheDir(t))}, opts...)
+	tree, err := fakehost.Build(filepath.Join(dir, "host"), h, opts...)
+	if err != nil {
+		t.Fatalf("building the fake %s host: %v", h.Shape, err)
+	}
+	return tree
+}
