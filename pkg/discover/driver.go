@@ -137,63 +137,126 @@ func isRegular(p string) bool {
 // scanDir lists the shared libraries of one in-root directory: each real
 // ELF file with a SONAME becomes one library at <dir>/<SONAME>, the other
 // names of the directory pointing at the same file become its links.
+//
+// An XRE directory has hundreds of files, so the per-file work is kept
+// small: the directory is resolved and opened once and its regular files
+// are opened by name in it (O_NOFOLLOW), symlinks alone are resolved inside
+// the root one by one; the SONAMEs are read with one reader's buffers.
 func (s *driverSource) scanDir(dir string) ([]DriverFile, error) {
 	hostDir, err := lookup.Resolve(s.root, dir)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(hostDir)
+	d, err := openLibDir(hostDir)
 	if err != nil {
 		return nil, err
 	}
+	defer d.close()
+	entries, err := d.entries()
+	if err != nil {
+		return nil, err
+	}
+	hostJoin, inRootJoin := newJoiner(hostDir), newJoiner(dir)
 	type file struct {
 		host  string
+		entry string // the file's own name in the directory, "" if reached by symlinks only
 		names []string
 	}
-	files := map[string]*file{}
-	var order []string
+	files := make(map[string]*file, len(entries))
+	var order []*file
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasPrefix(name, "lib") || !strings.Contains(name, ".so") {
 			continue
 		}
-		host := filepath.Join(hostDir, name)
-		if e.Type()&os.ModeSymlink != 0 {
+		var host, entry string
+		switch t := e.Type(); {
+		case t&os.ModeSymlink != 0:
 			if host, err = lookup.Resolve(s.root, path.Join(dir, name)); err != nil {
 				continue
 			}
-		} else if !e.Type().IsRegular() {
+		case t.IsRegular():
+			host, entry = hostJoin.join(name), name
+		default:
 			continue
 		}
 		f, ok := files[host]
 		if !ok {
 			f = &file{host: host}
 			files[host] = f
-			order = append(order, host)
+			order = append(order, f)
+		}
+		if entry != "" {
+			f.entry = entry
 		}
 		f.names = append(f.names, name)
 	}
-	var libs []DriverFile
-	for _, host := range order {
-		f := files[host]
-		soname, err := readSoname(host)
+	r := new(sonameReader)
+	libs := make([]DriverFile, 0, len(order))
+	for _, f := range order {
+		var soname string
+		if f.entry != "" {
+			var ef elfReader
+			if ef, err = d.openFile(f.entry, f.host); err == nil {
+				soname, err = r.readFile(ef, f.host)
+			}
+		} else {
+			var ef elfReader
+			if ef, err = openELF(f.host); err == nil {
+				soname, err = r.readFile(ef, f.host)
+			}
+		}
 		if err != nil {
 			s.log.Debugf("%v; not a library", err)
 			continue
 		}
 		if soname == "" || strings.ContainsRune(soname, '/') {
-			s.log.Debugf("%s: unusable SONAME %q; not a library", host, soname)
+			s.log.Debugf("%s: unusable SONAME %q; not a library", f.host, soname)
 			continue
 		}
-		lib := DriverFile{Kind: KindLibrary, Path: path.Join(dir, soname), HostPath: host, Soname: soname}
-		real := filepath.Base(host)
+		lib := DriverFile{Kind: KindLibrary, Path: inRootJoin.join(soname), HostPath: f.host, Soname: soname}
+		real := filepath.Base(f.host)
 		for _, n := range f.names {
-			if n != soname && (n != real || filepath.Dir(host) != hostDir) {
+			if n != soname && (n != real || dirOf(f.host) != hostDir) {
 				lib.Links = append(lib.Links, n)
 			}
 		}
 		sort.Strings(lib.Links)
 		libs = append(libs, lib)
 	}
+	if len(libs) == 0 {
+		return nil, nil
+	}
 	return libs, nil
+}
+
+// joiner is path.Join(dir, name) for many names of one directory, without
+// path.Clean's work where the result is plainly clean: dir absolute and
+// clean, name one component.
+type joiner struct {
+	dir   string
+	plain bool // dir is absolute and clean
+}
+
+func newJoiner(dir string) joiner {
+	return joiner{dir: dir, plain: path.IsAbs(dir) && path.Clean(dir) == dir}
+}
+
+func (j joiner) join(name string) string {
+	if !j.plain || name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return path.Join(j.dir, name)
+	}
+	if j.dir == "/" {
+		return "/" + name
+	}
+	return j.dir + "/" + name
+}
+
+// dirOf is filepath.Dir of a clean absolute path.
+func dirOf(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
 }
