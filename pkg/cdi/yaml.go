@@ -73,6 +73,53 @@ type yamlNode struct {
 type jsonScanner struct {
 	data []byte
 	pos  int
+	// Allocation savers: a spec repeats the same keys and short values
+	// (options, types) for every mount and node, and its nodes number in
+	// the thousands on hosts with hundreds of driver libraries.
+	scalars map[string]string // JSON string -> YAML scalar, for keys and short strings
+	slab    []yamlNode
+}
+
+// maxInterned bounds the strings whose YAML form is remembered: the
+// repeated ones are short, paths are mostly unique.
+const maxInterned = 16
+
+// node returns a new node, from a slab.
+func (sc *jsonScanner) node(k nodeKind) *yamlNode {
+	if len(sc.slab) == cap(sc.slab) {
+		sc.slab = make([]yamlNode, 0, 256)
+	}
+	sc.slab = append(sc.slab, yamlNode{kind: k})
+	return &sc.slab[len(sc.slab)-1]
+}
+
+// scalar reads a JSON string and returns its YAML form; a short string
+// without escapes seen before costs no allocation.
+func (sc *jsonScanner) scalar() (string, error) {
+	if pos := sc.pos; pos < len(sc.data) && sc.data[pos] == '"' {
+		if q := bytes.IndexByte(sc.data[pos+1:], '"'); q >= 0 && q <= maxInterned {
+			// The map holds decoded strings: the raw bytes are one only
+			// when they hold no escape.
+			if raw := sc.data[pos+1 : pos+1+q]; bytes.IndexByte(raw, '\\') < 0 {
+				if y, ok := sc.scalars[string(raw)]; ok {
+					sc.pos = pos + q + 2
+					return y, nil
+				}
+			}
+		}
+	}
+	s, err := sc.str()
+	if err != nil {
+		return "", err
+	}
+	y := yamlString(s)
+	if len(s) <= maxInterned {
+		if sc.scalars == nil {
+			sc.scalars = make(map[string]string)
+		}
+		sc.scalars[s] = y
+	}
+	return y, nil
 }
 
 func (sc *jsonScanner) errorf(format string, args ...any) error {
@@ -86,14 +133,14 @@ func (sc *jsonScanner) value() (*yamlNode, error) {
 	switch c := sc.data[sc.pos]; c {
 	case '{':
 		sc.pos++
-		n := &yamlNode{kind: kindMap}
+		n := sc.node(kindMap)
 		for sc.pos < len(sc.data) && sc.data[sc.pos] != '}' {
 			if len(n.keys) > 0 {
 				if err := sc.expect(','); err != nil {
 					return nil, err
 				}
 			}
-			key, err := sc.str()
+			key, err := sc.scalar()
 			if err != nil {
 				return nil, err
 			}
@@ -104,13 +151,13 @@ func (sc *jsonScanner) value() (*yamlNode, error) {
 			if err != nil {
 				return nil, err
 			}
-			n.keys = append(n.keys, yamlString(key))
+			n.keys = append(n.keys, key)
 			n.values = append(n.values, v)
 		}
 		return n, sc.expect('}')
 	case '[':
 		sc.pos++
-		n := &yamlNode{kind: kindSeq}
+		n := sc.node(kindSeq)
 		for sc.pos < len(sc.data) && sc.data[sc.pos] != ']' {
 			if len(n.items) > 0 {
 				if err := sc.expect(','); err != nil {
@@ -125,22 +172,25 @@ func (sc *jsonScanner) value() (*yamlNode, error) {
 		}
 		return n, sc.expect(']')
 	case '"':
-		s, err := sc.str()
+		y, err := sc.scalar()
 		if err != nil {
 			return nil, err
 		}
-		return &yamlNode{scalar: yamlString(s)}, nil
+		n := sc.node(kindScalar)
+		n.scalar = y
+		return n, nil
 	default:
 		// true, false, null or a number: the same text in YAML.
 		start := sc.pos
 		for sc.pos < len(sc.data) && !strings.ContainsRune(",]}", rune(sc.data[sc.pos])) {
 			sc.pos++
 		}
-		lit := string(sc.data[start:sc.pos])
-		if lit == "" {
+		if start == sc.pos {
 			return nil, sc.errorf("unexpected %q", c)
 		}
-		return &yamlNode{scalar: lit}, nil
+		n := sc.node(kindScalar)
+		n.scalar = string(sc.data[start:sc.pos])
+		return n, nil
 	}
 }
 
@@ -158,6 +208,11 @@ func (sc *jsonScanner) str() (string, error) {
 		return "", err
 	}
 	start := sc.pos
+	// Fast path: the next '"' ends the string when no '\\' comes before it.
+	if q := bytes.IndexByte(sc.data[start:], '"'); q >= 0 && bytes.IndexByte(sc.data[start:start+q], '\\') < 0 {
+		sc.pos = start + q + 1
+		return string(sc.data[start : start+q]), nil
+	}
 	escaped := false
 	for sc.pos < len(sc.data) {
 		switch sc.data[sc.pos] {
@@ -182,10 +237,15 @@ func (sc *jsonScanner) str() (string, error) {
 	return "", sc.errorf("unterminated string")
 }
 
+// spaces serves indent: specs nest a few levels deep.
+const spaces = "                                                                "
+
 func indent(buf *bytes.Buffer, n int) {
-	for range n {
-		buf.WriteByte(' ')
+	for n > len(spaces) {
+		buf.WriteString(spaces)
+		n -= len(spaces)
 	}
+	buf.WriteString(spaces[:n])
 }
 
 // writeMapping writes the keys of n at column col; with inline the first
@@ -310,6 +370,9 @@ func plainSafe(s string) bool {
 		default:
 			return false
 		}
+	}
+	if len(s) > len("false") { // the longest of the words below
+		return true
 	}
 	switch strings.ToLower(s) {
 	case "true", "false", "yes", "no", "on", "off", "y", "n", "null":

@@ -69,6 +69,23 @@ func TestYAMLScalars(t *testing.T) {
 	require.Equal(t, awkward, back.Devices[0].ContainerEdits.Env, "%s", data)
 }
 
+// TestYAMLRepeatedScalars covers the encoder's memory of short strings:
+// repeats, and strings whose JSON escapes spell another string.
+func TestYAMLRepeatedScalars(t *testing.T) {
+	twins := []string{`a"b`, `a\"b`, `a\b`, `a\\b`, `\`, `\\`, "\n", "\\n", "x\ny", "true", "True", "ro", "0", "ro"}
+	env := append(append([]string{}, twins...), twins...)
+	spec := &specs.Spec{Version: "0.5.0", Kind: "example.com/x", Devices: []specs.Device{{
+		Name:           "d",
+		ContainerEdits: specs.ContainerEdits{Env: env, Hooks: []*specs.Hook{{HookName: "x", Path: "/p", Args: twins}}},
+	}}}
+	data, err := cdi.Encode(spec, cdi.FormatYAML)
+	require.NoError(t, err)
+	var back specs.Spec
+	require.NoError(t, yaml.Unmarshal(data, &back), "%s", data)
+	require.Equal(t, env, back.Devices[0].ContainerEdits.Env, "%s", data)
+	require.Equal(t, twins, back.Devices[0].ContainerEdits.Hooks[0].Args, "%s", data)
+}
+
 func FuzzYAMLString(f *testing.F) {
 	for _, s := range []string{"0", "a: b", "x\ny", "true", "/dev/xpu0", "é", "\x00", "\xff"} {
 		f.Add(s)
