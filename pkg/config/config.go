@@ -17,6 +17,10 @@ import (
 // DefaultPath is where the shim reads its configuration.
 const DefaultPath = "/etc/xpu-container-toolkit/config.toml"
 
+// DefaultCacheDir is where the shim keeps its cache of resolved CDI specs:
+// on tmpfs, gone at reboot.
+const DefaultCacheDir = "/run/xpu-container-runtime"
+
 // Environment variables read by Load.
 const (
 	// EnvPath overrides DefaultPath.
@@ -60,6 +64,9 @@ type Config struct {
 	NodesOnly                    bool   `toml:"nodes-only"`
 	LogFile                      string `toml:"log-file"`
 	LogLevel                     string `toml:"log-level"`
+	// CacheDir holds what cdi mode resolved from the spec directories,
+	// keyed by the content of every spec file; "" turns the cache off.
+	CacheDir string `toml:"cache-dir"`
 }
 
 // Default returns the built-in configuration.
@@ -74,6 +81,7 @@ func Default() *Config {
 		DriverRoot:       "/",
 		HookPath:         cdi.DefaultHookPath,
 		LogLevel:         "info",
+		CacheDir:         DefaultCacheDir,
 	}
 }
 
@@ -174,6 +182,9 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(p) {
 			errs = append(errs, fmt.Errorf("%s: %q is not an absolute path", key, p))
 		}
+	}
+	if c.CacheDir != "" && !filepath.IsAbs(c.CacheDir) {
+		errs = append(errs, fmt.Errorf("cache-dir: %q is not an absolute path", c.CacheDir))
 	}
 	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
 		errs = append(errs, fmt.Errorf("log-file: %q is not an absolute path", c.LogFile))

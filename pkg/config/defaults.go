@@ -60,9 +60,15 @@ nodes-only = %[13]t
 # file that the engine passes to the runtime.
 log-file = %[14]q
 log-level = %[15]q
+
+# cdi and auto modes: a directory (root's, not writable by others) where the
+# shim keeps what it resolved from spec-dirs, so that a create does not parse
+# every spec again. An entry is used only while every spec file has the
+# content it was built from. "" turns the cache off.
+cache-dir = %[16]q
 `, DefaultPath, EnvPath, tomlList(d.LowLevelRuntimes), d.Mode, tomlList(d.SpecDirs), d.Vendor, d.Class,
 		d.AcceptEnvvarWhenUnprivileged, d.DevRoot, d.DriverRoot, d.HookPath, d.NoHooks, d.NodesOnly,
-		d.LogFile, d.LogLevel)
+		d.LogFile, d.LogLevel, d.CacheDir)
 }
 
 func tomlList(items []string) string {

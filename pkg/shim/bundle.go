@@ -2,14 +2,11 @@ package shim
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-
-	oci "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/atomicfile"
 	"github.com/xpu-cdi/xpu-cdi/pkg/config"
@@ -94,11 +91,12 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 		o.log.Debugf("%s asks for no XPU", path)
 		return Result{}, nil
 	}
-	var spec oci.Spec
-	if err := json.Unmarshal(data, &spec); err != nil {
+	doc, err := parseConfigDoc(data)
+	if err != nil {
 		return Result{}, fmt.Errorf("parsing the bundle's OCI spec %s: %w", path, err)
 	}
-	req, err := ReadRequest(&spec, c.Kind())
+	spec := doc.spec()
+	req, err := ReadRequest(spec, c.Kind())
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -142,7 +140,7 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 	}
 	var unknown []string
 	for _, n := range names {
-		if r.device(n) == nil {
+		if !r.has(n) {
 			unknown = append(unknown, n)
 		}
 	}
@@ -151,14 +149,17 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 			ErrUnknownDevice, strings.Join(unknown, ", "), req.describe(), c.Kind(), r.mode(),
 			strings.Join(sortNames(r.names()), ", "))
 	}
-	if err := r.inject(&spec, names); err != nil {
+	edits, err := r.inject(spec, names)
+	if err != nil {
 		return Result{}, err
 	}
-	granted := grantedIndices(r, names)
+	granted := grantedIndices(edits)
+	touched := editedMembers(edits)
 	if spec.Process != nil {
 		setVisibleDevices(spec.Process, joinInts(granted))
+		touched = append(touched, memberEnv)
 	}
-	out, err := json.Marshal(&spec)
+	out, err := doc.encode(touched...)
 	if err != nil {
 		return Result{}, fmt.Errorf("encoding the OCI spec for %s: %w", path, err)
 	}
@@ -181,20 +182,25 @@ func (o *options) configFile() string {
 
 // newResolver picks the mode: cdi and jit as configured; auto is cdi when
 // the spec directories hold a device of the kind, jit otherwise.
-func newResolver(c *config.Config, o *options) (resolver, error) {
+func newResolver(c *config.Config, o *options) (*editsResolver, error) {
 	mode := c.Mode
 	if mode == config.ModeCDI || mode == config.ModeAuto {
-		cache, err := newCDICache(c.SpecDirs)
+		r, specErrs, err := newCDIResolver(c, o)
 		if err != nil {
-			o.log.Warnf("reading the CDI specs in %s: %v", strings.Join(c.SpecDirs, ", "), err)
+			return nil, err
+		}
+		var problems error
+		if len(specErrs) > 0 {
+			problems = fmt.Errorf("problems in the spec files: %s", strings.Join(specErrs, "; "))
+			o.log.Warnf("reading the CDI specs in %s: %v", strings.Join(c.SpecDirs, ", "), problems)
 		}
 		switch {
-		case hasKind(cache, c.Kind()):
+		case r != nil:
 			o.log.Debugf("%s mode: resolving %s from %s", mode, c.Kind(), strings.Join(c.SpecDirs, ", "))
-			return &cdiResolver{kind: c.Kind(), cache: cache}, nil
+			return r, nil
 		case mode == config.ModeCDI:
 			return nil, errors.Join(fmt.Errorf("mode cdi: no CDI spec of %s in %s; run `xpu-cdi generate --output /etc/cdi/%s-%s.yaml` or set mode = \"jit\"",
-				c.Kind(), strings.Join(c.SpecDirs, ", "), c.Vendor, c.Class), err)
+				c.Kind(), strings.Join(c.SpecDirs, ", "), c.Vendor, c.Class), problems)
 		}
 		o.log.Debugf("auto mode: no CDI spec of %s in %s, discovering the host", c.Kind(), strings.Join(c.SpecDirs, ", "))
 	}

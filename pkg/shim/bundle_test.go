@@ -29,6 +29,7 @@ func jitConfig(root string) *config.Config {
 	c.Mode = config.ModeJIT
 	c.DevRoot, c.DriverRoot = root, root
 	c.SpecDirs = []string{"/nonexistent-xpu-cdi-test"}
+	c.CacheDir = ""
 	return c
 }
 

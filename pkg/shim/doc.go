@@ -4,9 +4,10 @@
 // It reads runc's command line (ParseArgs), finds the low-level runtime
 // (FindRuntime), reads the XPU request of a container from its bundle's
 // config.json (cdi.k8s.io annotations, then XPU_VISIBLE_DEVICES), resolves
-// it to CDI container edits (from the CDI spec directories, or from a spec
-// built in memory from the host: the same edits `xpu-cdi generate` writes)
-// and rewrites config.json atomically (ModifyBundle).
+// it to CDI container edits (from the CDI spec directories, through a cache
+// of what the CDI library resolved from them, or from a spec built in memory
+// from the host: the same edits `xpu-cdi generate` writes) and rewrites the
+// members of config.json that the edits change, atomically (ModifyBundle).
 //
 // Guarantees: config.json is either replaced by the complete new spec or
 // left byte for byte as it was; a bundle that asks for no XPU is not parsed

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -33,9 +34,16 @@ type Request struct {
 // syntax can be wrong here; names are checked when they are resolved.
 func ReadRequest(spec *oci.Spec, kind string) (Request, error) {
 	var r Request
-	_, names, err := cdiapi.ParseAnnotations(spec.Annotations)
-	if err != nil {
-		return r, fmt.Errorf("reading the cdi.k8s.io annotations of the container: %w", err)
+	// The library parses a map in Go's random order; one key at a time, in
+	// key order, gives the same devices in an order that does not change
+	// from one create to the next.
+	var names []string
+	for _, k := range slices.Sorted(maps.Keys(spec.Annotations)) {
+		_, n, err := cdiapi.ParseAnnotations(map[string]string{k: spec.Annotations[k]})
+		if err != nil {
+			return r, fmt.Errorf("reading the cdi.k8s.io annotations of the container: %s: %w", k, err)
+		}
+		names = append(names, n...)
 	}
 	for _, n := range names {
 		vendor, class, _ := parser.ParseDevice(n)

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,19 +22,6 @@ import (
 // ErrUnknownDevice is returned for a requested name that no device has.
 var ErrUnknownDevice = errors.New("unknown XPU device")
 
-// resolver turns qualified names into container edits.
-type resolver interface {
-	// mode says which mode resolved the names.
-	mode() config.Mode
-	// names lists the device names (without the kind) that can be asked for.
-	names() []string
-	// device returns the edits of one qualified name, nil when unknown.
-	device(name string) *specs.ContainerEdits
-	// inject applies the spec-wide edits once and each device's edits, in
-	// the order of names, as the CDI library's Cache.InjectDevices does.
-	inject(spec *oci.Spec, names []string) error
-}
-
 // SpecOptions are the cdi.New options for the configuration: the same as
 // `xpu-cdi generate` with the same vendor, class, --nodes-only, --hook-path
 // and --no-hooks (and its defaults for the rest: every name strategy and the
@@ -51,67 +39,143 @@ func SpecOptions(c *config.Config) []cdi.Option {
 	return opts
 }
 
-// cdiResolver resolves names from the CDI spec directories.
-type cdiResolver struct {
-	kind  string
-	cache *cdiapi.Cache
+// editsResolver resolves qualified names to the container edits of the
+// devices and of the specs they come from: the specs of the CDI spec
+// directories (cdi mode, through the spec cache) or the spec built in memory
+// from the host (jit mode).
+type editsResolver struct {
+	how  config.Mode
+	kind string
+	// specs are the spec-wide edits, edits the distinct device edits.
+	specs, edits []lazyEdits
+	// devices are indices into specs and edits by qualified name.
+	devices map[string][2]int
 }
 
-var _ resolver = (*cdiResolver)(nil)
-
-// newCDICache reads the spec directories once, without a watcher. Spec
-// errors (another vendor's broken file) are returned beside a usable cache.
-func newCDICache(dirs []string) (*cdiapi.Cache, error) {
-	return cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
+// lazyEdits are container edits decoded from a cache entry the first time
+// they are needed: a create asks for one device of many.
+type lazyEdits struct {
+	raw   json.RawMessage
+	edits *specs.ContainerEdits
 }
 
-func (r *cdiResolver) mode() config.Mode { return config.ModeCDI }
-
-func (r *cdiResolver) names() []string {
-	var out []string
-	for _, q := range r.cache.ListDevices() {
-		if name, ok := strings.CutPrefix(q, r.kind+"="); ok {
-			out = append(out, name)
+func (l *lazyEdits) get() (*specs.ContainerEdits, error) {
+	if l.edits == nil {
+		var e specs.ContainerEdits
+		if err := json.Unmarshal(l.raw, &e); err != nil {
+			return nil, err
 		}
+		l.edits = &e
+	}
+	return l.edits, nil
+}
+
+func (r *editsResolver) mode() config.Mode { return r.how }
+
+// names lists the device names (without the kind) that can be asked for.
+func (r *editsResolver) names() []string {
+	out := make([]string, 0, len(r.devices))
+	for q := range r.devices {
+		out = append(out, strings.TrimPrefix(q, r.kind+"="))
 	}
 	return out
 }
 
-func (r *cdiResolver) device(name string) *specs.ContainerEdits {
-	d := r.cache.GetDevice(name)
-	if d == nil {
-		return nil
-	}
-	return &d.ContainerEdits
+func (r *editsResolver) has(name string) bool {
+	_, ok := r.devices[name]
+	return ok
 }
 
-func (r *cdiResolver) inject(spec *oci.Spec, names []string) error {
-	if _, err := r.cache.InjectDevices(spec, names...); err != nil {
-		return fmt.Errorf("injecting %s: %w", strings.Join(names, ", "), err)
+// inject applies the edits as the CDI library's Cache.InjectDevices does:
+// for each name in order, the edits of its spec the first time that spec
+// is met, then its own; validated, then applied at once. It returns the
+// edits it applied.
+func (r *editsResolver) inject(spec *oci.Spec, names []string) (*cdiapi.ContainerEdits, error) {
+	edits := &cdiapi.ContainerEdits{ContainerEdits: &specs.ContainerEdits{}}
+	seen := map[int]bool{}
+	for _, n := range names {
+		i, ok := r.devices[n]
+		if !ok {
+			return nil, fmt.Errorf("%w %s", ErrUnknownDevice, n)
+		}
+		if !seen[i[0]] {
+			seen[i[0]] = true
+			e, err := r.specs[i[0]].get()
+			if err != nil {
+				return nil, fmt.Errorf("the spec edits of %s: %w", n, err)
+			}
+			edits.Append(&cdiapi.ContainerEdits{ContainerEdits: e})
+		}
+		e, err := r.edits[i[1]].get()
+		if err != nil {
+			return nil, fmt.Errorf("the edits of %s: %w", n, err)
+		}
+		edits.Append(&cdiapi.ContainerEdits{ContainerEdits: e})
 	}
-	return nil
+	if err := edits.Validate(); err != nil {
+		return nil, fmt.Errorf("the edits of %s are invalid: %w", strings.Join(names, ", "), err)
+	}
+	if err := edits.Apply(spec); err != nil {
+		return nil, fmt.Errorf("injecting %s: %w", strings.Join(names, ", "), err)
+	}
+	return edits, nil
 }
 
-// hasKind reports whether the cache holds any device of kind.
-func hasKind(cache *cdiapi.Cache, kind string) bool {
-	for _, q := range cache.ListDevices() {
-		if strings.HasPrefix(q, kind+"=") {
-			return true
+// newCDIResolver resolves the kind from the spec directories: from the
+// spec cache when it holds an entry for the spec files as they are, else
+// with the CDI library (reading the directories once, without a watcher),
+// whose result then becomes the entry. It returns a nil resolver when the
+// directories hold no device of the kind, and the library's messages about
+// spec files it could not use.
+func newCDIResolver(c *config.Config, o *options) (*editsResolver, []string, error) {
+	cache := newSpecCache(c.CacheDir, c.Kind(), c.SpecDirs)
+	var snap []byte
+	if c.CacheDir != "" {
+		var err error
+		if snap, err = cache.snapshot(); err != nil {
+			o.log.Debugf("spec cache not used: %v", err)
+		} else if e, err := cache.load(snap); err != nil {
+			o.log.Warnf("spec cache not used: %v", err)
+		} else if e != nil {
+			o.log.Debugf("spec cache hit: %s", cache.path())
+			return entryResolver(c, e), e.Errors, nil
 		}
 	}
-	return false
+	lib, err := cdiapi.NewCache(cdiapi.WithSpecDirs(c.SpecDirs...), cdiapi.WithAutoRefresh(false))
+	if lib == nil {
+		return nil, nil, fmt.Errorf("reading the CDI specs in %s: %w", strings.Join(c.SpecDirs, ", "), err)
+	}
+	e, err := newSpecCacheEntry(c.Kind(), lib)
+	if err != nil {
+		return nil, nil, err
+	}
+	if snap != nil {
+		if err := cache.store(snap, e); err != nil {
+			o.log.Warnf("spec cache not written: %v", err)
+		}
+	}
+	return entryResolver(c, e), e.Errors, nil
 }
 
-// jitResolver resolves names from a spec built in memory from the host.
-type jitResolver struct {
-	kind    string
-	spec    *specs.Spec
-	devices map[string]*specs.Device
+func entryResolver(c *config.Config, e *specCacheEntry) *editsResolver {
+	if len(e.Devices) == 0 {
+		return nil
+	}
+	r := &editsResolver{
+		how: config.ModeCDI, kind: c.Kind(), devices: e.Devices,
+		specs: make([]lazyEdits, len(e.Specs)), edits: make([]lazyEdits, len(e.Edits)),
+	}
+	for i, raw := range e.Specs {
+		r.specs[i].raw = raw
+	}
+	for i, raw := range e.Edits {
+		r.edits[i].raw = raw
+	}
+	return r
 }
 
-var _ resolver = (*jitResolver)(nil)
-
-func newJITResolver(c *config.Config, discoverOpts []discover.Option) (*jitResolver, error) {
+// newJITResolver discovers the host and builds its spec in memory.
+func newJITResolver(c *config.Config, discoverOpts []discover.Option) (*editsResolver, error) {
 	opts := append([]discover.Option{discover.WithDevRoot(c.DevRoot), discover.WithDriverRoot(c.DriverRoot)}, discoverOpts...)
 	host, err := discover.Discover(opts...)
 	if err != nil {
@@ -121,72 +185,28 @@ func newJITResolver(c *config.Config, discoverOpts []discover.Option) (*jitResol
 	if err != nil {
 		return nil, fmt.Errorf("building the CDI spec of the host (dev-root %s): %w", c.DevRoot, err)
 	}
-	r := &jitResolver{kind: spec.Kind, spec: spec, devices: make(map[string]*specs.Device, len(spec.Devices))}
+	r := &editsResolver{
+		how: config.ModeJIT, kind: spec.Kind,
+		specs:   []lazyEdits{{edits: &spec.ContainerEdits}},
+		edits:   make([]lazyEdits, len(spec.Devices)),
+		devices: make(map[string][2]int, len(spec.Devices)),
+	}
 	for i := range spec.Devices {
 		d := &spec.Devices[i]
-		r.devices[parser.QualifiedName(c.Vendor, c.Class, d.Name)] = d
+		r.edits[i].edits = &d.ContainerEdits
+		r.devices[parser.QualifiedName(c.Vendor, c.Class, d.Name)] = [2]int{0, i}
 	}
 	return r, nil
 }
 
-func (r *jitResolver) mode() config.Mode { return config.ModeJIT }
-
-func (r *jitResolver) names() []string {
-	out := make([]string, 0, len(r.spec.Devices))
-	for _, d := range r.spec.Devices {
-		out = append(out, d.Name)
-	}
-	return out
-}
-
-func (r *jitResolver) device(name string) *specs.ContainerEdits {
-	if d := r.devices[name]; d != nil {
-		return &d.ContainerEdits
-	}
-	return nil
-}
-
-func (r *jitResolver) inject(spec *oci.Spec, names []string) error {
-	edits := &cdiapi.ContainerEdits{ContainerEdits: &specs.ContainerEdits{}}
-	specDone := false
-	for _, n := range names {
-		d := r.devices[n]
-		if d == nil {
-			return fmt.Errorf("%w %s", ErrUnknownDevice, n)
+// grantedIndices returns the sorted, distinct N of the /dev/xpuN nodes of
+// edits.
+func grantedIndices(edits *cdiapi.ContainerEdits) []int {
+	var out []int
+	for _, node := range edits.DeviceNodes {
+		if i, ok := nodeIndex(node.Path); ok && !slices.Contains(out, i) {
+			out = append(out, i)
 		}
-		if !specDone {
-			specDone = true
-			edits.Append(&cdiapi.ContainerEdits{ContainerEdits: &r.spec.ContainerEdits})
-		}
-		edits.Append(&cdiapi.ContainerEdits{ContainerEdits: &d.ContainerEdits})
-	}
-	if err := edits.Validate(); err != nil {
-		return fmt.Errorf("the edits built for %s are invalid: %w", strings.Join(names, ", "), err)
-	}
-	if err := edits.Apply(spec); err != nil {
-		return fmt.Errorf("injecting %s: %w", strings.Join(names, ", "), err)
-	}
-	return nil
-}
-
-// grantedIndices returns the sorted, distinct N of the /dev/xpuN nodes that
-// the edits of names give.
-func grantedIndices(r resolver, names []string) []int {
-	seen := map[int]bool{}
-	for _, n := range names {
-		e := r.device(n)
-		if e == nil {
-			continue
-		}
-		for _, node := range e.DeviceNodes {
-			if i, ok := nodeIndex(node.Path); ok {
-				seen[i] = true
-			}
-		}
-	}
-	out := make([]int, 0, len(seen))
-	for i := range seen {
-		out = append(out, i)
 	}
 	sort.Ints(out)
 	return out

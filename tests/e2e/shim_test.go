@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ import (
 )
 
 // shimRuntime writes a config.toml for xpu-container-runtime (jit mode on
-// the fake host, runc as low-level runtime, the real hook) plus extra, and
+// the fake host, runc as low-level runtime, the real hook, a spec cache in
+// the test's directory) plus extra, whose keys replace those defaults, and
 // returns an executable to give engines as their runtime: a two-line
 // wrapper that points the shim at that config through
 // XPU_CONTAINER_TOOLKIT_CONFIG (the engines' environment cannot be set per
@@ -29,16 +31,25 @@ func shimRuntime(t *testing.T, tree *fakehost.Tree, extra string) (wrapper, logF
 	require.NoError(t, os.Chmod(dir, 0o755))
 	runc := harness.RequiresTool(t, "runc")
 	logFile = filepath.Join(dir, "shim.log")
-	cfg := fmt.Sprintf(`mode = "jit"
-spec-dirs = [%q]
-dev-root = %q
-driver-root = %q
-hook-path = %q
-log-file = %q
-log-level = "debug"
-%s`, filepath.Join(dir, "no-specs"), tree.Root, tree.Root, Binary(t, "xpu-runtime-hook"), logFile, extra)
-	if !strings.Contains(extra, "low-level-runtimes") {
-		cfg += fmt.Sprintf("low-level-runtimes = [%q]\n", runc)
+	defaults := [][2]string{
+		{"mode", `"jit"`},
+		{"spec-dirs", fmt.Sprintf("[%q]", filepath.Join(dir, "no-specs"))},
+		{"dev-root", fmt.Sprintf("%q", tree.Root)},
+		{"driver-root", fmt.Sprintf("%q", tree.Root)},
+		{"hook-path", fmt.Sprintf("%q", Binary(t, "xpu-runtime-hook"))},
+		{"log-file", fmt.Sprintf("%q", logFile)},
+		{"log-level", `"debug"`},
+		{"cache-dir", fmt.Sprintf("%q", filepath.Join(dir, "cache"))},
+		{"low-level-runtimes", fmt.Sprintf("[%q]", runc)},
+	}
+	cfg := extra
+	if cfg != "" && !strings.HasSuffix(cfg, "\n") {
+		cfg += "\n"
+	}
+	for _, kv := range defaults {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(kv[0]) + `\s*=`).MatchString(extra) {
+			cfg += kv[0] + " = " + kv[1] + "\n"
+		}
 	}
 	cfgPath := filepath.Join(dir, "config.toml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
