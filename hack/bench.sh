@@ -38,6 +38,7 @@ echo "bench: building xpu-cdi, xpu-runtime-hook" >&2
 build xpu-cdi
 build xpu-runtime-hook
 CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$work/bin/xpu-bench-noop" ./bench/cmd/xpu-bench-noop
+CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$work/bin/xpu-bench-exec" ./bench/cmd/xpu-bench-exec
 
 # GNU time measures the shim's peak RSS (see bench/cmd/xpu-bench/proc.go).
 if [[ ! -x /usr/bin/time ]]; then
