@@ -51,8 +51,12 @@ func Discover(opts ...Option) (*Host, error) {
 		return nil, fmt.Errorf("driver root %q: %w", o.driverRoot, err)
 	}
 	h := &Host{DevRoot: devRoot, DriverRoot: driverRoot}
+	nodes := NewNodeSource(devRoot, o.stater)
+	if o.indices != nil {
+		nodes = NewIndexedNodeSource(devRoot, o.stater, o.indices)
+	}
 	src := Chain(
-		NewNodeSource(devRoot, o.stater),
+		nodes,
 		NewProcSource(devRoot),
 		NewSysfsSource(devRoot),
 		NewDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log),

@@ -16,5 +16,7 @@
 //
 // Guarantees: no exec, no network, no writes; directories read are /dev, the
 // XRE library directory and the sysfs/procfs entries of the devices found.
+// With WithIndices, /dev is not listed and only the entries of the selected
+// devices are read.
 // Not guaranteed: consistency with a host that changes while it is read.
 package discover

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,8 @@ const (
 type nodeSource struct {
 	devRoot string
 	stater  NodeStater
+	// indices, when not nil, are the only N of /dev/xpuN looked at.
+	indices []int
 }
 
 var _ Source = (*nodeSource)(nil)
@@ -45,6 +48,21 @@ var _ Source = (*nodeSource)(nil)
 // /dev/xpuN nodes under devRoot.
 func NewNodeSource(devRoot string, stater NodeStater) Source {
 	return &nodeSource{devRoot: devRoot, stater: stater}
+}
+
+// NewIndexedNodeSource is NewNodeSource for the /dev/xpuN nodes of the given
+// indices only: it stats those nodes and /dev/xpuctrl by name instead of
+// listing /dev. A device whose node does not exist is left out, as
+// NewNodeSource leaves it out; negative indices and indices that no node
+// name can carry are ignored. The sources after it only add facts to the
+// devices it created, so the whole discovery reads nothing of the others.
+func NewIndexedNodeSource(devRoot string, stater NodeStater, indices []int) Source {
+	sel := slices.Clone(indices)
+	if sel == nil {
+		sel = []int{}
+	}
+	slices.Sort(sel)
+	return &nodeSource{devRoot: devRoot, stater: stater, indices: slices.Compact(sel)}
 }
 
 // ParseNodeName returns N for "xpuN" in canonical decimal form.
@@ -67,6 +85,9 @@ func ParseNodeName(name string) (int, bool) {
 
 func (s *nodeSource) Discover(h *Host) error {
 	devDir := filepath.Join(s.devRoot, "dev")
+	if s.indices != nil {
+		return s.discoverIndices(h, devDir)
+	}
 	entries, err := os.ReadDir(devDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -99,6 +120,59 @@ func (s *nodeSource) Discover(h *Host) error {
 		return fmt.Errorf("%w under %s: no %s/xpuN device node", ErrNoDevices, s.devRoot, devDir)
 	}
 	return nil
+}
+
+// discoverIndices finds the nodes of s.indices and the control node by name.
+// A name that is in /dev but cannot be stat'ed gets the warning a listing of
+// /dev gives it; a name that is not in /dev is quietly absent.
+func (s *nodeSource) discoverIndices(h *Host, devDir string) error {
+	for _, idx := range s.indices {
+		name := nodePrefix + strconv.Itoa(idx)
+		if n, ok := ParseNodeName(name); !ok || n != idx {
+			continue
+		}
+		if node, ok := s.namedNode(h, name); ok {
+			h.addDevice(&Device{Index: idx, Node: *node, Model: ModelUnknown, Compute: true})
+		}
+	}
+	if node, ok := s.namedNode(h, controlName); ok {
+		h.Control = node
+	}
+	if len(h.Devices) == 0 {
+		if _, err := os.Stat(devDir); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w under %s: %s does not exist", ErrNoDevices, s.devRoot, devDir)
+		}
+		return fmt.Errorf("%w under %s: no %s/xpuN device node of index %s", ErrNoDevices, s.devRoot, devDir, joinIndices(s.indices))
+	}
+	return nil
+}
+
+// namedNode stats /dev/name. ok is false when there is no such node.
+func (s *nodeSource) namedNode(h *Host, name string) (*Node, bool) {
+	node, err := s.node(name)
+	if err == nil {
+		return node, true
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// stat follows symlinks: only a name that is not there at all is
+		// what a listing of /dev would not have met.
+		if _, lerr := os.Lstat(filepath.Join(s.devRoot, "dev", name)); errors.Is(lerr, fs.ErrNotExist) {
+			return nil, false
+		}
+	}
+	h.warnf("%v; ignored", err)
+	return nil, false
+}
+
+func joinIndices(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	if len(s) == 0 {
+		return "(none asked)"
+	}
+	return strings.Join(s, ", ")
 }
 
 func (s *nodeSource) node(name string) (*Node, error) {

@@ -11,6 +11,8 @@ type options struct {
 	stater     NodeStater
 	xreDirs    []string
 	toolPaths  []string
+	// indices, when not nil, select the devices to discover.
+	indices []int
 }
 
 // Option configures Discover.
@@ -32,6 +34,26 @@ func WithNodeStater(s NodeStater) Option { return func(o *options) { o.stater = 
 // WithXREDirs replaces the XRE library directories searched below the driver
 // root (default DefaultXREDirs).
 func WithXREDirs(dirs ...string) Option { return func(o *options) { o.xreDirs = dirs } }
+
+// WithIndices restricts discovery to the /dev/xpuN devices of these
+// indices: their nodes are stat'ed by name (/dev is not listed) and only
+// their procfs and sysfs entries are read. Everything host-wide is read as
+// without the option: the control node, the driver version, the driver
+// files. What is found of a selected device is what a full discovery finds
+// of it: a PF with VFs enabled is still not a compute device, a VF's parent
+// is still the PF its physfn link names. An index without a node is absent
+// from the result; Discover fails with ErrNoDevices when none of them has
+// one, which is also what WithIndices() without an index gives.
+//
+// What differs from a full discovery: the host's other devices are not in
+// the result, and the model of a VF whose PF is not selected is derived from
+// the PF's PCI IDs alone (a full discovery also uses the PF's procfs family,
+// which only tells K100 from K200, boards without SR-IOV).
+func WithIndices(indices ...int) Option {
+	return func(o *options) {
+		o.indices = append([]int{}, indices...)
+	}
+}
 
 // DefaultXREDirs are the library directories of the XRE, relative to the
 // driver root. /usr/local/xpu is the version link of the XRE install.

@@ -134,7 +134,7 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 		}
 	}
 
-	r, err := newResolver(c, o)
+	r, err := newResolver(c, o, names)
 	if err != nil {
 		return Result{}, err
 	}
@@ -181,8 +181,10 @@ func (o *options) configFile() string {
 }
 
 // newResolver picks the mode: cdi and jit as configured; auto is cdi when
-// the spec directories hold a device of the kind, jit otherwise.
-func newResolver(c *config.Config, o *options) (*editsResolver, error) {
+// the spec directories hold a device of the kind, jit otherwise. names are
+// the qualified names asked for: jit mode discovers no more of the host than
+// they need.
+func newResolver(c *config.Config, o *options, names []string) (*editsResolver, error) {
 	mode := c.Mode
 	if mode == config.ModeCDI || mode == config.ModeAuto {
 		r, specErrs, err := newCDIResolver(c, o)
@@ -204,7 +206,7 @@ func newResolver(c *config.Config, o *options) (*editsResolver, error) {
 		}
 		o.log.Debugf("auto mode: no CDI spec of %s in %s, discovering the host", c.Kind(), strings.Join(c.SpecDirs, ", "))
 	}
-	return newJITResolver(c, o.discoverOpts)
+	return newJITResolver(c, o, names)
 }
 
 // describe names what the container asked for, for messages.

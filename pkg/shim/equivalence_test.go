@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
+	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
@@ -31,15 +35,86 @@ func generateSpec(t *testing.T, root, dir string, extra ...string) {
 	require.NoError(t, app.Run(args))
 }
 
+// generatorRequest is a container's XPU request and the qualified names
+// it comes to, in the order the shim resolves them (annotations, then the
+// variable).
+type generatorRequest struct {
+	description string
+	annotations map[string]string
+	env         []string
+	names       []string
+	// granted is what XPU_VISIBLE_DEVICES becomes.
+	granted string
+	// narrow is true when jit mode must resolve the request from the
+	// requested devices alone.
+	narrow string
+}
+
+// libraryResult is what the CDI library makes of the request with the specs
+// in specDir, XPU_VISIBLE_DEVICES set as the shim sets it.
+func libraryResult(t *testing.T, specDir string, req generatorRequest) *oci.Spec {
+	t.Helper()
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(specDir), cdiapi.WithAutoRefresh(false))
+	require.NoError(t, err)
+	want := bundleSpec(true, req.annotations, req.env...)
+	_, err = cache.InjectDevices(want, req.names...)
+	require.NoError(t, err)
+	setVisibleDevices(want.Process, req.granted)
+	return want
+}
+
 // TestJITMatchesGenerator checks that the jit mode gives a container the
 // same OCI spec as the CDI library applying the spec that `xpu-cdi
 // generate` writes for the same host, and that the cdi and auto modes use
-// that spec. The generator stats real device nodes: root only.
+// that spec; for index-only requests, that jit mode got there by
+// discovering the requested devices only. The generator stats real device
+// nodes: root only.
 func TestJITMatchesGenerator(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the generator reads real device nodes (mknod)")
 	}
 	tree := fakehosttest.Build(t, fakehost.P800x8())
+	requests := []generatorRequest{
+		{
+			description: "every name form",
+			annotations: map[string]string{"cdi.k8s.io/x": "baidu.com/xpu=5"},
+			env:         []string{"XPU_VISIBLE_DEVICES=3,0000:01:00.0,all"},
+			names:       []string{"baidu.com/xpu=5", "baidu.com/xpu=3", "baidu.com/xpu=0000:01:00.0", "baidu.com/xpu=all"},
+			granted:     "0,1,2,3,4,5,6,7",
+		},
+		{
+			description: "one index by annotation",
+			annotations: map[string]string{"cdi.k8s.io/x": "baidu.com/xpu=2"},
+			names:       []string{"baidu.com/xpu=2"},
+			granted:     "2", narrow: "2",
+		},
+		{
+			description: "one index by variable",
+			env:         []string{"XPU_VISIBLE_DEVICES=0"},
+			names:       []string{"baidu.com/xpu=0"},
+			granted:     "0", narrow: "0",
+		},
+		{
+			description: "several indices, annotated and by variable, out of order",
+			annotations: map[string]string{"cdi.k8s.io/b": "baidu.com/xpu=6", "cdi.k8s.io/a": "baidu.com/xpu=7,baidu.com/xpu=1"},
+			env:         []string{"XPU_VISIBLE_DEVICES=4, baidu.com/xpu=0"},
+			names:       []string{"baidu.com/xpu=7", "baidu.com/xpu=1", "baidu.com/xpu=6", "baidu.com/xpu=4", "baidu.com/xpu=0"},
+			granted:     "0,1,4,6,7", narrow: "7,1,6,4,0",
+		},
+		{
+			description: "repeated index",
+			annotations: map[string]string{"cdi.k8s.io/x": "baidu.com/xpu=3"},
+			env:         []string{"XPU_VISIBLE_DEVICES=3,3"},
+			names:       []string{"baidu.com/xpu=3", "baidu.com/xpu=3", "baidu.com/xpu=3"},
+			granted:     "3", narrow: "3,3,3",
+		},
+		{
+			description: "an index and a PCI address: the whole host",
+			env:         []string{"XPU_VISIBLE_DEVICES=1,0000:83:00.0"},
+			names:       []string{"baidu.com/xpu=1", "baidu.com/xpu=0000:83:00.0"},
+			granted:     "1,6",
+		},
+	}
 
 	for _, tc := range []struct {
 		description string
@@ -54,33 +129,90 @@ func TestJITMatchesGenerator(t *testing.T) {
 		t.Run(tc.description, func(t *testing.T) {
 			specDir := t.TempDir()
 			generateSpec(t, tree.Root, specDir, tc.genArgs...)
-			spec := bundleSpec(true, map[string]string{"cdi.k8s.io/x": "baidu.com/xpu=5"}, "XPU_VISIBLE_DEVICES=3,0000:01:00.0,all")
-			names := []string{"baidu.com/xpu=5", "baidu.com/xpu=3", "baidu.com/xpu=0000:01:00.0", "baidu.com/xpu=all"}
-
-			// What the CDI library does with the generated spec.
-			cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(specDir), cdiapi.WithAutoRefresh(false))
-			require.NoError(t, err)
-			want := bundleSpec(true, map[string]string{"cdi.k8s.io/x": "baidu.com/xpu=5"}, "XPU_VISIBLE_DEVICES=3,0000:01:00.0,all")
-			_, err = cache.InjectDevices(want, names...)
-			require.NoError(t, err)
-			setVisibleDevices(want.Process, "0,1,2,3,4,5,6,7")
-
-			for _, mode := range []config.Mode{config.ModeJIT, config.ModeCDI, config.ModeAuto} {
-				c := jitConfig(tree.Root)
-				c.Mode = mode
-				c.SpecDirs = []string{specDir}
-				if tc.config != nil {
-					tc.config(c)
+			for _, req := range requests {
+				want := libraryResult(t, specDir, req)
+				for _, mode := range []config.Mode{config.ModeJIT, config.ModeCDI, config.ModeAuto} {
+					c := jitConfig(tree.Root)
+					c.Mode = mode
+					c.SpecDirs = []string{specDir}
+					if tc.config != nil {
+						tc.config(c)
+					}
+					dir, _ := writeBundle(t, bundleSpec(true, req.annotations, req.env...))
+					log := &recorder{}
+					res, err := ModifyBundle(dir, c, WithLogger(log))
+					require.NoError(t, err, "%s: %s", req.description, mode)
+					wantMode := mode
+					if mode == config.ModeAuto {
+						wantMode = config.ModeCDI
+					}
+					require.Equal(t, wantMode, res.Mode)
+					require.Equal(t, want, readBundle(t, dir), "%s: mode %s differs from the generator's spec applied by the CDI library", req.description, mode)
+					if mode == config.ModeJIT {
+						require.Equal(t, req.narrow != "", log.has("jit mode: discovered XPUs "+req.narrow+" only"), "%s: narrow discovery: %v", req.description, log.lines)
+						require.False(t, log.has("discovering the whole host"), "%s: %v", req.description, log.lines)
+					}
 				}
-				dir, _ := writeBundle(t, spec)
-				res, err := ModifyBundle(dir, c)
-				require.NoError(t, err, mode)
-				wantMode := mode
-				if mode == config.ModeAuto {
-					wantMode = config.ModeCDI
+			}
+		})
+	}
+}
+
+// TestJITIndexRequestsOnEveryShape asks each fake host shape for each of
+// its indices alone (and a few beyond), for all its compute devices by
+// index, and for each compute index together with each index that is not a
+// compute device: jit mode gives what cdi mode gives with the generator's
+// spec, and where a name is unknown the same error, every valid name in it,
+// whether jit mode found it out from the narrow discovery or not. Root
+// only, as the generator.
+func TestJITIndexRequestsOnEveryShape(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the generator reads real device nodes (mknod)")
+	}
+	for _, shape := range []fakehost.Host{fakehost.P800x8(), fakehost.R200SRIOV(), fakehost.K200(), fakehost.Degraded()} {
+		t.Run(shape.Shape, func(t *testing.T) {
+			tree := fakehosttest.Build(t, shape)
+			specDir := t.TempDir()
+			generateSpec(t, tree.Root, specDir)
+
+			var compute, others []string
+			for i := range len(tree.Devices) + 2 {
+				if slices.ContainsFunc(tree.ComputeDevices(), func(d fakehost.TreeDevice) bool { return d.Index == i }) {
+					compute = append(compute, strconv.Itoa(i))
+				} else {
+					others = append(others, strconv.Itoa(i))
 				}
-				require.Equal(t, wantMode, res.Mode)
-				require.Equal(t, want, readBundle(t, dir), "mode %s differs from the generator's spec applied by the CDI library", mode)
+			}
+			require.NotEmpty(t, compute)
+			require.NotEmpty(t, others)
+			asks := [][]string{compute}
+			for _, i := range append(slices.Clone(compute), others...) {
+				asks = append(asks, []string{i})
+			}
+			for _, i := range compute {
+				for _, o := range others {
+					asks = append(asks, []string{i, o}, []string{o, i})
+				}
+			}
+			for _, ask := range asks {
+				env := "XPU_VISIBLE_DEVICES=" + strings.Join(ask, ",")
+				results := map[config.Mode]string{}
+				for _, mode := range []config.Mode{config.ModeCDI, config.ModeJIT} {
+					c := jitConfig(tree.Root)
+					c.Mode = mode
+					c.SpecDirs = []string{specDir}
+					dir, _ := writeBundle(t, bundleSpec(true, nil, env))
+					_, err := ModifyBundle(dir, c)
+					if err != nil {
+						require.ErrorIs(t, err, ErrUnknownDevice, env)
+						results[mode] = strings.Replace(err.Error(), "("+string(mode)+" mode)", "(MODE mode)", 1)
+						continue
+					}
+					data, err := os.ReadFile(ConfigPath(dir))
+					require.NoError(t, err)
+					results[mode] = string(data)
+				}
+				require.Equal(t, results[config.ModeCDI], results[config.ModeJIT], "%s: jit mode differs from cdi mode", env)
 			}
 		})
 	}

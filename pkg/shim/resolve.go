@@ -174,8 +174,29 @@ func entryResolver(c *config.Config, e *specCacheEntry) *editsResolver {
 	return r
 }
 
-// newJITResolver discovers the host and builds its spec in memory.
-func newJITResolver(c *config.Config, discoverOpts []discover.Option) (*editsResolver, error) {
+// newJITResolver discovers the host and builds its spec in memory. When
+// every name asked for is a device index (the common request: "0", "2,3"),
+// only those devices are discovered, with everything spec-wide; the edits of
+// an index do not depend on the other devices, so the container gets what a
+// full discovery gives it. When that narrow discovery fails or lacks a name
+// (no such node, a PF with VFs enabled, no control node), the host is
+// discovered in full, which gives the error a full discovery gives, with
+// every valid name.
+func newJITResolver(c *config.Config, o *options, names []string) (*editsResolver, error) {
+	if indices, ok := requestedIndices(c.Kind(), names); ok {
+		r, err := discoverJIT(c, append(slices.Clip(o.discoverOpts), discover.WithIndices(indices...)))
+		if err == nil && r.hasAll(names) {
+			o.log.Debugf("jit mode: discovered XPUs %s only", joinInts(indices))
+			return r, nil
+		}
+		o.log.Debugf("jit mode: discovering XPUs %s only did not resolve %s (%v); discovering the whole host", joinInts(indices), strings.Join(names, ", "), err)
+	}
+	return discoverJIT(c, o.discoverOpts)
+}
+
+// discoverJIT discovers the host with opts (after the configured roots) and
+// builds its spec.
+func discoverJIT(c *config.Config, discoverOpts []discover.Option) (*editsResolver, error) {
 	opts := append([]discover.Option{discover.WithDevRoot(c.DevRoot), discover.WithDriverRoot(c.DriverRoot)}, discoverOpts...)
 	host, err := discover.Discover(opts...)
 	if err != nil {
@@ -197,6 +218,43 @@ func newJITResolver(c *config.Config, discoverOpts []discover.Option) (*editsRes
 		r.devices[parser.QualifiedName(c.Vendor, c.Class, d.Name)] = [2]int{0, i}
 	}
 	return r, nil
+}
+
+// maxRequestedIndex bounds the indices worth a narrow discovery; larger
+// ones cannot name a node (discover.ParseNodeName).
+const maxRequestedIndex = 1 << 20
+
+// requestedIndices returns the device indices of names when each one is
+// kind=N with N in canonical decimal form (the form of the spec's index
+// names), in order, repeats kept. ok is false when there is no name or
+// one of them is anything else: a PCI address, a serial, "all".
+func requestedIndices(kind string, names []string) ([]int, bool) {
+	if len(names) == 0 {
+		return nil, false
+	}
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		s, ok := strings.CutPrefix(n, kind+"=")
+		if !ok {
+			return nil, false
+		}
+		i, err := strconv.Atoi(s)
+		if err != nil || i < 0 || i > maxRequestedIndex || strconv.Itoa(i) != s {
+			return nil, false
+		}
+		out = append(out, i)
+	}
+	return out, true
+}
+
+// hasAll reports whether every name is a device of r.
+func (r *editsResolver) hasAll(names []string) bool {
+	for _, n := range names {
+		if !r.has(n) {
+			return false
+		}
+	}
+	return true
 }
 
 // grantedIndices returns the sorted, distinct N of the /dev/xpuN nodes of
