@@ -96,6 +96,7 @@ func newApp(log *logrus.Logger, stdin io.Reader, stderr io.Writer) *cli.App {
 			return nil
 		},
 		Commands: []*cli.Command{
+			setupLibrariesCommand(log, stdin),
 			updateLDCacheCommand(log, stdin),
 			createSymlinksCommand(log, stdin),
 		},

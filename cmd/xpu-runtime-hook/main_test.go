@@ -105,6 +105,37 @@ func TestBinaryContract(t *testing.T) {
 			},
 		},
 		{
+			description: "setup-libraries: the cache and the links in one process",
+			args:        []string{"setup-libraries", "--folder", "/opt/xpu/lib", "--link", "libc.so.6::/opt/xpu/lib/libc-dev.so"},
+			stdin:       state(t, dir),
+			check: func(t *testing.T) {
+				cache, err := os.ReadFile(filepath.Join(dir, "rootfs/etc/ld.so.cache"))
+				require.NoError(t, err)
+				require.Contains(t, string(cache), "/opt/xpu/lib/libc.so.6")
+				l, err := os.Readlink(filepath.Join(dir, "rootfs/opt/xpu/lib/libc-dev.so"))
+				require.NoError(t, err)
+				require.Equal(t, "libc.so.6", l)
+			},
+		},
+		{
+			description: "setup-libraries without /etc still makes the links",
+			args:        []string{"setup-libraries", "--folder", "/opt/xpu/lib", "--link", "libc.so.6::/opt/xpu/lib/libc-dev.so"},
+			stdin:       state(t, noEtc),
+			wantStderr:  "the container starts without this change",
+			check: func(t *testing.T) {
+				l, err := os.Readlink(filepath.Join(noEtc, "rootfs/opt/xpu/lib/libc-dev.so"))
+				require.NoError(t, err)
+				require.Equal(t, "libc.so.6", l)
+			},
+		},
+		{
+			description: "setup-libraries with nothing to do",
+			args:        []string{"setup-libraries"},
+			stdin:       state(t, dir),
+			wantCode:    1,
+			wantStderr:  "give at least one --folder or --link",
+		},
+		{
 			description: "unknown subcommand",
 			args:        []string{"disable-device-node-modification"},
 			stdin:       state(t, dir),

@@ -25,18 +25,18 @@ const DefaultHookPath = "/usr/bin/xpu-runtime-hook"
 // hookProgram is argv[0] of the emitted hooks.
 const hookProgram = "xpu-runtime-hook"
 
-// RuntimeHooks returns the xpu-runtime-hook invocations that finish the
+// RuntimeHooks returns the xpu-runtime-hook invocation that finishes the
 // injection of the given driver libraries inside a container: one
-// update-ldcache for their directories (so programs load libxpurt.so.1
-// without LD_LIBRARY_PATH) and one create-symlinks for their development
-// links (libxpurt.so -> libxpurt.so.1). It returns nothing when there is
-// nothing to do.
+// setup-libraries hook that updates the loader cache for their directories
+// (so programs load libxpurt.so.1 without LD_LIBRARY_PATH) and creates their
+// development links (libxpurt.so -> libxpurt.so.1). One hook, not one per
+// job: each hook is a process the runtime starts and waits for on every
+// container creation. It returns nothing when there is nothing to do.
 func RuntimeHooks(hookPath string, libraries []discover.DriverFile) []Hook {
 	if hookPath == "" {
 		hookPath = DefaultHookPath
 	}
 	var (
-		hooks   []Hook
 		folders []string
 		links   []string
 		seen    = map[string]bool{}
@@ -51,21 +51,17 @@ func RuntimeHooks(hookPath string, libraries []discover.DriverFile) []Hook {
 			links = append(links, path.Base(l.Path)+"::"+path.Join(dir, link))
 		}
 	}
+	if len(folders) == 0 && len(links) == 0 {
+		return nil
+	}
 	sort.Strings(folders)
 	sort.Strings(links)
-	if len(folders) > 0 {
-		args := []string{hookProgram, "update-ldcache"}
-		for _, f := range folders {
-			args = append(args, "--folder", f)
-		}
-		hooks = append(hooks, Hook{Stage: "createContainer", Path: hookPath, Args: args})
+	args := []string{hookProgram, "setup-libraries"}
+	for _, f := range folders {
+		args = append(args, "--folder", f)
 	}
-	if len(links) > 0 {
-		args := []string{hookProgram, "create-symlinks"}
-		for _, l := range links {
-			args = append(args, "--link", l)
-		}
-		hooks = append(hooks, Hook{Stage: "createContainer", Path: hookPath, Args: args})
+	for _, l := range links {
+		args = append(args, "--link", l)
 	}
-	return hooks
+	return []Hook{{Stage: "createContainer", Path: hookPath, Args: args}}
 }

@@ -155,7 +155,8 @@ func TestModifyBundle(t *testing.T) {
 			// Driver libraries and the hook are there once.
 			require.NotEmpty(t, got.Mounts)
 			require.NotNil(t, got.Hooks)
-			require.Len(t, got.Hooks.CreateContainer, 2)
+			require.Len(t, got.Hooks.CreateContainer, 1)
+			require.Equal(t, "setup-libraries", got.Hooks.CreateContainer[0].Args[1])
 			st, err := os.Stat(ConfigPath(dir))
 			require.NoError(t, err)
 			require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "mode kept")

@@ -38,7 +38,7 @@ func TestHookMakesLibrariesLoadable(t *testing.T) {
 	withHooks, noHooks := harness.UniqueVendor(t), harness.UniqueVendor(t)
 	specHooks := GenerateSpec(t, tree, withHooks)
 	specNoHooks := GenerateSpec(t, tree, noHooks, "--no-hooks")
-	require.Contains(t, string(specHooks), "update-ldcache")
+	require.Contains(t, string(specHooks), "setup-libraries")
 	require.NotContains(t, string(specNoHooks), "hooks:")
 
 	t.Run("podman", func(t *testing.T) {
