@@ -9,7 +9,8 @@
 //     image can make the hook read, create or change anything outside it.
 //   - Nothing is executed: the loader cache is written by package ldcache in
 //     pure Go, never by the image's (or the host's) ldconfig.
-//   - Files are replaced atomically (temporary file, fsync, rename); a failed
+//   - Files are replaced atomically (temporary file, rename; no fsync: they
+//     belong to a container being created, see package rootfs); a failed
 //     update leaves the old file in place.
 //   - Only the named folders are scanned, and a file whose content would not
 //     change is not rewritten.

@@ -14,8 +14,12 @@
 //   - Files are created only by name relative to a directory handle that was
 //     resolved inside the root, with O_EXCL|O_NOFOLLOW, and moved into place
 //     with renameat: an existing symlink at the destination is replaced, never
-//     followed. WriteFileAtomic writes a temporary file, fsyncs it and renames
-//     it, so readers see either the old or the new content.
+//     followed. WriteFileAtomic writes a temporary file and renames it, so
+//     readers see either the old or the new content. It does not fsync: the
+//     files it writes live in a container's root while the container is
+//     being created, where a crash ends that creation and the next one
+//     writes them again (as engines write /etc/hosts); the two fsyncs were a
+//     quarter of the hook's time on a disk-backed root (docs/benchmarks.md).
 //
 // It does not protect against a process that concurrently rewrites the tree
 // while we walk it beyond what the kernel's RESOLVE_IN_ROOT guarantees (the

@@ -152,8 +152,9 @@ func checkName(name string) error {
 }
 
 // WriteFileAtomic replaces dir/name with data: it writes a new file under a
-// temporary name in dir, fsyncs it, and renames it over name. A symlink at
-// name is replaced, not followed. On failure the old file is left intact.
+// temporary name in dir and renames it over name, without fsync (see the
+// package documentation). A symlink at name is replaced, not followed. On
+// failure the old file is left intact.
 func WriteFileAtomic(dir *os.File, name string, data []byte, perm os.FileMode) (err error) {
 	if err := checkName(name); err != nil {
 		return err
@@ -177,9 +178,6 @@ func WriteFileAtomic(dir *os.File, name string, data []byte, perm os.FileMode) (
 	}
 	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
 		return fmt.Errorf("chmod %s: %w", f.Name(), err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", f.Name(), err)
 	}
 	cerr := f.Close()
 	f = nil
