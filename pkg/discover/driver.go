@@ -45,9 +45,13 @@ func NewDriverSource(root string, xreDirs, toolPaths []string, log logger.Interf
 }
 
 func (s *driverSource) Discover(h *Host) error {
+	// One resolver for the whole discovery: the XRE directories, the
+	// libraries' links, the cache entries and the tool paths share their
+	// leading components, which are looked at once.
+	res := lookup.NewResolver(s.root)
 	seen := map[string]bool{} // host paths already taken
 	for _, dir := range s.xreDirs {
-		libs, err := s.scanDir(dir)
+		libs, err := s.scanDir(res, dir)
 		if err != nil {
 			s.log.Debugf("XRE library dir %s: %v", dir, err)
 			continue
@@ -73,8 +77,8 @@ func (s *driverSource) Discover(h *Host) error {
 	sort.Strings(sonames)
 	for _, name := range sonames {
 		inRoot := entries[name][0]
-		host, err := lookup.Resolve(s.root, inRoot)
-		if err != nil || seen[host] || !isRegular(host) {
+		host, err := res.Resolve(inRoot)
+		if err != nil || seen[host] || !isRegular(res, host) {
 			continue
 		}
 		seen[host] = true
@@ -85,7 +89,7 @@ func (s *driverSource) Discover(h *Host) error {
 			RuntimeLibrary, s.root, strings.Join(s.xreDirs, ", "), lookup.CachePath)
 	}
 
-	if tool, ok := s.findTool(); ok {
+	if tool, ok := s.findTool(res); ok {
 		h.Tools = append(h.Tools, tool)
 	} else {
 		h.warnf("xpu-smi not found under driver root %s (looked for %s)", s.root, strings.Join(s.toolPaths, ", "))
@@ -95,14 +99,14 @@ func (s *driverSource) Discover(h *Host) error {
 
 // findTool returns xpu-smi from the first of the tool paths that holds an
 // executable file.
-func (s *driverSource) findTool() (DriverFile, bool) {
-	loc := lookup.NewExecutableLocator(s.root)
+func (s *driverSource) findTool(res *lookup.Resolver) (DriverFile, bool) {
+	loc := res.ExecutableLocator()
 	for _, p := range s.toolPaths {
 		found, err := loc.Locate(p)
 		if err != nil {
 			continue
 		}
-		host, err := lookup.Resolve(s.root, found[0])
+		host, err := res.Resolve(found[0])
 		if err != nil {
 			continue
 		}
@@ -129,8 +133,8 @@ func isXRELibrary(soname string) bool {
 	return false
 }
 
-func isRegular(p string) bool {
-	st, err := os.Stat(p)
+func isRegular(res *lookup.Resolver, p string) bool {
+	st, err := res.Stat(p)
 	return err == nil && st.Mode().IsRegular()
 }
 
@@ -142,8 +146,8 @@ func isRegular(p string) bool {
 // small: the directory is resolved and opened once and its regular files
 // are opened by name in it (O_NOFOLLOW), symlinks alone are resolved inside
 // the root one by one; the SONAMEs are read with one reader's buffers.
-func (s *driverSource) scanDir(dir string) ([]DriverFile, error) {
-	hostDir, err := lookup.Resolve(s.root, dir)
+func (s *driverSource) scanDir(res *lookup.Resolver, dir string) ([]DriverFile, error) {
+	hostDir, err := res.Resolve(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +176,7 @@ func (s *driverSource) scanDir(dir string) ([]DriverFile, error) {
 		var host, entry string
 		switch t := e.Type(); {
 		case t&os.ModeSymlink != 0:
-			if host, err = lookup.Resolve(s.root, path.Join(dir, name)); err != nil {
+			if host, err = res.Resolve(path.Join(dir, name)); err != nil {
 				continue
 			}
 		case t.IsRegular():

@@ -52,6 +52,8 @@ type fileLocator struct {
 	root       string
 	dirs       []string
 	executable bool
+	// res, when set, resolves and stats with its memory.
+	res *Resolver
 }
 
 var _ Locator = (*fileLocator)(nil)
@@ -78,11 +80,7 @@ func (l *fileLocator) Locate(name string) ([]string, error) {
 	}
 	var found []string
 	for _, c := range candidates {
-		host, err := Resolve(l.root, c)
-		if err != nil {
-			continue
-		}
-		st, err := os.Stat(host)
+		st, err := l.stat(c)
 		if err != nil || !st.Mode().IsRegular() {
 			continue
 		}
@@ -95,4 +93,20 @@ func (l *fileLocator) Locate(name string) ([]string, error) {
 		return nil, fmt.Errorf("%s: %w", name, ErrNotFound)
 	}
 	return found, nil
+}
+
+// stat resolves the in-root path p and stats the file it names.
+func (l *fileLocator) stat(p string) (os.FileInfo, error) {
+	if l.res != nil {
+		host, err := l.res.Resolve(p)
+		if err != nil {
+			return nil, err
+		}
+		return l.res.Stat(host)
+	}
+	host, err := Resolve(l.root, p)
+	if err != nil {
+		return nil, err
+	}
+	return os.Stat(host)
 }
