@@ -2,10 +2,8 @@ package ldcache
 
 import (
 	"debug/elf"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"slices"
 	"strings"
@@ -87,11 +85,12 @@ func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, erro
 	}
 	bySoname := map[string]lib{}
 	var order []string
+	var sr sonameReader
 	for _, name := range names {
 		if !candidate(name) {
 			continue
 		}
-		soname, flags, err := readLib(root, path.Join(dir, name))
+		soname, flags, err := sr.readLib(root, path.Join(dir, name))
 		if err != nil {
 			log.Debugf("not a shared library with a SONAME: %s: %v", path.Join(dir, name), err)
 			continue
@@ -122,47 +121,13 @@ func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, erro
 
 // readLib returns the SONAME and cache flags of the ELF shared object at
 // unsafePath inside root.
-func readLib(root *rootfs.Root, unsafePath string) (string, int32, error) {
-	f, err := root.OpenFile(unsafePath)
+func (s *sonameReader) readLib(root *rootfs.Root, unsafePath string) (string, int32, error) {
+	f, err := root.OpenRegular(unsafePath)
 	if err != nil {
 		return "", 0, err
 	}
-	defer f.Close()
-	return readSoname(f)
-}
-
-// readSoname reads the ELF headers from r: the file must be an ET_DYN object
-// with a DT_SONAME.
-func readSoname(r io.ReaderAt) (string, int32, error) {
-	ef, err := elf.NewFile(r)
-	if err != nil {
-		return "", 0, err
-	}
-	if ef.Type != elf.ET_DYN {
-		return "", 0, fmt.Errorf("ELF type %v, not a shared object", ef.Type)
-	}
-	sonames, err := ef.DynString(elf.DT_SONAME)
-	if err != nil {
-		return "", 0, fmt.Errorf("reading DT_SONAME: %w", err)
-	}
-	if len(sonames) == 0 || sonames[0] == "" {
-		return "", 0, errors.New("no DT_SONAME")
-	}
-	var eflags uint32
-	var buf [4]byte
-	off := int64(0x24) // e_flags in Elf32_Ehdr
-	if ef.Class == elf.ELFCLASS64 {
-		off = 0x30
-	}
-	if _, err := r.ReadAt(buf[:], off); err != nil {
-		return "", 0, fmt.Errorf("reading e_flags: %w", err)
-	}
-	if ef.ByteOrder == binary.BigEndian {
-		eflags = binary.BigEndian.Uint32(buf[:])
-	} else {
-		eflags = binary.LittleEndian.Uint32(buf[:])
-	}
-	return sonames[0], cacheFlags(ef.Class, ef.Machine, eflags), nil
+	defer func() { _ = f.Close() }() // read-only
+	return s.read(f)
 }
 
 // cacheFlags returns the flags ldconfig records for an ELF object of this

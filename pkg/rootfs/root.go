@@ -3,6 +3,7 @@ package rootfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strconv"
@@ -39,24 +40,54 @@ func (r *Root) Fd() int { return int(r.f.Fd()) }
 
 const resolveFlags = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
 
-// openat2 opens unsafePath inside the root with flags. It falls back to
-// pathrs-lite where the kernel has no openat2 (or a seccomp filter hides it).
+// openat2 opens unsafePath inside the root with flags.
 func (r *Root) openat2(unsafePath string, flags int) (*os.File, error) {
+	fd, err := r.openat2Fd(unsafePath, flags)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), r.hostPath(unsafePath)), nil
+}
+
+// hostPath is the host path of unsafePath, for names and messages.
+func (r *Root) hostPath(unsafePath string) string {
+	return path.Join(r.path, path.Clean("/"+unsafePath))
+}
+
+// openat2Fd opens unsafePath inside the root with flags and returns the bare
+// descriptor. It falls back to pathrs-lite where the kernel has no openat2
+// (or a seccomp filter hides it).
+func (r *Root) openat2Fd(unsafePath string, flags int) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveFlags}
 	var err error
 	for range 16 {
 		var fd int
 		fd, err = unix.Openat2(r.Fd(), unsafePath, &how)
 		if err == nil {
-			return os.NewFile(uintptr(fd), path.Join(r.path, path.Clean("/"+unsafePath))), nil
+			return fd, nil
 		}
 		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
 	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
-		return nil, &os.PathError{Op: "openat2", Path: unsafePath, Err: err}
+		return -1, &os.PathError{Op: "openat2", Path: unsafePath, Err: err}
 	}
+	f, err := r.openFallback(unsafePath, flags)
+	if err != nil {
+		return -1, err
+	}
+	defer f.Close()
+	// A descriptor of our own: f's is closed with f (and by its finalizer).
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "dup", Path: unsafePath, Err: err}
+	}
+	return fd, nil
+}
+
+// openFallback is openat2Fd's path for kernels without openat2.
+func (r *Root) openFallback(unsafePath string, flags int) (*os.File, error) {
 	h, err := pathrs.OpenatInRoot(r.f, unsafePath)
 	if err != nil {
 		return nil, err
@@ -91,33 +122,89 @@ var ErrNotRegular = errors.New("not a regular file")
 // OpenFile opens the regular file at unsafePath inside the root for reading.
 // Symlinks are followed, inside the root.
 func (r *Root) OpenFile(unsafePath string) (*os.File, error) {
-	h, err := r.openat2(unsafePath, unix.O_PATH)
+	f, err := r.OpenRegular(unsafePath)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(f.fd), f.name), nil
+}
+
+// File is a regular file opened inside a root for positional reads. It is
+// a bare descriptor, without what an *os.File brings (a registration with
+// Go's poller, a finalizer): the hook opens every library of a folder to
+// read a few hundred bytes of each. It is not safe for concurrent use with
+// Close.
+type File struct {
+	fd   int
+	name string
+	size int64
+}
+
+// OpenRegular opens the regular file at unsafePath inside the root for
+// reading, as OpenFile does (symlinks followed inside the root, anything
+// but a regular file refused before it is opened, and the file checked to
+// be the same after).
+func (r *Root) OpenRegular(unsafePath string) (*File, error) {
+	h, err := r.openat2Fd(unsafePath, unix.O_PATH)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s in root %s: %w", unsafePath, r.path, err)
 	}
 	var before unix.Stat_t
-	err = unix.Fstat(int(h.Fd()), &before)
-	_ = h.Close()
+	err = unix.Fstat(h, &before)
+	_ = unix.Close(h)
 	if err != nil {
 		return nil, fmt.Errorf("stat %s in root %s: %w", unsafePath, r.path, err)
 	}
 	if before.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fmt.Errorf("opening %s in root %s: %w (mode %#o)", unsafePath, r.path, ErrNotRegular, before.Mode&unix.S_IFMT)
 	}
-	f, err := r.openat2(unsafePath, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	fd, err := r.openat2Fd(unsafePath, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s in root %s: %w", unsafePath, r.path, err)
 	}
 	var after unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &after); err != nil {
-		_ = f.Close()
+	if err := unix.Fstat(fd, &after); err != nil {
+		_ = unix.Close(fd)
 		return nil, fmt.Errorf("stat %s in root %s: %w", unsafePath, r.path, err)
 	}
 	if after.Dev != before.Dev || after.Ino != before.Ino {
-		_ = f.Close()
+		_ = unix.Close(fd)
 		return nil, fmt.Errorf("opening %s in root %s: file replaced while opening it", unsafePath, r.path)
 	}
-	return f, nil
+	return &File{fd: fd, name: r.hostPath(unsafePath), size: after.Size}, nil
+}
+
+// Name returns the host path of the file (for messages).
+func (f *File) Name() string { return f.name }
+
+// Size returns the size of the file when it was opened.
+func (f *File) Size() int64 { return f.size }
+
+// ReadAt reads len(p) bytes at off, as io.ReaderAt: fewer only with an
+// error, io.EOF at the end of the file.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Pread(f.fd, p[n:], off+int64(n))
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return n, &os.PathError{Op: "read", Path: f.name, Err: err}
+		case m == 0:
+			return n, io.EOF
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// Close closes the file.
+func (f *File) Close() error {
+	if err := unix.Close(f.fd); err != nil {
+		return &os.PathError{Op: "close", Path: f.name, Err: err}
+	}
+	return nil
 }
 
 // MkdirAll returns a handle on the directory unsafePath inside the root,
@@ -193,22 +280,18 @@ func WriteFileAtomic(dir *os.File, name string, data []byte, perm os.FileMode) (
 // ReadFile reads the regular file at unsafePath inside the root, refusing
 // files larger than limit bytes.
 func (r *Root) ReadFile(unsafePath string, limit int64) ([]byte, error) {
-	f, err := r.OpenFile(unsafePath)
+	f, err := r.OpenRegular(unsafePath)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", f.Name(), err)
+	defer func() { _ = f.Close() }() // read-only
+	if f.size > limit {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", f.name, f.size, limit)
 	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", f.Name(), st.Size(), limit)
-	}
-	buf := make([]byte, st.Size())
+	buf := make([]byte, f.size)
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && n != len(buf) {
-		return nil, fmt.Errorf("reading %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("reading %s: %w", f.name, err)
 	}
 	return buf[:n], nil
 }

@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,6 +33,23 @@ func TestRoot(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotRegular)
 	_, err = r.ReadFile("/secret", 2)
 	require.ErrorContains(t, err, "more than the 2 allowed")
+	_, err = r.OpenRegular("/fifo")
+	require.ErrorIs(t, err, ErrNotRegular)
+	_, err = r.OpenRegular("abs")
+	require.ErrorIs(t, err, unix.ENOENT)
+
+	f, err := r.OpenRegular("rel")
+	require.NoError(t, err)
+	require.Equal(t, int64(5), f.Size())
+	require.Equal(t, filepath.Join(dir, "rel"), f.Name())
+	buf := make([]byte, 3)
+	n, err := f.ReadAt(buf, 2)
+	require.NoError(t, err)
+	require.Equal(t, "age", string(buf[:n]))
+	n, err = f.ReadAt(buf, 4)
+	require.ErrorIs(t, err, io.EOF, "a read past the end is short, with io.EOF")
+	require.Equal(t, "e", string(buf[:n]))
+	require.NoError(t, f.Close())
 
 	d, err := r.OpenDir("/")
 	require.NoError(t, err)
