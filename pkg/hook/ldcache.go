@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"slices"
@@ -213,27 +214,38 @@ func writeConf(root *rootfs.Root, etc *os.File, folders []string, o options) err
 }
 
 // readAt reads the small regular file name in dir without following a
-// symlink, and returns its content and permissions.
+// symlink, and returns its content and permissions. It uses the bare
+// descriptor (no *os.File: no poller registration, no finalizer).
 func readAt(dir *os.File, name string) ([]byte, os.FileMode, error) {
+	p := dir.Name() + "/" + name
 	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, &os.PathError{Op: "open", Path: dir.Name() + "/" + name, Err: err}
+		return nil, 0, &os.PathError{Op: "open", Path: p, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), dir.Name()+"/"+name)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
+	defer func() { _ = unix.Close(fd) }() // read-only
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, 0, &os.PathError{Op: "stat", Path: p, Err: err}
 	}
-	if !st.Mode().IsRegular() || st.Size() > maxPathFile {
-		return nil, 0, fmt.Errorf("%s: not a regular file of at most %d bytes", f.Name(), maxPathFile)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxPathFile {
+		return nil, 0, fmt.Errorf("%s: not a regular file of at most %d bytes", p, maxPathFile)
 	}
-	buf := make([]byte, st.Size())
-	n, err := f.ReadAt(buf, 0)
-	if n == len(buf) {
-		err = nil
+	buf := make([]byte, st.Size)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Pread(fd, buf[n:], int64(n))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, &os.PathError{Op: "read", Path: p, Err: err}
+		}
+		if m == 0 {
+			return buf[:n], os.FileMode(st.Mode & 0o777), io.EOF // shrank meanwhile
+		}
+		n += m
 	}
-	return buf[:n], st.Mode().Perm(), err
+	return buf, os.FileMode(st.Mode & 0o777), nil
 }
 
 // updateMuslPath appends folders to /etc/ld-musl-<arch>.path when that file

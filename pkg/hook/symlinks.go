@@ -45,11 +45,13 @@ func ParseLink(s string) (Link, error) {
 var ErrExists = errors.New("exists and is not a symlink")
 
 // CreateSymlinks creates each link inside root. The parent directory is
-// resolved inside the root and created when missing; the link is made under
-// a temporary name and renamed into place. An identical existing link is
-// left alone, a different symlink is replaced, and anything else at the
-// link path is refused (ErrExists, logged as a warning, the other links are
-// still made). The target is never followed.
+// resolved inside the root and created when missing; a missing link is
+// created with symlinkat, which never replaces anything, and a different
+// symlink is replaced by one made under a temporary name and renamed over
+// it, so the link path always holds a whole link. An identical existing link
+// is left alone, and anything else at the link path is refused (ErrExists,
+// logged as a warning, the other links are still made). The target is never
+// followed.
 func CreateSymlinks(root *rootfs.Root, links []Link, opts ...Option) error {
 	o := applyOptions(opts)
 	var errs []error
@@ -76,7 +78,7 @@ func createSymlink(root *rootfs.Root, l Link, o options) error {
 
 	// Two rounds: when another hook of a container sharing this root (the
 	// same image directory used by several containers) creates the link
-	// between our check and our rename, look again: the same link is fine.
+	// between our check and our symlinkat, look again: the same link is fine.
 	for round := 0; ; round++ {
 		err := placeSymlink(dfd, name, unsafePath, l, root, o)
 		if err == nil || !errors.Is(err, unix.EEXIST) || round == 1 {
@@ -86,14 +88,19 @@ func createSymlink(root *rootfs.Root, l Link, o options) error {
 }
 
 // placeSymlink makes name (in dfd) a symlink to l.Target. EEXIST (wrapped)
-// means the name was taken between the check and the rename.
+// means the name was taken between the check and the creation.
 func placeSymlink(dfd int, name, unsafePath string, l Link, root *rootfs.Root, o options) error {
 	var st unix.Stat_t
-	renameFlags := uint(0)
 	switch err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
 	case errors.Is(err, unix.ENOENT):
-		// Do not replace whatever appears there meanwhile.
-		renameFlags = unix.RENAME_NOREPLACE
+		// symlinkat creates the link with its target in one step and
+		// fails (EEXIST) if anything appeared there meanwhile: no
+		// temporary name and rename needed.
+		if err := unix.Symlinkat(l.Target, dfd, name); err != nil {
+			return fmt.Errorf("link %s -> %s in %s: creating it: %w", unsafePath, l.Target, root.Path(), err)
+		}
+		o.log.Infof("create-symlinks: %s -> %s in %s", unsafePath, l.Target, root.Path())
+		return nil
 	case err != nil:
 		return fmt.Errorf("link %s in %s: stat: %w", unsafePath, root.Path(), err)
 	case st.Mode&unix.S_IFMT != unix.S_IFLNK:
@@ -111,16 +118,8 @@ func placeSymlink(dfd int, name, unsafePath string, l Link, root *rootfs.Root, o
 	if err := unix.Symlinkat(l.Target, dfd, tmp); err != nil {
 		return fmt.Errorf("link %s -> %s in %s: creating %s: %w", unsafePath, l.Target, root.Path(), tmp, err)
 	}
-	err := unix.Renameat2(dfd, tmp, dfd, name, renameFlags)
-	if errors.Is(err, unix.EINVAL) && renameFlags != 0 {
-		// A file system without RENAME_NOREPLACE: check, then rename.
-		if err = unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
-			err = unix.Renameat(dfd, tmp, dfd, name)
-		} else if err == nil {
-			err = unix.EEXIST
-		}
-	}
-	if err != nil {
+	// Replaces the different symlink found above in one step.
+	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
 		_ = unix.Unlinkat(dfd, tmp, 0)
 		return fmt.Errorf("link %s -> %s in %s: renaming it into place: %w", unsafePath, l.Target, root.Path(), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrFormat is wrapped by every error Parse returns for malformed input.
@@ -45,14 +46,15 @@ func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }
 
 func parseOld(data []byte, nlibs int, strBase uint64) ([]Entry, error) {
 	entries := make([]Entry, 0, nlibs)
+	str := string(data) // one copy; the entries' strings are slices of it
 	bo := binary.NativeEndian
 	for i := range nlibs {
 		e := data[oldHeaderSize+i*oldEntrySize:]
-		key, err := cString(data, strBase, bo.Uint32(e[4:8]))
+		key, err := cString(str, strBase, bo.Uint32(e[4:8]))
 		if err != nil {
 			return nil, fmt.Errorf("old-format entry %d key: %w", i, err)
 		}
-		value, err := cString(data, strBase, bo.Uint32(e[8:12]))
+		value, err := cString(str, strBase, bo.Uint32(e[8:12]))
 		if err != nil {
 			return nil, fmt.Errorf("old-format entry %d value: %w", i, err)
 		}
@@ -83,13 +85,16 @@ func parseNew(data []byte, base uint64) ([]Entry, error) {
 		return nil, formatErr("new format declares %d entries (%d bytes) but only %d bytes follow its header offset %d", nlibs, end, len(h), base)
 	}
 	entries := make([]Entry, 0, nlibs)
+	// One copy of the file as a string; the entries' strings are slices of
+	// it (a string per name and path was most of Parse's allocations).
+	str := string(data)
 	for i := range nlibs {
 		e := h[newHeaderSize+i*newEntrySize:]
-		key, err := cString(data, base, bo.Uint32(e[4:8]))
+		key, err := cString(str, base, bo.Uint32(e[4:8]))
 		if err != nil {
 			return nil, fmt.Errorf("entry %d key: %w", i, err)
 		}
-		value, err := cString(data, base, bo.Uint32(e[8:12]))
+		value, err := cString(str, base, bo.Uint32(e[8:12]))
 		if err != nil {
 			return nil, fmt.Errorf("entry %d value: %w", i, err)
 		}
@@ -104,7 +109,7 @@ func parseNew(data []byte, base uint64) ([]Entry, error) {
 }
 
 // cString returns the NUL-terminated string at base+off in data.
-func cString(data []byte, base uint64, off uint32) (string, error) {
+func cString(data string, base uint64, off uint32) (string, error) {
 	start := base + uint64(off)
 	if start >= uint64(len(data)) {
 		return "", formatErr("string offset %d (+%d) is past the end of the %d-byte file", off, base, len(data))
@@ -113,9 +118,9 @@ func cString(data []byte, base uint64, off uint32) (string, error) {
 	if len(rest) > maxStringLength {
 		rest = rest[:maxStringLength]
 	}
-	n := bytes.IndexByte(rest, 0)
+	n := strings.IndexByte(rest, 0)
 	if n < 0 {
 		return "", formatErr("string at offset %d has no terminating NUL within %d bytes", start, len(rest))
 	}
-	return string(rest[:n]), nil
+	return rest[:n], nil
 }

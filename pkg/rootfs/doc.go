@@ -8,9 +8,10 @@
 //     (openat2 RESOLVE_IN_ROOT, with filepath-securejoin's pathrs-lite as the
 //     fallback on kernels without openat2): absolute symlinks and ".." are
 //     clamped to the root. Magic links (/proc/self/...) are refused.
-//   - OpenFile returns only regular files and never opens a device node, FIFO
-//     or socket (the type is checked on an O_PATH handle first, and again on
-//     the opened file).
+//   - OpenFile and OpenRegular return only regular files and never open a
+//     device node, FIFO or socket (the type is checked on an O_PATH handle
+//     first, and again on the opened file). OpenRegular's File is a bare
+//     descriptor for preads, without the *os.File machinery.
 //   - Files are created only by name relative to a directory handle that was
 //     resolved inside the root, with O_EXCL|O_NOFOLLOW, and moved into place
 //     with renameat: an existing symlink at the destination is replaced, never
