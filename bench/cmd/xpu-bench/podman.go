@@ -207,8 +207,9 @@ func (b *bench) benchPodman() []Row {
 	}
 
 	const warmup = 2
-	// A podman run varies by tens of ms here: as many runs as the others.
-	n := max(b.runs, 6) + warmup
+	// A podman run varies by tens of ms here (the IQR of the paired
+	// differences is about +-10 ms, 5% of a run): twice as many runs.
+	n := max(2*b.runs, 6) + warmup
 	for i := range n {
 		// In order, then in reverse order, ...
 		for j := range variants {
@@ -233,10 +234,11 @@ func (b *bench) benchPodman() []Row {
 	var rows []Row
 	for _, v := range variants[1:] {
 		rt := ratio(plain, v.times)
+		d := pairedDiff(plain, v.times)
 		row := Row{
 			Section: section,
-			Value: fmt.Sprintf("x%.3f (%+.1f%%; plain %s, with XPU %s, paired diff %+.1f ms)", rt, (rt-1)*100,
-				ms(plain.median()), ms(v.times.median()), float64(pairedDiff(plain, v.times).median())/1e6),
+			Value: fmt.Sprintf("x%.3f (%+.1f%%; plain %s, with XPU %s, paired diff %+.1f ms, IQR %+.0f..%+.0f ms)", rt, (rt-1)*100,
+				ms(plain.median()), ms(v.times.median()), msf(d.median()), msf(d.quantile(0.25)), msf(d.quantile(0.75))),
 			Status: Info,
 		}
 		switch v.name {
