@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -150,7 +152,13 @@ func newCDIResolver(c *config.Config, o *options) (*editsResolver, []string, err
 		return nil, nil, err
 	}
 	if snap != nil {
-		if err := cache.store(snap, e); err != nil {
+		switch err := cache.store(snap, e); {
+		case err == nil:
+		case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+			// A shim run by a user (rootless engines) cannot write
+			// root's cache: it works without, at the cost of a parse.
+			o.log.Debugf("spec cache not written: %v", err)
+		default:
 			o.log.Warnf("spec cache not written: %v", err)
 		}
 	}
