@@ -7,39 +7,20 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
 )
 
-type createSymlinksOptions struct {
-	links  cli.StringSlice
-	parsed []hook.Link
-}
-
 func createSymlinksCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
-	o := createSymlinksOptions{}
+	f := &libraryFlags{}
 	return &cli.Command{
 		Name:  "create-symlinks",
 		Usage: "create symlinks in the container (TARGET is the link's text, LINK an absolute path in the container)",
-		Flags: []cli.Flag{
-			&cli.StringSliceFlag{
-				Name:        "link",
-				Usage:       "TARGET::LINK (repeatable)",
-				EnvVars:     []string{envPrefix + "LINKS"},
-				Destination: &o.links,
-			},
-		},
+		Flags: []cli.Flag{f.linkFlag()},
 		Before: func(*cli.Context) error {
-			var errs []error
-			for _, s := range flagutil.SplitList(o.links.Value()) {
-				l, err := hook.ParseLink(s)
-				errs = append(errs, err)
-				o.parsed = append(o.parsed, l)
-			}
-			if err := errors.Join(errs...); err != nil {
+			if err := f.parseLinks(); err != nil {
 				return err
 			}
-			if len(o.parsed) == 0 {
+			if len(f.parsed) == 0 {
 				return errors.New("create-symlinks: give at least one --link TARGET::LINK")
 			}
 			return nil
@@ -50,7 +31,7 @@ func createSymlinksCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
 				return err
 			}
 			defer root.Close()
-			return hook.CreateSymlinks(root, o.parsed, hook.WithLogger(log))
+			return hook.CreateSymlinks(root, f.parsed, hook.WithLogger(log))
 		},
 	}
 }

@@ -7,29 +7,17 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
 )
 
-type updateLDCacheOptions struct {
-	folders cli.StringSlice
-}
-
 func updateLDCacheCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
-	o := updateLDCacheOptions{}
+	f := &libraryFlags{}
 	return &cli.Command{
 		Name:  "update-ldcache",
 		Usage: "make the libraries in the given container folders resolvable by the container's dynamic loader",
-		Flags: []cli.Flag{
-			&cli.StringSliceFlag{
-				Name:        "folder",
-				Usage:       "a library folder in the container (repeatable)",
-				EnvVars:     []string{envPrefix + "FOLDERS"},
-				Destination: &o.folders,
-			},
-		},
+		Flags: []cli.Flag{f.folderFlag()},
 		Before: func(*cli.Context) error {
-			if len(flagutil.SplitList(o.folders.Value())) == 0 {
+			if len(f.folderList()) == 0 {
 				return errors.New("update-ldcache: give at least one --folder")
 			}
 			return nil
@@ -40,7 +28,7 @@ func updateLDCacheCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
 				return err
 			}
 			defer root.Close()
-			return hook.UpdateLDCache(root, flagutil.SplitList(o.folders.Value()), hook.WithLogger(log))
+			return hook.UpdateLDCache(root, f.folderList(), hook.WithLogger(log))
 		},
 	}
 }
