@@ -1,12 +1,15 @@
 package discover
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 	"github.com/xpu-cdi/xpu-cdi/pkg/lookup"
 )
@@ -195,26 +198,24 @@ func (s *driverSource) scanDir(res *lookup.Resolver, dir string) ([]DriverFile, 
 		}
 		f.names = append(f.names, name)
 	}
-	r := new(sonameReader)
+	r := new(ldcache.SonameReader)
 	libs := make([]DriverFile, 0, len(order))
 	for _, f := range order {
-		var soname string
+		var ef elfReader
 		if f.entry != "" {
-			var ef elfReader
-			if ef, err = d.openFile(f.entry, f.host); err == nil {
-				soname, err = r.readFile(ef, f.host)
-			}
+			ef, err = d.openFile(f.entry, f.host)
 		} else {
-			var ef elfReader
-			if ef, err = openELF(f.host); err == nil {
-				soname, err = r.readFile(ef, f.host)
-			}
+			ef, err = openELF(f.host)
+		}
+		var soname string
+		if err == nil {
+			soname, err = readSoname(r, ef, f.host)
 		}
 		if err != nil {
 			s.log.Debugf("%v; not a library", err)
 			continue
 		}
-		if soname == "" || strings.ContainsRune(soname, '/') {
+		if strings.ContainsRune(soname, '/') {
 			s.log.Debugf("%s: unusable SONAME %q; not a library", f.host, soname)
 			continue
 		}
@@ -232,6 +233,23 @@ func (s *driverSource) scanDir(res *lookup.Resolver, dir string) ([]DriverFile, 
 		return nil, nil
 	}
 	return libs, nil
+}
+
+// elfReader is an open library file, read with preads.
+type elfReader interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// readSoname returns the SONAME of the library f, opened from path (which
+// errors name), and closes f.
+func readSoname(r *ldcache.SonameReader, f elfReader, path string) (string, error) {
+	defer func() { _ = f.Close() }() // read-only
+	soname, _, err := r.Read(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return soname, nil
 }
 
 // joiner is path.Join(dir, name) for many names of one directory, without

@@ -92,7 +92,7 @@ func readSmallAt(dirfd int, name, path string) ([]byte, error) {
 }
 
 // elfFile is a file opened for preads only, without the os.File machinery
-// (poller registration, finalizer): readSoname opens every library of the
+// (poller registration, finalizer): scanDir opens every library of the
 // XRE.
 type elfFile struct {
 	fd   int

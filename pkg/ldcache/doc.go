@@ -17,6 +17,11 @@
 //   - Scan reads only the named directories (not the subdirectories), opens
 //     every path through a rootfs.Root so that symlinks in a container image
 //     cannot lead outside the root, and never runs a program.
+//   - SonameReader, which Scan and discovery's XRE scan share, reads a
+//     file's DT_SONAME as ldconfig does (ELF header, program headers,
+//     PT_DYNAMIC, one string; the last of repeated tags counts), in a few
+//     bounded preads into reused buffers; hostile files yield an error,
+//     never a panic or an allocation beyond those bounds.
 //
 // Not supported: writing glibc-hwcaps subdirectory entries (entries whose
 // HWCap carries the extension bit): Encode refuses them, callers drop them

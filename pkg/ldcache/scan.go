@@ -85,12 +85,12 @@ func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, erro
 	}
 	bySoname := map[string]lib{}
 	var order []string
-	var sr sonameReader
+	var sr SonameReader
 	for _, name := range names {
 		if !candidate(name) {
 			continue
 		}
-		soname, flags, err := sr.readLib(root, path.Join(dir, name))
+		soname, flags, err := readLib(&sr, root, path.Join(dir, name))
 		if err != nil {
 			log.Debugf("not a shared library with a SONAME: %s: %v", path.Join(dir, name), err)
 			continue
@@ -121,13 +121,13 @@ func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, erro
 
 // readLib returns the SONAME and cache flags of the ELF shared object at
 // unsafePath inside root.
-func (s *sonameReader) readLib(root *rootfs.Root, unsafePath string) (string, int32, error) {
+func readLib(sr *SonameReader, root *rootfs.Root, unsafePath string) (string, int32, error) {
 	f, err := root.OpenRegular(unsafePath)
 	if err != nil {
 		return "", 0, err
 	}
 	defer func() { _ = f.Close() }() // read-only
-	return s.read(f)
+	return sr.Read(f)
 }
 
 // cacheFlags returns the flags ldconfig records for an ELF object of this

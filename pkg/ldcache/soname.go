@@ -9,7 +9,7 @@ import (
 	"io"
 )
 
-// Bounds for what sonameReader reads of a file: a real shared object has a
+// Bounds for what SonameReader reads of a file: a real shared object has a
 // dozen program headers and a few dozen dynamic entries.
 const (
 	maxPhdrBytes = 64 << 10
@@ -17,18 +17,24 @@ const (
 	prefixSize   = 2 << 10
 )
 
-// errNoSoname is returned for an ELF file without DT_SONAME.
+// errNoSoname is returned for an ELF file without a DT_SONAME, or with an
+// empty one.
 var errNoSoname = errors.New("no DT_SONAME")
 
-// sonameReader reads the SONAME and cache flags of ELF shared objects the
+// SonameReader reads the SONAME and cache flags of ELF shared objects the
 // way ldconfig does (readelflib.c): the ELF header, the program headers,
 // the PT_DYNAMIC segment and the one string, in three or four preads, the
 // first of which (the file's first bytes) usually holds the headers.
 // debug/elf parsed every section header and the section name table, with
 // nine preads and a few dozen allocations per file. One reader serves all
-// the files of a scan with the same buffers; it is not safe for concurrent
-// use.
-type sonameReader struct {
+// the files of a scan (an ldconfig-style scan of a container's library
+// directories, discovery's scan of the XRE) with the same buffers: a
+// SONAME read costs one allocation, the returned string. The zero value
+// is ready to use; a SonameReader is not safe for concurrent use.
+//
+// The input is untrusted: every size and offset is bounded before it is
+// read, hostile files yield an error, never a panic or a large allocation.
+type SonameReader struct {
 	prefix  [prefixSize]byte
 	have    []byte // the part of prefix read from the current file
 	eof     bool   // the file ends within prefix
@@ -41,7 +47,7 @@ type segment struct{ off, vaddr, filesz uint64 }
 // readAt returns the n bytes at off (fewer, with io.EOF, at the end of the
 // file): a view of the prefix when it holds them, else read into the
 // scratch buffer. The bytes are valid until the next call.
-func (s *sonameReader) readAt(r io.ReaderAt, off uint64, n int) ([]byte, error) {
+func (s *SonameReader) readAt(r io.ReaderAt, off uint64, n int) ([]byte, error) {
 	if off < uint64(len(s.have)) && (off+uint64(n) <= uint64(len(s.have)) || s.eof) {
 		b := s.have[off:min(off+uint64(n), uint64(len(s.have)))]
 		if len(b) < n {
@@ -61,7 +67,7 @@ func (s *sonameReader) readAt(r io.ReaderAt, off uint64, n int) ([]byte, error) 
 }
 
 // readFull is readAt that turns a short read into io.ErrUnexpectedEOF.
-func (s *sonameReader) readFull(r io.ReaderAt, off uint64, n int) ([]byte, error) {
+func (s *SonameReader) readFull(r io.ReaderAt, off uint64, n int) ([]byte, error) {
 	b, err := s.readAt(r, off, n)
 	switch {
 	case len(b) == n:
@@ -97,9 +103,12 @@ func (e endian) u64(b []byte) uint64 {
 	return binary.LittleEndian.Uint64(b)
 }
 
-// read returns the SONAME and the cache flags of the ELF shared object r:
-// it must be ET_DYN with a DT_SONAME.
-func (s *sonameReader) read(r io.ReaderAt) (string, int32, error) {
+// Read returns the SONAME of the ELF shared object r and the flags ldconfig
+// records for it in the cache (its class, machine and ABI). r must be
+// ET_DYN with a PT_DYNAMIC segment whose non-empty DT_SONAME lies in a
+// PT_LOAD segment; where DT_SONAME, DT_STRTAB or DT_STRSZ repeat, the last
+// one counts, as for ldconfig and the loader (debug/elf returns the first).
+func (s *SonameReader) Read(r io.ReaderAt) (string, int32, error) {
 	n, err := r.ReadAt(s.prefix[:], 0)
 	s.have, s.eof = s.prefix[:n], err != nil
 	if n < elf.EI_NIDENT {
