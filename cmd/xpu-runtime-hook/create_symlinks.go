@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
+	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
 )
 
 func createSymlinksCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
@@ -25,13 +26,8 @@ func createSymlinksCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
 			}
 			return nil
 		},
-		Action: func(*cli.Context) error {
-			root, err := openContainerRoot(stdin)
-			if err != nil {
-				return err
-			}
-			defer root.Close()
+		Action: inRoot(stdin, func(root *rootfs.Root) error {
 			return hook.CreateSymlinks(root, f.parsed, hook.WithLogger(log))
-		},
+		}),
 	}
 }

@@ -110,6 +110,19 @@ func newApp(log *logrus.Logger, stdin io.Reader, stderr io.Writer) *cli.App {
 	return app
 }
 
+// inRoot is a subcommand's action: it opens the container root named by the
+// state on stdin, runs do in it and closes it.
+func inRoot(stdin io.Reader, do func(*rootfs.Root) error) cli.ActionFunc {
+	return func(*cli.Context) error {
+		root, err := openContainerRoot(stdin)
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		return do(root)
+	}
+}
+
 // openContainerRoot reads the state from stdin and opens the root it names.
 func openContainerRoot(stdin io.Reader) (*rootfs.Root, error) {
 	st, err := hook.ReadState(stdin)

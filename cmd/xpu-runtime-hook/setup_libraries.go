@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
+	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
 )
 
 // setupLibrariesCommand does update-ldcache and create-symlinks in one
@@ -30,12 +31,7 @@ func setupLibrariesCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
 			}
 			return nil
 		},
-		Action: func(*cli.Context) error {
-			root, err := openContainerRoot(stdin)
-			if err != nil {
-				return err
-			}
-			defer root.Close()
+		Action: inRoot(stdin, func(root *rootfs.Root) error {
 			if folders := f.folderList(); len(folders) > 0 {
 				err := hook.UpdateLDCache(root, folders, hook.WithLogger(log))
 				switch {
@@ -52,6 +48,6 @@ func setupLibrariesCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
 				return nil
 			}
 			return hook.CreateSymlinks(root, f.parsed, hook.WithLogger(log))
-		},
+		}),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
+	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
 )
 
 func updateLDCacheCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
@@ -22,13 +23,8 @@ func updateLDCacheCommand(log *logrus.Logger, stdin io.Reader) *cli.Command {
 			}
 			return nil
 		},
-		Action: func(*cli.Context) error {
-			root, err := openContainerRoot(stdin)
-			if err != nil {
-				return err
-			}
-			defer root.Close()
+		Action: inRoot(stdin, func(root *rootfs.Root) error {
 			return hook.UpdateLDCache(root, f.folderList(), hook.WithLogger(log))
-		},
+		}),
 	}
 }
