@@ -82,6 +82,11 @@ type specCache struct {
 }
 
 func newSpecCache(dir, kind string, specDirs []string) *specCache {
+	// As cdiapi.WithSpecDirs: no directory means the default ones, which
+	// the snapshot must then cover.
+	if len(specDirs) == 0 {
+		specDirs = cdiapi.DefaultSpecDirs
+	}
 	clean := make([]string, len(specDirs))
 	for i, d := range specDirs {
 		clean[i] = filepath.Clean(d)

@@ -353,3 +353,10 @@ func FuzzDecodeEntry(f *testing.F) {
 		require.Equal(t, e.Edits, e2.Edits)
 	})
 }
+
+func TestSpecCacheCoversTheLibrarysDefaultDirectories(t *testing.T) {
+	// spec-dirs = [] makes the library read its default directories; the
+	// snapshot must cover them, or a change there would not be seen.
+	c := newSpecCache(t.TempDir(), "vendor.test/xpu", nil)
+	require.Equal(t, cdiapi.DefaultSpecDirs, c.dirs)
+}
