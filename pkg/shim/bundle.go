@@ -27,6 +27,9 @@ type options struct {
 	configErr    error
 	configPath   string
 	discoverOpts []discover.Option
+	// beforeParse runs between the spec cache's snapshot and the CDI
+	// library's parse (tests: a spec changed in between).
+	beforeParse func()
 }
 
 // Option configures ModifyBundle.

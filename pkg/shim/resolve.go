@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,6 +144,9 @@ func newCDIResolver(c *config.Config, o *options) (*editsResolver, []string, err
 			return entryResolver(c, e), e.Errors, nil
 		}
 	}
+	if o.beforeParse != nil {
+		o.beforeParse()
+	}
 	lib, err := cdiapi.NewCache(cdiapi.WithSpecDirs(c.SpecDirs...), cdiapi.WithAutoRefresh(false))
 	if lib == nil {
 		return nil, nil, fmt.Errorf("reading the CDI specs in %s: %w", strings.Join(c.SpecDirs, ", "), err)
@@ -152,6 +156,15 @@ func newCDIResolver(c *config.Config, o *options) (*editsResolver, []string, err
 		return nil, nil, err
 	}
 	if snap != nil {
+		// The entry must hold what the library parsed: if a file changed
+		// between the snapshot and the parse, the edits may belong to
+		// other content than the snapshot says (and could be used, wrongly,
+		// if that content came back).
+		again, err := cache.snapshot()
+		if err != nil || !bytes.Equal(again, snap) {
+			o.log.Debugf("spec cache not written: the spec files changed while they were read")
+			return entryResolver(c, e), e.Errors, nil
+		}
 		switch err := cache.store(snap, e); {
 		case err == nil:
 		case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):

@@ -360,3 +360,27 @@ func TestSpecCacheCoversTheLibrarysDefaultDirectories(t *testing.T) {
 	c := newSpecCache(t.TempDir(), "vendor.test/xpu", nil)
 	require.Equal(t, cdiapi.DefaultSpecDirs, c.dirs)
 }
+
+func TestSpecCacheNotWrittenWhenTheSpecChangesDuringTheParse(t *testing.T) {
+	specDir := t.TempDir()
+	spec := filepath.Join(specDir, "xpu.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(testSpec("a", "0")), 0o644))
+	c := cdiConfig(t, specDir)
+
+	// The snapshot sees "a", the library parses "b".
+	dir, _ := writeBundle(t, bundleSpec(false, map[string]string{"cdi.k8s.io/t": "vendor.test/xpu=0"}))
+	_, err := ModifyBundle(dir, c, func(o *options) {
+		o.beforeParse = func() { require.NoError(t, os.WriteFile(spec, []byte(testSpec("b", "0")), 0o644)) }
+	})
+	require.NoError(t, err)
+	require.Contains(t, readBundle(t, dir).Process.Env, "DEV_0=b", "the container gets what was parsed")
+	entries, _ := filepath.Glob(filepath.Join(c.CacheDir, "cdi-*.json"))
+	require.Empty(t, entries, "no entry pairs the snapshot of a with the edits of b")
+
+	// Back to "a": a miss that parses "a", not a hit on b's edits.
+	require.NoError(t, os.WriteFile(spec, []byte(testSpec("a", "0")), 0o644))
+	got, log, err := modify(t, c, "0")
+	require.NoError(t, err)
+	require.False(t, log.has("spec cache hit"))
+	require.Contains(t, got.Process.Env, "DEV_0=a")
+}
