@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testenv"
 )
 
 // podmanMaxRatio is the end-to-end target (issue 6): under 5% slower.
@@ -26,46 +28,15 @@ func (b *bench) newPodman() (*podman, error) {
 		return nil, err
 	}
 	dir := filepath.Join(b.disk, "podman")
-	p := &podman{bin: bin, dir: dir, args: []string{"--root", filepath.Join(dir, "root"), "--runroot", filepath.Join(dir, "runroot")}}
-	conf := fmt.Sprintf(`[containers]
-netns = "none"
-default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
-log_driver = "k8s-file"
-
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-events_logfile_path = %q
-tmp_dir = %q
-volume_path = %q
-static_dir = %q
-
-[engine.runtimes]
-runc = [%q]
-
-[network]
-network_config_dir = %q
-`, filepath.Join(dir, "events.log"), filepath.Join(dir, "tmp"), filepath.Join(dir, "volumes"),
-		filepath.Join(dir, "root", "libpod"), b.runc, filepath.Join(dir, "net.d"))
-	storage := fmt.Sprintf("[storage]\ndriver = \"overlay\"\ngraphroot = %q\nrunroot = %q\n",
-		filepath.Join(dir, "root"), filepath.Join(dir, "runroot"))
-	files := map[string]string{
-		"containers.conf": conf, "storage.conf": storage, "registries.conf": "unqualified-search-registries = []\n",
+	conf, err := testenv.WritePodmanConfig(dir, b.runc)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", dir, err)
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", name, err)
-		}
-	}
-	p.env = []string{
-		"CONTAINERS_CONF=" + filepath.Join(dir, "containers.conf"),
-		"CONTAINERS_STORAGE_CONF=" + filepath.Join(dir, "storage.conf"),
-		"CONTAINERS_REGISTRIES_CONF=" + filepath.Join(dir, "registries.conf"),
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	p := &podman{
+		bin:  bin,
+		dir:  dir,
+		args: conf.Args(),
+		env:  append(conf.Env(), "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
 	}
 	b.cleanups.add(p.cleanup)
 	return p, nil
@@ -108,7 +79,7 @@ func (b *bench) benchPodman() []Row {
 	if _, err := buildGlibcRootfs(imageRoot); err != nil {
 		return []Row{failRow(section, "image", err)}
 	}
-	if _, err := output(nil, "tar", "--numeric-owner", "--owner=0", "--group=0", "-C", imageRoot, "-cf", tarPath, "."); err != nil {
+	if err := testenv.Tar(imageRoot, tarPath); err != nil {
 		return []Row{failRow(section, "image", err)}
 	}
 	const image = "localhost/xpu-bench-glibc:latest"

@@ -1,11 +1,12 @@
 package harness
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testenv"
 )
 
 // Podman is a Podman with its own containers.conf, storage and runtime state
@@ -33,56 +34,20 @@ func NewPodman(t testing.TB) *Podman {
 	RequiresTool(t, "conmon")
 
 	dir := shortTempDir(t, "xe2e-podman-")
-	p := &Podman{
-		Dir:      dir,
-		ConfPath: filepath.Join(dir, "containers.conf"),
-		Root:     filepath.Join(dir, "root"),
-		RunRoot:  filepath.Join(dir, "runroot"),
-	}
-	conf := fmt.Sprintf(`[containers]
-netns = "none"
-default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
-log_driver = "k8s-file"
-
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-events_logfile_path = %q
-tmp_dir = %q
-volume_path = %q
-static_dir = %q
-
-[engine.runtimes]
-runc = [%q]
-
-[network]
-network_config_dir = %q
-`, filepath.Join(dir, "events.log"), filepath.Join(dir, "tmp"), filepath.Join(dir, "volumes"),
-		filepath.Join(p.Root, "libpod"), runc, filepath.Join(dir, "net.d"))
-	storage := fmt.Sprintf(`[storage]
-driver = "overlay"
-graphroot = %q
-runroot = %q
-`, p.Root, p.RunRoot)
-	storageConf := filepath.Join(dir, "storage.conf")
-	for path, data := range map[string]string{p.ConfPath: conf, storageConf: storage} {
-		if err := writeFile(path, []byte(data)); err != nil {
-			t.Fatalf("configuring podman: %v", err)
-		}
-	}
-	p.cmd = command{
-		bin:  bin,
-		args: []string{"--root", p.Root, "--runroot", p.RunRoot},
-		env: []string{
-			"CONTAINERS_CONF=" + p.ConfPath,
-			"CONTAINERS_STORAGE_CONF=" + storageConf,
-			"CONTAINERS_REGISTRIES_CONF=" + filepath.Join(dir, "registries.conf"),
-			pathEnv(systemPath),
-		},
-	}
-	if err := writeFile(filepath.Join(dir, "registries.conf"), []byte("unqualified-search-registries = []\n")); err != nil {
+	conf, err := testenv.WritePodmanConfig(dir, runc)
+	if err != nil {
 		t.Fatalf("configuring podman: %v", err)
+	}
+	p := &Podman{
+		Dir:      conf.Dir,
+		ConfPath: conf.ConfPath,
+		Root:     conf.Root,
+		RunRoot:  conf.RunRoot,
+		cmd: command{
+			bin:  bin,
+			args: conf.Args(),
+			env:  append(conf.Env(), pathEnv(systemPath)),
+		},
 	}
 	t.Cleanup(func() { p.cleanup(t) })
 	return p
