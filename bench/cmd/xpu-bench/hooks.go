@@ -36,7 +36,13 @@ type hookRoot struct {
 
 func (b *bench) hookRoot(fx *fixtures, rootfs string, cache []byte, name string) (*hookRoot, error) {
 	for _, m := range fx.spec.ContainerEdits.Mounts {
-		if err := copyFile(m.HostPath, filepath.Join(rootfs, filepath.Clean("/"+m.ContainerPath))); err != nil {
+		// runc left empty mount points there if the shim section ran
+		// containers on this root before.
+		dst := filepath.Join(rootfs, filepath.Clean("/"+m.ContainerPath))
+		if err := os.Remove(dst); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("removing %s: %w", dst, err)
+		}
+		if err := copyFile(m.HostPath, dst); err != nil {
 			return nil, err
 		}
 	}
