@@ -51,13 +51,14 @@ const (
 // duplicate would let the shim and the runtime read different values.
 func parseConfigDoc(data []byte) (*configDoc, error) {
 	d := &configDoc{}
-	// encoding/json's syntax errors say what is wrong and where.
-	var raw json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
 	var err error
 	if d.top, err = parseRawObject(data); err != nil {
+		// encoding/json's syntax errors say what is wrong and where;
+		// checked only on failure, not as a second pass over every file.
+		var raw json.RawMessage
+		if uerr := json.Unmarshal(data, &raw); uerr != nil {
+			return nil, fmt.Errorf("invalid JSON: %w", uerr)
+		}
 		return nil, err
 	}
 	if d.process, err = d.top.object("process"); err != nil {

@@ -2,7 +2,6 @@ package shim
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,24 +52,6 @@ type editsResolver struct {
 	specs, edits []lazyEdits
 	// devices are indices into specs and edits by qualified name.
 	devices map[string][2]int
-}
-
-// lazyEdits are container edits decoded from a cache entry the first time
-// they are needed: a create asks for one device of many.
-type lazyEdits struct {
-	raw   json.RawMessage
-	edits *specs.ContainerEdits
-}
-
-func (l *lazyEdits) get() (*specs.ContainerEdits, error) {
-	if l.edits == nil {
-		var e specs.ContainerEdits
-		if err := json.Unmarshal(l.raw, &e); err != nil {
-			return nil, err
-		}
-		l.edits = &e
-	}
-	return l.edits, nil
 }
 
 func (r *editsResolver) mode() config.Mode { return r.how }
@@ -151,10 +132,7 @@ func newCDIResolver(c *config.Config, o *options) (*editsResolver, []string, err
 	if lib == nil {
 		return nil, nil, fmt.Errorf("reading the CDI specs in %s: %w", strings.Join(c.SpecDirs, ", "), err)
 	}
-	e, err := newSpecCacheEntry(c.Kind(), lib)
-	if err != nil {
-		return nil, nil, err
-	}
+	e := newSpecCacheEntry(c.Kind(), lib)
 	if snap != nil {
 		// The entry must hold what the library parsed: if a file changed
 		// between the snapshot and the parse, the edits may belong to
@@ -182,17 +160,7 @@ func entryResolver(c *config.Config, e *specCacheEntry) *editsResolver {
 	if len(e.Devices) == 0 {
 		return nil
 	}
-	r := &editsResolver{
-		how: config.ModeCDI, kind: c.Kind(), devices: e.Devices,
-		specs: make([]lazyEdits, len(e.Specs)), edits: make([]lazyEdits, len(e.Edits)),
-	}
-	for i, raw := range e.Specs {
-		r.specs[i].raw = raw
-	}
-	for i, raw := range e.Edits {
-		r.edits[i].raw = raw
-	}
-	return r
+	return &editsResolver{how: config.ModeCDI, kind: c.Kind(), specs: e.Specs, edits: e.Edits, devices: e.Devices}
 }
 
 // newJITResolver discovers the host and builds its spec in memory. When

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/atomicfile"
 )
@@ -66,12 +67,42 @@ type specCacheEntry struct {
 	SpecLens []int `json:"specLens"`
 	EditLens []int `json:"editLens"`
 
-	// Specs are the spec-wide edits (specs-go ContainerEdits, encoded) of
-	// the specs the devices come from.
-	Specs []json.RawMessage `json:"-"`
-	// Edits are the distinct edits of the devices: the names of one XPU
+	// Specs are the spec-wide edits of the specs the devices come from.
+	Specs []lazyEdits `json:"-"`
+	// Edits are the edits of the devices. On disk the names of one XPU
 	// (index, PCI address, serial) share theirs.
-	Edits []json.RawMessage `json:"-"`
+	Edits []lazyEdits `json:"-"`
+}
+
+// lazyEdits are container edits decoded from a cache entry the first time
+// they are needed (a create asks for one device of many), or the library's
+// own when the entry was just resolved.
+type lazyEdits struct {
+	raw   json.RawMessage
+	edits *specs.ContainerEdits
+}
+
+func (l *lazyEdits) get() (*specs.ContainerEdits, error) {
+	if l.edits == nil {
+		var e specs.ContainerEdits
+		if err := json.Unmarshal(l.raw, &e); err != nil {
+			return nil, err
+		}
+		l.edits = &e
+	}
+	return l.edits, nil
+}
+
+// encoded returns the JSON of the edits.
+func (l *lazyEdits) encoded() (json.RawMessage, error) {
+	if l.raw == nil {
+		b, err := json.Marshal(l.edits)
+		if err != nil {
+			return nil, err
+		}
+		l.raw = b
+	}
+	return l.raw, nil
 }
 
 // specCache is the cache of one kind and list of spec directories.
@@ -141,18 +172,18 @@ func (c *specCache) snapshot() ([]byte, error) {
 				return nil, fmt.Errorf("reading spec file: %w", err)
 			}
 			writeField(&b, e.Name())
-			writeField(&b, string(data))
+			writeField(&b, data)
 		}
 	}
 	return b.Bytes(), nil
 }
 
 // writeField writes s after its length, so that fields cannot run together.
-func writeField(w io.Writer, s string) {
+func writeField[T string | []byte](w io.Writer, s T) {
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
 	_, _ = w.Write(n[:])
-	_, _ = io.WriteString(w, s)
+	_, _ = w.Write([]byte(s))
 }
 
 // cdiLibraryVersion is the version of the CDI library this binary was built
@@ -235,13 +266,13 @@ func decodeEntry(data []byte, kind string) (*specCacheEntry, error) {
 		return nil, err
 	}
 	data = data[n:]
-	cut := func(lens []int) ([]json.RawMessage, error) {
-		out := make([]json.RawMessage, len(lens))
+	cut := func(lens []int) ([]lazyEdits, error) {
+		out := make([]lazyEdits, len(lens))
 		for i, l := range lens {
 			if l < 0 || l > len(data) {
 				return nil, errMalformedEntry
 			}
-			out[i], data = data[:l:l], data[l:]
+			out[i].raw, data = data[:l:l], data[l:]
 		}
 		return out, nil
 	}
@@ -263,26 +294,47 @@ func decodeEntry(data []byte, kind string) (*specCacheEntry, error) {
 	return &e, nil
 }
 
-// encode writes what follows the snapshot.
+// encode writes what follows the snapshot. Devices with identical edits
+// share one copy.
 func (e *specCacheEntry) encode() ([]byte, error) {
-	e.SpecLens, e.EditLens = e.SpecLens[:0], e.EditLens[:0]
-	for _, s := range e.Specs {
-		e.SpecLens = append(e.SpecLens, len(s))
+	h := specCacheEntry{Errors: e.Errors, Devices: make(map[string][2]int, len(e.Devices))}
+	var blobs []json.RawMessage
+	for i := range e.Specs {
+		b, err := e.Specs[i].encoded()
+		if err != nil {
+			return nil, fmt.Errorf("encoding spec cache entry: %w", err)
+		}
+		blobs = append(blobs, b)
+		h.SpecLens = append(h.SpecLens, len(b))
 	}
-	for _, s := range e.Edits {
-		e.EditLens = append(e.EditLens, len(s))
+	// Each device's edits once, in the order of their first device.
+	index := make([]int, len(e.Edits))
+	seen := map[string]int{}
+	for i := range e.Edits {
+		b, err := e.Edits[i].encoded()
+		if err != nil {
+			return nil, fmt.Errorf("encoding spec cache entry: %w", err)
+		}
+		j, ok := seen[string(b)]
+		if !ok {
+			j = len(h.EditLens)
+			seen[string(b)] = j
+			blobs = append(blobs, b)
+			h.EditLens = append(h.EditLens, len(b))
+		}
+		index[i] = j
 	}
-	header, err := json.Marshal(e)
+	for q, i := range e.Devices {
+		h.Devices[q] = [2]int{i[0], index[i[1]]}
+	}
+	header, err := json.Marshal(&h)
 	if err != nil {
 		return nil, fmt.Errorf("encoding spec cache entry: %w", err)
 	}
 	out := binary.BigEndian.AppendUint64(nil, uint64(len(header)))
 	out = append(out, header...)
-	for _, s := range e.Specs {
-		out = append(out, s...)
-	}
-	for _, s := range e.Edits {
-		out = append(out, s...)
+	for _, b := range blobs {
+		out = append(out, b...)
 	}
 	return out, nil
 }
@@ -322,8 +374,9 @@ func checkInfo(path string, st fs.FileInfo, dir bool) error {
 	return nil
 }
 
-// newSpecCacheEntry records what the library's cache resolved for kind.
-func newSpecCacheEntry(kind string, cache *cdiapi.Cache) (*specCacheEntry, error) {
+// newSpecCacheEntry records what the library's cache resolved for kind,
+// keeping the library's decoded edits (encoded only if the entry is stored).
+func newSpecCacheEntry(kind string, cache *cdiapi.Cache) *specCacheEntry {
 	e := &specCacheEntry{Devices: map[string][2]int{}}
 	for _, errs := range cache.GetErrors() {
 		for _, err := range errs {
@@ -332,7 +385,6 @@ func newSpecCacheEntry(kind string, cache *cdiapi.Cache) (*specCacheEntry, error
 	}
 	sort.Strings(e.Errors)
 	specIndex := map[*cdiapi.Spec]int{}
-	editsIndex := map[string]int{}
 	for _, q := range cache.ListDevices() {
 		if !strings.HasPrefix(q, kind+"=") {
 			continue
@@ -341,26 +393,12 @@ func newSpecCacheEntry(kind string, cache *cdiapi.Cache) (*specCacheEntry, error
 		s := d.GetSpec()
 		si, ok := specIndex[s]
 		if !ok {
-			enc, err := json.Marshal(&s.ContainerEdits)
-			if err != nil {
-				return nil, fmt.Errorf("encoding the edits of %s: %w", s.GetPath(), err)
-			}
 			si = len(e.Specs)
 			specIndex[s] = si
-			e.Specs = append(e.Specs, enc)
+			e.Specs = append(e.Specs, lazyEdits{edits: &s.ContainerEdits})
 		}
-		enc, err := json.Marshal(&d.ContainerEdits)
-		if err != nil {
-			return nil, fmt.Errorf("encoding the edits of %s: %w", q, err)
-		}
-		// Identical edits are stored once.
-		ei, ok := editsIndex[string(enc)]
-		if !ok {
-			ei = len(e.Edits)
-			editsIndex[string(enc)] = ei
-			e.Edits = append(e.Edits, enc)
-		}
-		e.Devices[q] = [2]int{si, ei}
+		e.Devices[q] = [2]int{si, len(e.Edits)}
+		e.Edits = append(e.Edits, lazyEdits{edits: &d.ContainerEdits})
 	}
-	return e, nil
+	return e
 }
