@@ -1,9 +1,6 @@
 package hook
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testenv"
 	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
 )
@@ -37,38 +35,11 @@ func copyFile(t testing.TB, src, dst string) {
 	require.NoError(t, os.WriteFile(dst, data, 0o755))
 }
 
-// snapshot describes every entry under dir (not following symlinks):
-// type, mode, content hash or link text.
+// snapshot describes every entry under dir (testenv.Snapshot).
 func snapshot(t testing.TB, dir string) map[string]string {
 	t.Helper()
-	s := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		desc := info.Mode().String()
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			desc += " -> " + l
-		case d.Type().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h := sha256.Sum256(data)
-			desc += " " + hex.EncodeToString(h[:8])
-		}
-		s[p] = desc
-		return nil
-	}))
+	s, err := testenv.Snapshot(dir)
+	require.NoError(t, err)
 	return s
 }
 

@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +10,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testenv"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -83,39 +80,13 @@ func TestHookMakesLibrariesLoadable(t *testing.T) {
 	})
 }
 
-// snapshot records everything below dir (path -> type, mode, content hash
-// or link target) to prove a test changed nothing there.
+// snapshot records everything below dir (testenv.Snapshot) to prove a test
+// changed nothing there.
 func snapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		v := fmt.Sprintf("%v", info.Mode())
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			v += " -> " + target
-		case info.Mode().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(data)
-			v += " " + hex.EncodeToString(sum[:])
-		}
-		out[p] = v
-		return nil
-	}))
-	return out
+	s, err := testenv.Snapshot(dir)
+	require.NoError(t, err)
+	return s
 }
 
 // hostDir makes a directory standing for a host directory an image tries to
