@@ -13,11 +13,17 @@ import (
 // path -> mode, then the SHA-256 of a regular file's content or a link's
 // target. Two equal snapshots prove that nothing below dir changed.
 func Snapshot(dir string) (map[string]string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of %s: %w", dir, err)
+	}
+	defer func() { _ = root.Close() }()
 	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
+		p := filepath.Join(dir, rel)
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -25,13 +31,13 @@ func Snapshot(dir string) (map[string]string, error) {
 		desc := info.Mode().String()
 		switch {
 		case d.Type()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
+			l, err := root.Readlink(rel)
 			if err != nil {
 				return err
 			}
 			desc += " -> " + l
 		case d.Type().IsRegular():
-			data, err := os.ReadFile(p)
+			data, err := root.ReadFile(rel)
 			if err != nil {
 				return err
 			}
