@@ -40,6 +40,7 @@ type bench struct {
 	vendor   string // unique CDI vendor of this run
 	gobench  string
 	fx       *fixtures
+	setups   []*shimSetup // prepareShim's, shared by the shim and concurrent sections
 	p        *proc
 	cleanups *cleanups
 	log      func(format string, args ...any)
