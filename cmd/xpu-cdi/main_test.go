@@ -5,11 +5,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
@@ -236,4 +238,29 @@ func TestVersion(t *testing.T) {
 	stdout, _, err := run(t, "--version")
 	require.NoError(t, err)
 	require.Contains(t, stdout, "commit")
+}
+
+// TestHelpSaysEachDefaultOnce renders the help of every command: urfave/cli
+// appends "(default: ...)" itself, so a usage text that says it too prints
+// it twice.
+func TestHelpSaysEachDefaultOnce(t *testing.T) {
+	var walk func(prefix []string, cmds []*cli.Command)
+	walk = func(prefix []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			path := append(slices.Clone(prefix), c.Name)
+			if len(c.Subcommands) > 0 {
+				walk(path, c.Subcommands)
+				continue
+			}
+			t.Run(strings.Join(path, " "), func(t *testing.T) {
+				out, _, err := run(t, append(path, "--help")...)
+				require.NoError(t, err)
+				require.Contains(t, out, "--help")
+				for _, line := range strings.Split(out, "\n") {
+					require.LessOrEqual(t, strings.Count(line, "(default:"), 1, "line %q", line)
+				}
+			})
+		}
+	}
+	walk(nil, newApp(logrus.New()).Commands)
 }

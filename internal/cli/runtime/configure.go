@@ -95,26 +95,26 @@ Default files:
 			},
 			&cli.BoolFlag{
 				Name:        "set-as-default",
-				Usage:       "make the shim the engine's default runtime (default: false)",
+				Usage:       "make the shim the engine's default runtime",
 				EnvVars:     []string{"XPU_CDI_RUNTIME_SET_AS_DEFAULT"},
 				Destination: &o.setAsDefault,
 			},
 			&cli.BoolFlag{
 				Name: "cdi.enabled",
 				Usage: "enable CDI and read specs from /etc/cdi and /var/run/cdi: containerd enable_cdi + cdi_spec_dirs, " +
-					"docker features.cdi + cdi-spec-dirs (Docker 25+), crio cdi_spec_dirs; podman needs nothing (default: false)",
+					"docker features.cdi + cdi-spec-dirs (Docker 25+), crio cdi_spec_dirs; podman needs nothing",
 				EnvVars:     []string{"XPU_CDI_RUNTIME_CDI_ENABLED"},
 				Destination: &o.cdiEnabled,
 			},
 			&cli.BoolFlag{
 				Name:        "dry-run",
-				Usage:       "print the resulting file(s) to stdout and write nothing (default: false)",
+				Usage:       "print the resulting file(s) to stdout and write nothing",
 				EnvVars:     []string{"XPU_CDI_RUNTIME_DRY_RUN"},
 				Destination: &o.dryRun,
 			},
 			&cli.BoolFlag{
 				Name:        "revert",
-				Usage:       "remove what an earlier configure added, and nothing else (default: false)",
+				Usage:       "remove what an earlier configure added, and nothing else",
 				EnvVars:     []string{"XPU_CDI_RUNTIME_REVERT"},
 				Destination: &o.revert,
 			},
