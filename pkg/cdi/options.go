@@ -110,6 +110,9 @@ func newOptions(opts []Option) (*options, error) {
 	return o, nil
 }
 
+// Kind returns the CDI kind vendor/class, e.g. baidu.com/xpu.
+func Kind(vendor, class string) string { return vendor + "/" + class }
+
 // ValidateKind checks vendor and class with the CDI parser.
 func ValidateKind(vendor, class string) error {
 	if err := parser.ValidateVendorName(vendor); err != nil {

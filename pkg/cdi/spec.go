@@ -28,7 +28,7 @@ func New(host *discover.Host, opts ...Option) (*specs.Spec, []string, error) {
 	compute := host.ComputeDevices()
 	named, warnings := deviceNames(host, compute, o.strategies)
 
-	spec := &specs.Spec{Kind: o.vendor + "/" + o.class}
+	spec := &specs.Spec{Kind: Kind(o.vendor, o.class)}
 	for _, n := range named {
 		spec.Devices = append(spec.Devices, specs.Device{Name: n.name, ContainerEdits: deviceEdits(n.dev)})
 	}

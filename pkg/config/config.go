@@ -7,9 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
 )
@@ -74,7 +76,7 @@ func Default() *Config {
 	return &Config{
 		LowLevelRuntimes: []string{"runc", "crun"},
 		Mode:             ModeAuto,
-		SpecDirs:         []string{"/etc/cdi", "/var/run/cdi"},
+		SpecDirs:         slices.Clone(cdiapi.DefaultSpecDirs),
 		Vendor:           cdi.DefaultVendor,
 		Class:            cdi.DefaultClass,
 		DevRoot:          "/",
@@ -86,7 +88,7 @@ func Default() *Config {
 }
 
 // Kind is vendor/class.
-func (c *Config) Kind() string { return c.Vendor + "/" + c.Class }
+func (c *Config) Kind() string { return cdi.Kind(c.Vendor, c.Class) }
 
 // Path returns the configuration path: $XPU_CONTAINER_TOOLKIT_CONFIG or
 // DefaultPath.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
@@ -39,7 +41,7 @@ const (
 
 // DefaultCDISpecDirs are the directories the engines are told to read CDI
 // specs from: the CDI library's defaults, in its priority order.
-var DefaultCDISpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
+var DefaultCDISpecDirs = cdiapi.DefaultSpecDirs
 
 // Errors callers can test for with errors.Is.
 var (

@@ -9,6 +9,8 @@ import (
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
 )
 
 // VisibleDevicesEnv is the variable a container asks for XPUs with, and
@@ -47,7 +49,7 @@ func ReadRequest(spec *oci.Spec, kind string) (Request, error) {
 	}
 	for _, n := range names {
 		vendor, class, _ := parser.ParseDevice(n)
-		if vendor+"/"+class == kind {
+		if cdi.Kind(vendor, class) == kind {
 			r.Annotated = append(r.Annotated, n)
 		} else {
 			r.Foreign = append(r.Foreign, n)
@@ -104,7 +106,7 @@ func EnvNames(v, kind string) ([]string, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", VisibleDevicesEnv, v, tok, err)
 			}
-			if vendor+"/"+class != kind {
+			if cdi.Kind(vendor, class) != kind {
 				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", VisibleDevicesEnv, v, tok, kind)
 			}
 			out = append(out, parser.QualifiedName(vendor, class, name))

@@ -10,10 +10,6 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
-// DefaultSpecDirs are the CDI spec directories runtimes read, lowest
-// priority first.
-var DefaultSpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
-
 type options struct {
 	specDirs cli.StringSlice
 }
@@ -33,7 +29,7 @@ their devices are what a runtime would call "unresolvable CDI devices".`,
 		Action: func(c *cli.Context) error {
 			dirs := o.specDirs.Value()
 			if len(dirs) == 0 {
-				dirs = DefaultSpecDirs
+				dirs = cdiapi.DefaultSpecDirs
 			}
 			cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
 			if err != nil {

@@ -12,9 +12,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
 )
 
@@ -49,9 +49,9 @@ Exit status 1 when any spec fails.`,
 			if len(files) == 0 {
 				dirs := o.specDirs.Value()
 				if len(dirs) == 0 {
-					dirs = list.DefaultSpecDirs
+					dirs = cdiapi.DefaultSpecDirs
 				}
-				files = findSpecs(dirs, o.vendor+"/"+o.class)
+				files = findSpecs(dirs, cdi.Kind(o.vendor, o.class))
 				if len(files) == 0 {
 					return fmt.Errorf("no %s/%s spec found in %v; create one with: xpu-cdi generate --output /etc/cdi/%s-%s.yaml", o.vendor, o.class, dirs, o.vendor, o.class)
 				}
