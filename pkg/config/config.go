@@ -90,6 +90,14 @@ func Default() *Config {
 // Kind is vendor/class.
 func (c *Config) Kind() string { return cdi.Kind(c.Vendor, c.Class) }
 
+// SpecSettings is the spec jit mode builds: the one `xpu-cdi generate`
+// writes with the same vendor, class, --nodes-only, --hook-path and
+// --no-hooks, and its defaults for the rest (every name strategy, the "all"
+// device).
+func (c *Config) SpecSettings() cdi.Settings {
+	return cdi.Settings{Vendor: c.Vendor, Class: c.Class, NodesOnly: c.NodesOnly, NoHooks: c.NoHooks, HookPath: c.HookPath}
+}
+
 // Path returns the configuration path: $XPU_CONTAINER_TOOLKIT_CONFIG or
 // DefaultPath.
 func Path(getenv func(string) string) string {

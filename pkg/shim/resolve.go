@@ -24,23 +24,6 @@ import (
 // ErrUnknownDevice is returned for a requested name that no device has.
 var ErrUnknownDevice = errors.New("unknown XPU device")
 
-// SpecOptions are the cdi.New options for the configuration: the same as
-// `xpu-cdi generate` with the same vendor, class, --nodes-only, --hook-path
-// and --no-hooks (and its defaults for the rest: every name strategy and the
-// "all" device).
-func SpecOptions(c *config.Config) []cdi.Option {
-	opts := []cdi.Option{
-		cdi.WithKind(c.Vendor, c.Class),
-		cdi.WithNameStrategies(cdi.AllStrategies...),
-		cdi.WithDriverFiles(!c.NodesOnly),
-		cdi.WithAllDevice(true),
-	}
-	if !c.NoHooks {
-		opts = append(opts, cdi.WithRuntimeHooks(c.HookPath))
-	}
-	return opts
-}
-
 // editsResolver resolves qualified names to the container edits of the
 // devices and of the specs they come from: the specs of the CDI spec
 // directories (cdi mode, through the spec cache) or the spec built in memory
@@ -191,7 +174,7 @@ func discoverJIT(c *config.Config, discoverOpts []discover.Option) (*editsResolv
 	if err != nil {
 		return nil, fmt.Errorf("discovering the XPUs of the host (dev-root %s, driver-root %s): %w", c.DevRoot, c.DriverRoot, err)
 	}
-	spec, _, err := cdi.New(host, SpecOptions(c)...)
+	spec, _, err := cdi.New(host, c.SpecSettings().Options()...)
 	if err != nil {
 		return nil, fmt.Errorf("building the CDI spec of the host (dev-root %s): %w", c.DevRoot, err)
 	}

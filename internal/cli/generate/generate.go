@@ -18,15 +18,9 @@ type options struct {
 	host         common.HostOptions
 	output       string
 	format       string
-	vendor       string
-	class        string
 	strategies   cli.StringSlice
-	nodesOnly    bool
-	noAllDevice  bool
-	hookPath     string
-	noHooks      bool
+	spec         cdi.Settings
 	parsedFormat cdi.Format
-	parsedNames  []cdi.NameStrategy
 }
 
 // NewCommand returns `xpu-cdi generate`.
@@ -56,28 +50,25 @@ func (o *options) flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the spec to `FILE` (atomically, mode 0644, creating the directory); default: stdout", EnvVars: []string{"XPU_CDI_OUTPUT"}, Destination: &o.output},
 		&cli.StringFlag{Name: "format", Usage: "spec encoding: yaml or json; default: from the --output extension, else yaml", EnvVars: []string{"XPU_CDI_FORMAT"}, Destination: &o.format},
-		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdi.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
-		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind", Value: cdi.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
+		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdi.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.spec.Vendor},
+		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind", Value: cdi.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.spec.Class},
 		&cli.StringSliceFlag{Name: "device-name-strategy", Usage: "how devices are named: index, bdf, serial (repeatable); default: all three", EnvVars: []string{"XPU_CDI_DEVICE_NAME_STRATEGY"}, Destination: &o.strategies},
-		&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.nodesOnly},
-		&cli.StringFlag{Name: "hook-path", Usage: "path of xpu-runtime-hook on the host, named by the spec's hooks", Value: cdi.DefaultHookPath, EnvVars: []string{"XPU_CDI_HOOK_PATH"}, Destination: &o.hookPath},
-		&cli.BoolFlag{Name: "no-hooks", Usage: "emit no hooks: programs in the container then need LD_LIBRARY_PATH=/usr/local/xpu/lib64 to load the XRE", EnvVars: []string{"XPU_CDI_NO_HOOKS"}, Destination: &o.noHooks},
-		&cli.BoolFlag{Name: "no-all-device", Usage: `do not add the "all" device`, EnvVars: []string{"XPU_CDI_NO_ALL_DEVICE"}, Destination: &o.noAllDevice},
+		&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.spec.NodesOnly},
+		&cli.StringFlag{Name: "hook-path", Usage: "path of xpu-runtime-hook on the host, named by the spec's hooks", Value: cdi.DefaultHookPath, EnvVars: []string{"XPU_CDI_HOOK_PATH"}, Destination: &o.spec.HookPath},
+		&cli.BoolFlag{Name: "no-hooks", Usage: "emit no hooks: programs in the container then need LD_LIBRARY_PATH=/usr/local/xpu/lib64 to load the XRE", EnvVars: []string{"XPU_CDI_NO_HOOKS"}, Destination: &o.spec.NoHooks},
+		&cli.BoolFlag{Name: "no-all-device", Usage: `do not add the "all" device`, EnvVars: []string{"XPU_CDI_NO_ALL_DEVICE"}, Destination: &o.spec.NoAllDevice},
 	}
 }
 
 func (o *options) validate() error {
-	if err := cdi.ValidateKind(o.vendor, o.class); err != nil {
+	if err := cdi.ValidateKind(o.spec.Vendor, o.spec.Class); err != nil {
 		return fmt.Errorf("--vendor/--class: %w", err)
 	}
 	names, err := cdi.ParseNameStrategies(flagutil.SplitList(o.strategies.Value()))
 	if err != nil {
 		return fmt.Errorf("--device-name-strategy: %w", err)
 	}
-	o.parsedNames = names
-	if len(names) == 0 {
-		o.parsedNames = cdi.AllStrategies
-	}
+	o.spec.NameStrategies = names
 	if o.output != "" {
 		if st, err := os.Stat(o.output); err == nil && st.IsDir() {
 			return fmt.Errorf("--output %s is a directory; give a file name such as %s/baidu.com-xpu.yaml", o.output, strings.TrimRight(o.output, "/"))
@@ -109,25 +100,12 @@ func (o *options) validate() error {
 	return nil
 }
 
-func (o *options) specOptions() []cdi.Option {
-	opts := []cdi.Option{
-		cdi.WithKind(o.vendor, o.class),
-		cdi.WithNameStrategies(o.parsedNames...),
-		cdi.WithDriverFiles(!o.nodesOnly),
-		cdi.WithAllDevice(!o.noAllDevice),
-	}
-	if !o.noHooks {
-		opts = append(opts, cdi.WithRuntimeHooks(o.hookPath))
-	}
-	return opts
-}
-
 func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	host, err := o.host.Discover(log)
 	if err != nil {
 		return err
 	}
-	spec, warnings, err := cdi.New(host, o.specOptions()...)
+	spec, warnings, err := cdi.New(host, o.spec.Options()...)
 	if err != nil {
 		return fmt.Errorf("building the spec for %s: %w", host.DevRoot, err)
 	}
@@ -135,8 +113,8 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 		log.Warn(w)
 	}
 	if len(spec.ContainerEdits.Hooks) > 0 {
-		if _, err := os.Stat(o.hookPath); err != nil {
-			log.Warnf("the spec names the hook %s, which does not exist on this host (%v): containers will fail to start until it is installed; see --hook-path and --no-hooks", o.hookPath, err)
+		if _, err := os.Stat(o.spec.HookPath); err != nil {
+			log.Warnf("the spec names the hook %s, which does not exist on this host (%v): containers will fail to start until it is installed; see --hook-path and --no-hooks", o.spec.HookPath, err)
 		}
 	}
 	if o.output == "" {

@@ -51,7 +51,7 @@ func (o *options) refresh(stdout io.Writer, log *logrus.Logger) error {
 		return err
 	}
 	log.Infof("%v", firstLine(err))
-	return removeOwnSpec(o.output, cdi.Kind(o.vendor, o.class), log)
+	return removeOwnSpec(o.output, cdi.Kind(o.spec.Vendor, o.spec.Class), log)
 }
 
 // removeOwnSpec removes the spec at path if it is one of ours (same kind).
