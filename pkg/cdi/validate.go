@@ -1,63 +1,12 @@
 package cdi
 
 import (
-	"errors"
-	"fmt"
-
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
-	"tags.cncf.io/container-device-interface/pkg/parser"
 	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
 )
 
-// ValidateSpec checks a spec with the CDI library's validators, the checks
-// its ReadSpec applies after parsing (what runtimes do when they load a
-// spec): the declared version against the content, vendor, class and device
-// names, duplicate names, empty devices, and every container edit. It works
-// on the value, without encoding and parsing it again, which on a host with
-// hundreds of devices costs more than everything else generate does; that
-// Encode's output parses back to the same value with the library's strict
-// parser is what the tests of this package check.
-func ValidateSpec(spec *specs.Spec) error {
-	if len(spec.Annotations) > 0 {
-		return errors.New("invalid CDI spec: annotations are not produced by xpu-cdi and not validated here")
-	}
-	if err := specs.ValidateVersion(spec); err != nil {
-		return fmt.Errorf("invalid CDI spec: %w", err)
-	}
-	vendor, class := parser.ParseQualifier(spec.Kind)
-	if err := parser.ValidateVendorName(vendor); err != nil {
-		return fmt.Errorf("invalid CDI spec kind %q: %w", spec.Kind, err)
-	}
-	if err := parser.ValidateClassName(class); err != nil {
-		return fmt.Errorf("invalid CDI spec kind %q: %w", spec.Kind, err)
-	}
-	edits := &cdiapi.ContainerEdits{ContainerEdits: &spec.ContainerEdits}
-	if err := edits.Validate(); err != nil {
-		return fmt.Errorf("invalid CDI spec: %w", err)
-	}
-	if len(spec.Devices) == 0 {
-		return errors.New("invalid CDI spec: no devices")
-	}
-	seen := make(map[string]bool, len(spec.Devices))
-	for i := range spec.Devices {
-		d := &spec.Devices[i]
-		if err := parser.ValidateDeviceName(d.Name); err != nil {
-			return fmt.Errorf("invalid CDI spec: device %q: %w", d.Name, err)
-		}
-		if seen[d.Name] {
-			return fmt.Errorf("invalid CDI spec: multiple devices %q", d.Name)
-		}
-		seen[d.Name] = true
-		if len(d.Annotations) > 0 {
-			return fmt.Errorf("invalid CDI spec: device %q: annotations are not produced by xpu-cdi and not validated here", d.Name)
-		}
-		de := d.ContainerEdits
-		if len(de.Env)+len(de.DeviceNodes)+len(de.Hooks)+len(de.Mounts)+len(de.NetDevices)+len(de.AdditionalGIDs) == 0 && de.IntelRdt == nil {
-			return fmt.Errorf("invalid CDI spec: device %q has no edits", d.Name)
-		}
-		if err := (&cdiapi.ContainerEdits{ContainerEdits: &de}).Validate(); err != nil {
-			return fmt.Errorf("invalid CDI spec: device %q: %w", d.Name, err)
-		}
-	}
-	return nil
-}
+// ValidateSpec checks a spec the way the CDI library checks a spec file it
+// loads (the validators ReadSpec runs after parsing), without encoding and
+// parsing it.
+func ValidateSpec(spec *specs.Spec) error { return cdicompat.ValidateSpec(spec) }

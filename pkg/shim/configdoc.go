@@ -10,6 +10,8 @@ import (
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
 )
 
 // configDoc is a bundle's config.json read only as far as the shim needs
@@ -130,13 +132,15 @@ func editedMembers(e *cdiapi.ContainerEdits) []string {
 			m = append(m, names...)
 		}
 	}
-	add(len(e.Env) > 0, memberEnv)
-	add(len(e.DeviceNodes) > 0, memberDevices, memberCgroupDevs)
-	add(len(e.Mounts) > 0, memberMounts)
-	add(len(e.Hooks) > 0, memberHooks)
-	add(e.IntelRdt != nil, memberIntelRdt)
-	add(len(e.AdditionalGIDs) > 0, memberUser)
-	add(len(e.NetDevices) > 0, memberNetDevices)
+	em := cdicompat.EditedMembers(e.ContainerEdits)
+	add(em.Env, memberEnv)
+	add(em.Devices, memberDevices)
+	add(em.CgroupDevices, memberCgroupDevs)
+	add(em.Mounts, memberMounts)
+	add(em.Hooks, memberHooks)
+	add(em.IntelRdt, memberIntelRdt)
+	add(em.User, memberUser)
+	add(em.NetDevices, memberNetDevices)
 	return m
 }
 

@@ -16,6 +16,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
 	"github.com/xpu-cdi/xpu-cdi/pkg/config"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -58,26 +59,33 @@ func (r *editsResolver) has(name string) bool {
 // is met, then its own; validated, then applied at once. It returns the
 // edits it applied.
 func (r *editsResolver) inject(spec *oci.Spec, names []string) (*cdiapi.ContainerEdits, error) {
-	edits := &cdiapi.ContainerEdits{ContainerEdits: &specs.ContainerEdits{}}
-	seen := map[int]bool{}
+	devices := make([]cdicompat.Resolved, 0, len(names))
 	for _, n := range names {
 		i, ok := r.devices[n]
 		if !ok {
 			return nil, fmt.Errorf("%w %s", ErrUnknownDevice, n)
 		}
-		if !seen[i[0]] {
-			seen[i[0]] = true
-			e, err := r.specs[i[0]].get()
-			if err != nil {
-				return nil, fmt.Errorf("the spec edits of %s: %w", n, err)
-			}
-			edits.Append(&cdiapi.ContainerEdits{ContainerEdits: e})
-		}
-		e, err := r.edits[i[1]].get()
-		if err != nil {
-			return nil, fmt.Errorf("the edits of %s: %w", n, err)
-		}
-		edits.Append(&cdiapi.ContainerEdits{ContainerEdits: e})
+		devices = append(devices, cdicompat.Resolved{
+			Spec: i[0],
+			SpecEdits: func() (*specs.ContainerEdits, error) {
+				e, err := r.specs[i[0]].get()
+				if err != nil {
+					return nil, fmt.Errorf("the spec edits of %s: %w", n, err)
+				}
+				return e, nil
+			},
+			Edits: func() (*specs.ContainerEdits, error) {
+				e, err := r.edits[i[1]].get()
+				if err != nil {
+					return nil, fmt.Errorf("the edits of %s: %w", n, err)
+				}
+				return e, nil
+			},
+		})
+	}
+	edits, err := cdicompat.CollectEdits(devices)
+	if err != nil {
+		return nil, err
 	}
 	if err := edits.Validate(); err != nil {
 		return nil, fmt.Errorf("the edits of %s are invalid: %w", strings.Join(names, ", "), err)

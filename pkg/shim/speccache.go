@@ -21,6 +21,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
 	"github.com/xpu-cdi/xpu-cdi/pkg/atomicfile"
 )
 
@@ -113,16 +114,7 @@ type specCache struct {
 }
 
 func newSpecCache(dir, kind string, specDirs []string) *specCache {
-	// As cdiapi.WithSpecDirs: no directory means the default ones, which
-	// the snapshot must then cover.
-	if len(specDirs) == 0 {
-		specDirs = cdiapi.DefaultSpecDirs
-	}
-	clean := make([]string, len(specDirs))
-	for i, d := range specDirs {
-		clean[i] = filepath.Clean(d)
-	}
-	return &specCache{dir: dir, kind: kind, dirs: clean}
+	return &specCache{dir: dir, kind: kind, dirs: cdicompat.SpecDirs(specDirs)}
 }
 
 // path is the entry file: one per kind and directory list. Two lists
@@ -139,41 +131,36 @@ func (c *specCache) path() string {
 	return filepath.Join(c.dir, "cdi-"+hex.EncodeToString(h.Sum(nil))[:32]+".json")
 }
 
-// snapshot reads the spec files as the CDI library finds them (os.ReadDir
-// of each directory in order; entries that are not directories and end in
-// .json or .yaml) into one byte string, with the format, the library's
-// version and the kind. A file that cannot be read is an error: the caller
-// then lets the library report it.
+// snapshot reads the spec files the CDI library reads
+// (cdicompat.SpecFiles) into one byte string, with the format, the
+// library's version and the kind. A file that cannot be read is an error:
+// the caller then lets the library report it.
 func (c *specCache) snapshot() ([]byte, error) {
 	var b bytes.Buffer
 	writeField(&b, specCacheFormat)
 	writeField(&b, cdiLibraryVersion())
 	writeField(&b, c.kind)
-	for _, dir := range c.dirs {
-		writeField(&b, "dir")
-		writeField(&b, dir)
-		entries, err := os.ReadDir(dir)
-		if errors.Is(err, fs.ErrNotExist) {
+	last := ""
+	err := cdicompat.SpecFiles(c.dirs, func(dir, name string, err error) error {
+		if dir != last {
+			writeField(&b, "dir")
+			writeField(&b, dir)
+			last = dir
+		}
+		if errors.Is(err, cdicompat.ErrDirAbsent) {
 			writeField(&b, "absent")
-			continue
+			return nil
 		}
+		data, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
-			return nil, fmt.Errorf("listing spec directory %s: %w", dir, err)
+			return fmt.Errorf("reading spec file: %w", err)
 		}
-		for _, e := range entries {
-			if e.IsDir() {
-				continue
-			}
-			if ext := filepath.Ext(e.Name()); ext != ".json" && ext != ".yaml" {
-				continue
-			}
-			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			if err != nil {
-				return nil, fmt.Errorf("reading spec file: %w", err)
-			}
-			writeField(&b, e.Name())
-			writeField(&b, data)
-		}
+		writeField(&b, name)
+		writeField(&b, data)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the spec directories: %w", err)
 	}
 	return b.Bytes(), nil
 }
