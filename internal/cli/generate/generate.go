@@ -35,7 +35,7 @@ func NewCommand(log *logrus.Logger) *cli.Command {
 	return &cli.Command{
 		Name:  "generate",
 		Usage: "Discover the host's XPUs and write a CDI spec for them",
-		Description: `Reads the Kunlun XPUs of the host (device nodes, /proc/xpu, sysfs) and the driver's
+		Description: `Reads the Kunlun XPUs of the host (device nodes, /proc/xpu, sysfs: driver 4.x and 5.x) and the driver's
 user-space files (XRE libraries, xpu-smi), without any vendor library, and prints a CDI spec
 (kind baidu.com/xpu by default) on stdout, or writes it atomically with --output.
 
