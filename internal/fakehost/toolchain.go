@@ -126,8 +126,12 @@ func loadToolchain(cacheDir, cc string) (*toolchain, error) {
 		name string
 		dst  *[]byte
 	}{
-		{artXPURT, &tc.xpurt}, {artXPURT2, &tc.xpurt2}, {artCUDA, &tc.cuda},
-		{artTemplate, &tc.template}, {artXPUSMI, &tc.xpuSMI}, {artXPUSMI5, &tc.xpuSMI5},
+		{artXPURT, &tc.xpurt},
+		{artXPURT2, &tc.xpurt2},
+		{artCUDA, &tc.cuda},
+		{artTemplate, &tc.template},
+		{artXPUSMI, &tc.xpuSMI},
+		{artXPUSMI5, &tc.xpuSMI5},
 	} {
 		b, err := os.ReadFile(filepath.Join(dir, r.name))
 		if err != nil {
@@ -191,8 +195,10 @@ func compileAll(cacheDir, dir, cc string) error {
 		{"-O2", "-fPIC", "-shared", "-Wl,-soname," + xre5SMILibML, "-o", filepath.Join(stubs, xre5SMILibML), filepath.Join(src, "template.c")},
 		{"-O2", "-fPIC", "-shared", "-Wl,-soname," + xre5SMILibNML, "-o", filepath.Join(stubs, xre5SMILibNML), filepath.Join(src, "template.c")},
 		append(append([]string{}, staticFlags...), "-o", filepath.Join(out, artXPUSMI), filepath.Join(src, "xpu_smi.c")),
-		{"-O2", "-DXPU_SMI_XRE5", "-o", filepath.Join(out, artXPUSMI5), filepath.Join(src, "xpu_smi.c"),
-			"-L" + stubs, "-Wl,--no-as-needed", "-l:" + xre5SMILibML, "-l:" + xre5SMILibNML},
+		{
+			"-O2", "-DXPU_SMI_XRE5", "-o", filepath.Join(out, artXPUSMI5), filepath.Join(src, "xpu_smi.c"),
+			"-L" + stubs, "-Wl,--no-as-needed", "-l:" + xre5SMILibML, "-l:" + xre5SMILibNML,
+		},
 		{"-O2", "-o", filepath.Join(out, artXPUTest), filepath.Join(src, "xpu_test.c"), "-L" + out, "-l:" + artXPURT},
 		{"-O2", "-o", filepath.Join(out, artXPUTest5), filepath.Join(src, "xpu_test.c"), "-L" + out, "-l:" + artXPURT2},
 		{"-O2", "-o", filepath.Join(out, artCUDAProbe), filepath.Join(src, "cuda_probe.c"), "-ldl"},
