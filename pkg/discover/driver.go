@@ -94,7 +94,9 @@ func (s *driverSource) Discover(h *Host) error {
 		for _, l := range libs {
 			fam := family(l.Soname)
 			if o, ok := owner[fam]; ok && o != dir {
-				leftOut = append(leftOut, fmt.Sprintf("%s left out: %s comes from %s, which is searched first (one version of each library)", l.Path, fam, o))
+				if !seen[l.HostPath] { // not just another name of a file taken
+					leftOut = append(leftOut, fmt.Sprintf("%s left out: %s comes from %s, which is searched first (one version of each library)", l.Path, fam, o))
+				}
 				continue
 			}
 			mine[fam] = true
@@ -143,9 +145,14 @@ func (s *driverSource) readXRELink(h *Host, res *lookup.Resolver) {
 	}
 	target := s.inRoot(host)
 	if st, err := os.Stat(host); err != nil || !st.IsDir() {
-		what := "does not exist"
-		if err == nil {
+		var what string
+		switch {
+		case err == nil:
 			what = "is not a directory"
+		case errors.Is(err, fs.ErrNotExist):
+			what = "does not exist"
+		default:
+			what = fmt.Sprintf("cannot be read (%v)", err)
 		}
 		h.warnf("XRE link %s under driver root %s points to %s, which %s: no XRE libraries from it (reinstall the XRE or fix the link)", XRELink, s.root, target, what)
 		return
