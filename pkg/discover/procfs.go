@@ -121,9 +121,22 @@ func (s *procSource) driverLoaded() (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	if line, ok := driverDevicesLine(data); ok {
+		return fmt.Sprintf("%s has %q", devices, line), true
+	}
+	return "", false
+}
+
+// driverDevicesLine returns the first "<major> kunlun" or "<major> xpu"
+// line of /proc/devices content, trimmed.
+func driverDevicesLine(data []byte) (string, bool) {
 	for line := range strings.Lines(string(data)) {
-		if f := strings.Fields(line); len(f) == 2 && (f[1] == "kunlun" || f[1] == "xpu") {
-			return fmt.Sprintf("%s has %q", devices, strings.TrimSpace(line)), true
+		f := strings.Fields(line)
+		if len(f) != 2 || (f[1] != "kunlun" && f[1] != "xpu") {
+			continue
+		}
+		if _, err := strconv.ParseUint(f[0], 10, 32); err == nil {
+			return strings.TrimSpace(line), true
 		}
 	}
 	return "", false
