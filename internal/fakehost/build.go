@@ -97,9 +97,9 @@ type TreeDevice struct {
 	SysfsPath string `json:"sysfsPath,omitempty"`
 }
 
-// TreeLibrary records a library file (not a link) in the XRE.
+// TreeLibrary records a library file (not a link) of the driver.
 type TreeLibrary struct {
-	Path   string `json:"path"` // /usr/local/xpu-<ver>/lib64/<file>
+	Path   string `json:"path"` // /usr/local/xpu-<ver>/<lib64|so>/<file>, or in a system directory
 	SONAME string `json:"soname"`
 }
 
