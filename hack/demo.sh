@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # demo.sh: what xpu-cdi does, on a machine without any XPU.
 #
-# Builds xpu-cdi, creates a fake 8-device P800 Kunlun host (real char device
-# nodes, procfs/sysfs text, XRE libraries that are real ELF files) under a
-# temporary directory, runs `xpu-cdi info` and `xpu-cdi generate` on it, and,
-# when Podman is available, starts a busybox container with one XPU from that
-# spec and shows /dev/xpu0 inside it. Everything is removed at the end; the
+# Builds xpu-cdi, creates a fake 8-device P800 Kunlun host as P800 hosts are
+# today (driver and XRE 5.x: char nodes 195:N and xpuctrl 195:255,
+# /proc/kunlun, no /proc/xpu or /sys/class/xpu, XRE 5 libraries in
+# /usr/local/xpu/so that are real ELF files, a dynamically linked xpu-smi)
+# under a temporary directory, runs `xpu-cdi info` and `xpu-cdi generate` on
+# it, and, when Podman is available, starts a container (busybox plus the
+# host's glibc) with one XPU from that spec and shows /dev/xpu0 and xpu-smi
+# inside it. Everything is removed at the end; the
 # spec uses the kind baidu.com/xpu-demo so a real baidu.com/xpu spec is never
 # touched.
 set -euo pipefail
@@ -32,8 +35,8 @@ make --no-print-directory build BINDIR="$work/bin"
 xpu_cdi="$work/bin/xpu-cdi"
 "$xpu_cdi" --version
 
-step "a fake Kunlun host: 8 x P800 under $work/host"
-go run ./internal/cmd/xpu-fakehost --shape p800x8 --root "$work/host"
+step "a fake Kunlun host: 8 x P800, driver and XRE 5.x, under $work/host"
+go run ./internal/cmd/xpu-fakehost --shape p800-xre5 --root "$work/host"
 ls -l "$work/host/dev"
 
 step "xpu-cdi info --dev-root $work/host --driver-root $work/host"
@@ -70,10 +73,18 @@ mkdir -p "$rootfs/bin" "$rootfs/etc" "$rootfs/tmp" "$rootfs/proc" "$rootfs/sys" 
 cp /bin/busybox "$rootfs/bin/busybox"
 for applet in sh ls cat env grep; do ln -s busybox "$rootfs/bin/$applet"; done
 echo "root:x:0:0:root:/root:/bin/sh" >"$rootfs/etc/passwd"
+# XRE 5's xpu-smi is a glibc program: the image gets the host's loader and
+# libc (and no ld.so.cache: the spec's hook writes one for the XRE folders).
+for lib in /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/libc.so.6; do
+	if [ -e "$lib" ]; then
+		mkdir -p "$rootfs$(dirname "$lib")"
+		cp -L "$lib" "$rootfs$lib"
+	fi
+done
 
-step "podman run --device baidu.com/xpu-demo=0 (busybox rootfs) ls -l /dev/xpu* ; xpu-smi"
+step "podman run --device baidu.com/xpu-demo=0 (busybox + glibc rootfs) ls -l /dev/xpu* ; xpu-smi"
 podman --root "$work/storage" --runroot "$work/run" run --rm --device baidu.com/xpu-demo=0 \
-	--rootfs "$rootfs" /bin/sh -c 'ls -l /dev/xpu*; env | grep ^XPU_; ls /usr/local/xpu/lib64; xpu-smi'
+	--rootfs "$rootfs" /bin/sh -c 'ls -l /dev/xpu*; env | grep ^XPU_; ls /usr/local/xpu/so; xpu-smi'
 podman --root "$work/storage" --runroot "$work/run" system reset --force >/dev/null 2>&1 || true
 
 step "done: the container saw /dev/xpu0 and /dev/xpuctrl only"

@@ -264,3 +264,105 @@ func TestHelpSaysEachDefaultOnce(t *testing.T) {
 	}
 	walk(nil, newApp(logrus.New()).Commands)
 }
+
+// TestXRE5InfoAndGenerate runs info and generate on the P800 (driver and
+// XRE 5) host: no warning, one note per host-wide fact, every problem
+// printed once (info prints them; it does not log them as well).
+func TestXRE5InfoAndGenerate(t *testing.T) {
+	root := fakeHost(t, fakehost.P800XRE5())
+	text, logs, err := run(t, append([]string{"info"}, roots(root)...)...)
+	require.NoError(t, err)
+	require.Empty(t, logs, "info prints what it found; it logs nothing")
+	require.Contains(t, text, "XRE: /usr/local/xpu -> /usr/local/xpu-5.0.21.47\n")
+	require.Contains(t, text, "Control node: /dev/xpuctrl 195:255 ")
+	require.NotContains(t, text, "Problems:")
+	require.NotContains(t, text, "does not seem to be loaded")
+	for _, line := range []string{
+		"/proc/xpu not present",
+		"/sys/class/xpu not present",
+		"no PCI address for /dev/xpu0../dev/xpu7",
+		"runtime library: /usr/local/xpu/so/libxpurt.so.2",
+		"library /lib/x86_64-linux-gnu/libxpunvidia-ml.so.1 <- " + root + "/lib/x86_64-linux-gnu/libxpunvidia-ml.so.5.0.21.47",
+		"library /usr/local/xpu/so/libcuda.so.1 <- ",
+	} {
+		require.Equal(t, 1, strings.Count(text, line), "%q once in\n%s", line, text)
+	}
+
+	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
+	_, logs, err = run(t, append([]string{"generate", "--no-hooks", "--output", out}, roots(root)...)...)
+	require.NoError(t, err)
+	require.NotContains(t, logs, "level=warning", "a healthy 5.x host gives no warning")
+	require.NoError(t, cdi.ValidateFile(out))
+}
+
+// TestInfoPrintsProblemsOnce checks that a host's warnings appear once,
+// under Problems, and not also on the log.
+func TestInfoPrintsProblemsOnce(t *testing.T) {
+	root := fakeHost(t, fakehost.Degraded())
+	text, logs, err := run(t, append([]string{"info"}, roots(root)...)...)
+	require.NoError(t, err)
+	require.NotContains(t, logs, "xpu-smi not found")
+	require.Equal(t, 1, strings.Count(text, "xpu-smi not found"), text)
+}
+
+// TestXRE5BrokenDriverFiles generates specs for P800 hosts whose driver
+// files are broken: one warning naming the file, exit status 0, a complete
+// valid spec with everything else (written atomically, nothing else in the
+// directory).
+func TestXRE5BrokenDriverFiles(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		tweak       func(t *testing.T, tree *fakehost.Tree)
+		warning     string
+		mounts      []string // container paths of the library mounts still there
+	}{
+		{
+			description: "a dangling link in so/",
+			tweak: func(t *testing.T, tree *fakehost.Tree) {
+				require.NoError(t, os.Symlink("libbkcl.so.5", tree.Path(tree.XREDir+"/so/libbkcl.so")))
+			},
+			warning: "driver library link /usr/local/xpu/so/libbkcl.so under driver root %ROOT% is dangling",
+			mounts:  []string{"/lib/x86_64-linux-gnu/libxpunvidia-ml.so.1", "/usr/local/xpu/so/libcuda.so.1", "/usr/local/xpu/so/libxpurt.so.2"},
+		},
+		{
+			description: "a library without a SONAME",
+			tweak: func(t *testing.T, tree *fakehost.Tree) {
+				data, err := os.ReadFile(tree.Path(tree.XREDir + "/bin/xpu-smi")) // ELF, no DT_SONAME
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(tree.Path(tree.XREDir+"/so/libxft.so"), data, 0o755))
+			},
+			warning: "driver library /usr/local/xpu/so/libxft.so under driver root %ROOT% is not a usable shared library",
+			mounts:  []string{"/lib/x86_64-linux-gnu/libxpunvidia-ml.so.1", "/usr/local/xpu/so/libcuda.so.1", "/usr/local/xpu/so/libxpurt.so.2"},
+		},
+		{
+			description: "the /usr/local/xpu link points nowhere",
+			tweak: func(t *testing.T, tree *fakehost.Tree) {
+				require.NoError(t, os.RemoveAll(tree.Path(tree.XREDir)))
+			},
+			warning: "XRE link /usr/local/xpu under driver root %ROOT% points to /usr/local/xpu-5.0.21.47, which does not exist",
+			mounts:  []string{"/lib/x86_64-linux-gnu/libxpunvidia-ml.so.1"},
+		},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			requireRoot(t)
+			tree := fakehosttest.Build(t, fakehost.P800XRE5())
+			tc.tweak(t, tree)
+			dir := t.TempDir()
+			out := filepath.Join(dir, "baidu.com-xpu.yaml")
+			_, logs, err := run(t, append([]string{"generate", "--no-hooks", "--output", out}, roots(tree.Root)...)...)
+			require.NoError(t, err, "warnings do not change the exit status")
+			warning := strings.ReplaceAll(tc.warning, "%ROOT%", tree.Root)
+			require.Equal(t, 1, strings.Count(logs, warning), logs)
+			require.NoError(t, cdi.ValidateFile(out))
+			data, err := os.ReadFile(out)
+			require.NoError(t, err)
+			for _, m := range tc.mounts {
+				require.Contains(t, string(data), "containerPath: "+m+"\n")
+			}
+			require.Equal(t, 17, strings.Count(string(data), "type: c\n"), "8 devices, the all device (8 nodes) and xpuctrl")
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			require.Len(t, entries, 1, "nothing half-written left behind")
+		})
+	}
+}

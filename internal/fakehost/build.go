@@ -88,7 +88,8 @@ type TreeDevice struct {
 	// VFs lists the /dev indexes of a PF's enabled VFs; such a PF is for
 	// management only.
 	VFs []int `json:"vfs,omitempty"`
-	// What exists for the device.
+	// What exists for the device: its node, its /proc/xpu/devN and its
+	// /sys/class/xpu/xpuN (neither on driver 5.x hosts).
 	HasNode  bool `json:"hasNode"`
 	HasProc  bool `json:"hasProc"`
 	HasSysfs bool `json:"hasSysfs"`
@@ -96,9 +97,9 @@ type TreeDevice struct {
 	SysfsPath string `json:"sysfsPath,omitempty"`
 }
 
-// TreeLibrary records a library file (not a link) in the XRE.
+// TreeLibrary records a library file (not a link) of the driver.
 type TreeLibrary struct {
-	Path   string `json:"path"` // /usr/local/xpu-<ver>/lib64/<file>
+	Path   string `json:"path"` // /usr/local/xpu-<ver>/<lib64|so>/<file>, or in a system directory
 	SONAME string `json:"soname"`
 }
 
@@ -201,8 +202,13 @@ func (h *Host) validate() error {
 	idx := map[int]bool{}
 	minors := map[uint32]int{}
 	pfs := map[string]bool{}
+	switch h.Layout {
+	case "", LayoutXRE4, LayoutXRE5:
+	default:
+		return fmt.Errorf("fake host: unknown layout %q (valid: %s, %s)", h.Layout, LayoutXRE4, LayoutXRE5)
+	}
 	if !h.NoCtrl {
-		minors[CtrlMinor] = -1
+		minors[h.ctrlMinor()] = -1
 	}
 	for _, d := range h.Devices {
 		if d.Index < 0 || idx[d.Index] {
@@ -229,11 +235,14 @@ func (h *Host) validate() error {
 	}
 	files := map[string]bool{}
 	for _, l := range h.Libraries {
+		if strings.Contains(l.Dir, "..") || strings.ContainsRune(l.Dir, 0) || (l.Dir != "" && !strings.HasPrefix(l.Dir, "/") && strings.Contains(l.Dir, "/")) {
+			return fmt.Errorf("fake host: library directory %q of %s invalid", l.Dir, l.File)
+		}
 		for _, n := range append([]string{l.File}, l.DevLinks...) {
-			if n == "" || strings.ContainsAny(n, "/\x00") || files[n] {
+			if n == "" || strings.ContainsAny(n, "/\x00") || files[l.Dir+"/"+n] {
 				return fmt.Errorf("fake host: library file name %q empty, invalid or repeated", n)
 			}
-			files[n] = true
+			files[l.Dir+"/"+n] = true
 		}
 		if l.SONAME == "" || len(l.SONAME) > len(sonamePlaceholder) {
 			return fmt.Errorf("fake host: SONAME %q of %s empty or longer than %d bytes", l.SONAME, l.File, len(sonamePlaceholder))

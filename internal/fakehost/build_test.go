@@ -26,7 +26,7 @@ func checkNodes(t *testing.T, tr *Tree, mode os.FileMode, uid, gid uint32) {
 		}
 	}
 	if tr.Ctrl != "" {
-		paths[tr.Ctrl] = CtrlMinor
+		paths[tr.Ctrl] = tr.Host.ctrlMinor()
 	}
 	for p, minor := range paths {
 		full := tr.Path(p)
@@ -75,6 +75,26 @@ func shapeCases() []shapeCase {
 				require.Equal(t, "\n", readTree(t, tr, "/proc/xpu/probe_error"))
 				require.Equal(t, "/usr/local/xpu-5.0.21.21", tr.XREDir)
 				require.Contains(t, readTree(t, tr, "/etc/udev/rules.d/99-kunlun.rules"), `MODE="0666"`)
+			},
+		},
+		{
+			description: "p800-xre5", host: P800XRE5(),
+			indexes: []int{0, 1, 2, 3, 4, 5, 6, 7}, minors: []uint32{0, 1, 2, 3, 4, 5, 6, 7}, mode: 0o666,
+			compute: []int{0, 1, 2, 3, 4, 5, 6, 7},
+			check: func(t *testing.T, tr *Tree) {
+				require.Equal(t, uint32(195), tr.Major)
+				require.Equal(t, "/usr/local/xpu-5.0.21.47", tr.XREDir)
+				for _, d := range []string{"bin", "include", "lib", "so", "tools", "profiler"} {
+					require.DirExists(t, tr.Path(tr.XREDir+"/"+d))
+				}
+				target, err := os.Readlink(tr.Path("/lib/x86_64-linux-gnu/libxpunvidia-ml.so.1"))
+				require.NoError(t, err)
+				require.Equal(t, "libxpunvidia-ml.so.5.0.21.47", target)
+				for _, l := range []string{XPUSMILink, XPUSMI5Alias} {
+					target, err := os.Readlink(tr.Path(l))
+					require.NoError(t, err)
+					require.Equal(t, "../xpu/bin/xpu-smi", target)
+				}
 			},
 		},
 		{
@@ -204,6 +224,10 @@ func TestShapes(t *testing.T) {
 func checkProcAndSysfs(t *testing.T, tr *Tree) {
 	t.Helper()
 	require.Contains(t, readTree(t, tr, "/proc/devices"), fmt.Sprintf("\n%3d xpu\n", tr.Major))
+	if tr.Host.XRE5() {
+		checkProcAndSysfsXRE5(t, tr)
+		return
+	}
 	require.Equal(t, "jiffies: 4294968231\n", readTree(t, tr, "/proc/xpu/load_time"))
 	require.Equal(t, fmt.Sprintf("%d:128\n", tr.Major), readTree(t, tr, "/sys/class/xpu/xpuctrl/dev"))
 	require.Equal(t, tr.DriverVersion+"\n", readTree(t, tr, "/sys/module/kunlun/version"))
@@ -235,6 +259,27 @@ func checkProcAndSysfs(t *testing.T, tr *Tree) {
 		require.NoError(t, err)
 		require.Equal(t, tr.Path(d.SysfsPath), real)
 		require.True(t, strings.HasSuffix(filepath.Dir(filepath.Dir(real)), "/"+d.BDF))
+	}
+}
+
+// checkProcAndSysfsXRE5 checks what driver 5.x hosts have instead:
+// /proc/kunlun/devN, modules kunlun and kunlun_peermem, PCI functions bound
+// to kunlun, and neither /proc/xpu nor /sys/class/xpu.
+func checkProcAndSysfsXRE5(t *testing.T, tr *Tree) {
+	t.Helper()
+	require.False(t, exists(tr, "/proc/xpu"))
+	require.False(t, exists(tr, "/sys/class/xpu"))
+	require.False(t, exists(tr, "/sys/devices/virtual/xpu"))
+	require.Equal(t, "live\n", readTree(t, tr, "/sys/module/kunlun/initstate"))
+	require.Equal(t, "live\n", readTree(t, tr, "/sys/module/kunlun_peermem/initstate"))
+	for _, d := range tr.Devices {
+		require.False(t, d.HasProc || d.HasSysfs, "xpu%d", d.Index)
+		require.Equal(t, "0x0\n", readTree(t, tr, fmt.Sprintf("/proc/kunlun/dev%d/dma_excp_mask", d.Index)))
+		fn := "/sys/bus/pci/drivers/kunlun/" + d.BDF
+		require.Equal(t, fmt.Sprintf("0x%04x\n", d.DeviceID), readTree(t, tr, fn+"/device"))
+		drv, err := filepath.EvalSymlinks(tr.Path(fn + "/driver"))
+		require.NoError(t, err)
+		require.Equal(t, tr.Path("/sys/bus/pci/drivers/kunlun"), drv)
 	}
 }
 

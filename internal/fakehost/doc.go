@@ -7,7 +7,11 @@
 // which real host each shape imitates and what was inferred): device nodes
 // under R/dev, the driver's procfs entries under R/proc, sysfs under R/sys and
 // the XRE user space (real ELF shared objects with real SONAMEs, a static
-// xpu_smi, ld.so.conf.d and ld.so.cache) under R/usr/local and R/etc. The same
+// xpu_smi, ld.so.conf.d and ld.so.cache) under R/usr/local and R/etc. Both
+// driver generations are built: 4.x (/proc/xpu, /sys/class/xpu, XRE 4 in
+// lib64) and, with Host.Layout LayoutXRE5, 5.x as P800 hosts have it
+// (/proc/kunlun, no xpu class, XRE 5 in so/, libxpunvidia-ml in
+// R/lib/x86_64-linux-gnu, a dynamically linked xpu-smi). The same
 // R serves as dev root and driver root. Every symbolic link is relative, so a
 // tree can be moved or bind-mounted.
 //

@@ -35,20 +35,32 @@ func checkLibraries(t *testing.T, tr *Tree) {
 	if tr.Host.NoDriver {
 		return
 	}
+	// viaLink is the directory of a library as the loader and the XRE's
+	// users see it: through /usr/local/xpu, or the system directory.
+	viaLink := func(l Library) string {
+		if strings.HasPrefix(l.Dir, "/") {
+			return l.Dir
+		}
+		return strings.Replace(l.libDir(tr.XREDir), tr.XREDir, XRELink, 1)
+	}
 	require.Len(t, tr.Libraries, len(tr.Host.Libraries))
-	for _, l := range tr.Libraries {
+	for i, l := range tr.Libraries {
 		require.Equal(t, l.SONAME, soname(t, tr.Path(l.Path)), l.Path)
 		// The loader's view through /usr/local/xpu works too.
-		require.FileExists(t, tr.Path(XRELibDir+"/"+l.SONAME))
+		require.FileExists(t, tr.Path(viaLink(tr.Host.Libraries[i])+"/"+l.SONAME))
 	}
 	for _, l := range tr.Host.Libraries {
 		for _, dl := range l.DevLinks {
-			target, err := os.Readlink(tr.Path(XRELibDir + "/" + dl))
+			target, err := os.Readlink(tr.Path(viaLink(l) + "/" + dl))
 			require.NoError(t, err)
 			require.Equal(t, l.File, target)
 		}
 	}
-	require.Equal(t, XRELibDir+"\n", readTree(t, tr, LdSoConfPath))
+	if tr.Host.XRE5() {
+		require.False(t, exists(tr, LdSoConfPath), "XRE 5 does not register so/ with the loader")
+	} else {
+		require.Equal(t, XRELibDir+"\n", readTree(t, tr, LdSoConfPath))
+	}
 	data, err := os.ReadFile(tr.Path(LdCachePath))
 	require.NoError(t, err)
 	entries, err := ldcache.Parse(data)
@@ -61,9 +73,13 @@ func checkLibraries(t *testing.T, tr *Tree) {
 	}
 	want := map[string]string{}
 	for _, l := range tr.Host.Libraries {
-		want[l.SONAME] = XRELibDir + "/" + l.SONAME
+		dir := viaLink(l)
+		if tr.Host.XRE5() && !strings.HasPrefix(l.Dir, "/") {
+			continue // so/ is not in the cache
+		}
+		want[l.SONAME] = dir + "/" + l.SONAME
 		for _, dl := range l.DevLinks {
-			want[dl] = XRELibDir + "/" + dl
+			want[dl] = dir + "/" + dl
 		}
 	}
 	require.Equal(t, want, got)
@@ -193,4 +209,58 @@ func TestLdCacheInChroot(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.Equal(t, "xpu devices: 8\nxpurt version: 5.1.0.7\n", string(out))
+}
+
+// TestXRE5Programs checks the programs of the XRE 5 shape: xpu-smi is
+// linked against libxpuml.so.1 and libxpunvidia-ml.so.1 and fails without
+// them, xpu-test-xre5 needs libxpurt.so.2, xpu-cuda-probe dlopens
+// libcuda.so.1 and reports the XRE copy.
+func TestXRE5Programs(t *testing.T) {
+	tr := build(t, P800XRE5())
+	f, err := elf.Open(tr.Path(XPUSMI5Path))
+	require.NoError(t, err)
+	libs, err := f.ImportedLibraries()
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.Subset(t, libs, []string{"libxpuml.so.1", "libxpunvidia-ml.so.1"})
+
+	so, sys := tr.Path(XRE5LibDir), tr.Path(SystemLibDir)
+	for _, tc := range []struct {
+		description string
+		bin         string
+		libPath     string
+		want        []string
+		fails       string
+	}{
+		{description: "xpu-smi without its libraries", bin: tr.Path(XPUSMILink), libPath: t.TempDir(), fails: "libxpuml.so.1"},
+		{description: "xpu-smi without libxpunvidia-ml", bin: tr.Path(XPUSMI5Alias), libPath: so, fails: "libxpunvidia-ml.so.1"},
+		{description: "xpu-smi", bin: tr.Path(XPUSMILink), libPath: so + ":" + sys, want: []string{"XPU-SMI 5", "8 device(s) found"}},
+		{description: "xpu-test-xre5", bin: "xpu-test-xre5", libPath: so, want: []string{"xpu devices: 8\nxpurt version: " + XREVersionP800 + "\n"}},
+		{description: "xpu-test-xre5 without libxpurt.so.2", bin: "xpu-test-xre5", libPath: t.TempDir(), fails: "libxpurt.so.2"},
+		{description: "xpu-cuda-probe", bin: "xpu-cuda-probe", libPath: so, want: []string{"libcuda.so.1 path: " + so + "/libcuda.so.1\n", "libcuda.so.1 origin: kunlun-xre\n"}},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			bin := tc.bin
+			switch bin {
+			case "xpu-test-xre5":
+				bin = filepath.Join(t.TempDir(), bin)
+				require.NoError(t, BuildTestProgramXRE5(bin))
+			case "xpu-cuda-probe":
+				bin = filepath.Join(t.TempDir(), bin)
+				require.NoError(t, BuildCUDAProbe(bin))
+			}
+			cmd := exec.Command(bin)
+			cmd.Env = []string{"LD_LIBRARY_PATH=" + tc.libPath, "XPU_FAKEHOST_ROOT=" + tr.Root}
+			out, err := cmd.CombinedOutput()
+			if tc.fails != "" {
+				require.Error(t, err, string(out))
+				require.Contains(t, string(out), tc.fails)
+				return
+			}
+			require.NoError(t, err, string(out))
+			for _, w := range tc.want {
+				require.Contains(t, string(out), w)
+			}
+		})
+	}
 }

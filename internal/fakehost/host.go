@@ -3,6 +3,7 @@ package fakehost
 import (
 	"fmt"
 	"os"
+	"strings"
 )
 
 // Family is the Kunlun chip generation, which decides the procfs formats.
@@ -39,8 +40,30 @@ const (
 // DefaultMajor is the dynamic major most often seen for the xpu driver.
 const DefaultMajor uint32 = 243
 
-// CtrlMinor is the minor of /dev/xpuctrl.
+// CtrlMinor is the minor of /dev/xpuctrl (driver 4.x).
 const CtrlMinor uint32 = 128
+
+// Driver 5.x (P800) nodes: static major 195, minor N, xpuctrl minor 255.
+const (
+	MajorXRE5     uint32 = 195
+	CtrlMinorXRE5 uint32 = 255
+)
+
+// Layout is the driver generation whose user-space layout a host imitates.
+type Layout string
+
+// Driver layouts.
+const (
+	// LayoutXRE4 is driver/XRE 4.x (Kunlun1/Kunlun2, the public driver):
+	// /proc/xpu, /sys/class/xpu, the XRE libraries in lib64 registered in
+	// ld.so.conf.d. The empty Layout means this one.
+	LayoutXRE4 Layout = "xre4"
+	// LayoutXRE5 is driver/XRE 5.x (P800): /proc/kunlun instead of
+	// /proc/xpu, no /sys/class/xpu, the libraries in the XRE's so/
+	// directory (not in ld.so.cache), libxpunvidia-ml in the system
+	// library directory, a dynamically linked xpu-smi.
+	LayoutXRE5 Layout = "xre5"
+)
 
 // Device describes one /dev/xpuN device of a fake host. Several Devices may
 // share a PCI function (K200 power domains): they then have the same BDF.
@@ -102,8 +125,13 @@ func (p ProbeError) line() string {
 	return fmt.Sprintf("%s 0 1 (nil) %d %s", p.BDF, p.Code, p.Message)
 }
 
-// Library is one driver library file in the XRE lib64 directory.
+// Library is one driver library file.
 type Library struct {
+	// Dir is where the file lives: a directory of the XRE install
+	// ("lib64", "so"; empty means "lib64") or, when absolute, an in-tree
+	// system directory such as /lib/x86_64-linux-gnu, whose libraries are
+	// listed in the tree's ld.so.cache.
+	Dir string `json:"dir,omitempty"`
 	// File is the file name; SONAME the DT_SONAME written into it.
 	File   string `json:"file"`
 	SONAME string `json:"soname"`
@@ -116,8 +144,12 @@ type Library struct {
 type Host struct {
 	// Shape names the constructor that produced the description.
 	Shape string `json:"shape"`
-	// Major is the xpu char major (dynamic on real hosts).
+	// Layout is the driver generation (empty: LayoutXRE4).
+	Layout Layout `json:"layout,omitempty"`
+	// Major is the xpu char major (dynamic on 4.x hosts, 195 on 5.x).
 	Major uint32 `json:"major"`
+	// CtrlMinor is the minor of /dev/xpuctrl; 0 means CtrlMinor (128).
+	CtrlMinor uint32 `json:"ctrlMinor,omitempty"`
 	// DriverVersion is the kernel module's version (/proc/xpu/version).
 	DriverVersion string `json:"driverVersion"`
 	// XREVersion names the user-space install /usr/local/xpu-<XREVersion>.
@@ -142,4 +174,26 @@ type Host struct {
 	NoProcfs bool `json:"noProcfs,omitempty"` // no R/proc at all
 	NoDriver bool `json:"noDriver,omitempty"` // no XRE files (usr/local, ld.so.*)
 	NoXPUSMI bool `json:"noXpuSmi,omitempty"` // XRE without xpu_smi / xpu-smi
+}
+
+// XRE5 reports whether the host has the driver 5.x layout.
+func (h *Host) XRE5() bool { return h.Layout == LayoutXRE5 }
+
+// ctrlMinor is the minor of the host's /dev/xpuctrl.
+func (h *Host) ctrlMinor() uint32 {
+	if h.CtrlMinor == 0 {
+		return CtrlMinor
+	}
+	return h.CtrlMinor
+}
+
+// libDir is the in-tree directory of a library of the XRE install xre.
+func (l Library) libDir(xre string) string {
+	switch {
+	case l.Dir == "":
+		return xre + "/lib64"
+	case strings.HasPrefix(l.Dir, "/"):
+		return l.Dir
+	}
+	return xre + "/" + l.Dir
 }

@@ -2,6 +2,7 @@ package fakehost
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
 )
@@ -9,15 +10,26 @@ import (
 // ldFlags are the cache flags ldconfig gives x86-64 glibc shared objects.
 const ldFlags = ldcache.FlagELFLibc6 | ldcache.FlagX8664Lib64
 
-// ldCacheEntries lists what ldconfig would cache for the XRE directory named
-// in ld.so.conf.d: one entry per SONAME and one per development link, with
-// paths through /usr/local/xpu as the conf file names it.
-func ldCacheEntries(libs []Library) []ldcache.Entry {
+// ldCacheEntries lists what ldconfig would cache: one entry per SONAME and
+// one per development link, for the libraries of the XRE directory named
+// in ld.so.conf.d (4.x layout: lib64, with paths through /usr/local/xpu as
+// the conf file names it) and of system directories (absolute Dir). XRE
+// 5's so/ is not registered.
+func ldCacheEntries(h *Host) []ldcache.Entry {
 	var entries []ldcache.Entry
-	for _, l := range libs {
-		entries = append(entries, ldcache.Entry{Name: l.SONAME, Path: XRELibDir + "/" + l.SONAME, Flags: ldFlags})
+	for _, l := range h.Libraries {
+		var dir string
+		switch {
+		case strings.HasPrefix(l.Dir, "/"):
+			dir = l.Dir
+		case (l.Dir == "" || l.Dir == "lib64") && !h.XRE5():
+			dir = XRELibDir
+		default:
+			continue
+		}
+		entries = append(entries, ldcache.Entry{Name: l.SONAME, Path: dir + "/" + l.SONAME, Flags: ldFlags})
 		for _, dl := range l.DevLinks {
-			entries = append(entries, ldcache.Entry{Name: dl, Path: XRELibDir + "/" + dl, Flags: ldFlags})
+			entries = append(entries, ldcache.Entry{Name: dl, Path: dir + "/" + dl, Flags: ldFlags})
 		}
 	}
 	return entries
@@ -25,7 +37,7 @@ func ldCacheEntries(libs []Library) []ldcache.Entry {
 
 // buildLdCache writes /etc/ld.so.cache for the tree.
 func (b *builder) buildLdCache() error {
-	data, err := ldcache.Encode(ldCacheEntries(b.h.Libraries))
+	data, err := ldcache.Encode(ldCacheEntries(&b.h))
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", b.full(LdCachePath), err)
 	}

@@ -21,8 +21,8 @@ func (b *builder) recordDevices() {
 			BDF: d.BDF, Serial: d.Serial, Model: d.Model, Family: d.Family, DeviceName: d.DeviceName,
 			DeviceID: d.DeviceID, Function: d.Function, Parent: d.PhysFn, NUMANode: d.NUMANode, State: d.State,
 			HasNode:  !h.NoNodes && !d.NoNode,
-			HasProc:  !h.NoProcfs && !d.NoProc,
-			HasSysfs: !h.NoSysfs && !d.NoSysfs,
+			HasProc:  !h.NoProcfs && !d.NoProc && !h.XRE5(),
+			HasSysfs: !h.NoSysfs && !d.NoSysfs && !h.XRE5(),
 		}
 		if d.Function == FunctionPF {
 			td.VFs = vfs[d.BDF]
@@ -54,7 +54,7 @@ func (b *builder) buildNodes() error {
 		}
 	}
 	if !b.h.NoCtrl {
-		if err := b.node("/dev/xpuctrl", CtrlMinor); err != nil {
+		if err := b.node("/dev/xpuctrl", b.h.ctrlMinor()); err != nil {
 			return err
 		}
 		b.t.Ctrl = "/dev/xpuctrl"

@@ -122,12 +122,16 @@ func procErrInfo(d Device) string {
 	}
 }
 
-// buildProcfs writes /proc/devices and /proc/xpu.
+// buildProcfs writes /proc/devices and /proc/xpu (driver 5.x:
+// /proc/kunlun).
 func (b *builder) buildProcfs() error {
 	if b.h.NoProcfs {
 		return nil
 	}
 	h := b.h
+	if h.XRE5() {
+		return b.buildProcKunlun()
+	}
 	probe := "\n"
 	if len(h.ProbeErrors) > 0 {
 		var sb strings.Builder
@@ -165,6 +169,23 @@ func (b *builder) buildProcfs() error {
 			perm = 0o444
 		}
 		if err := b.writeText(f.path, f.text, fsMode(perm)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildProcKunlun writes what a driver 5.x host has: /proc/devices and
+// /proc/kunlun/devN/dma_excp_mask, no /proc/xpu.
+func (b *builder) buildProcKunlun() error {
+	if err := b.writeText("/proc/devices", procDevices(b.h.Major), 0o444); err != nil {
+		return err
+	}
+	for _, d := range b.h.Devices {
+		if d.NoProc || d.NoNode {
+			continue
+		}
+		if err := b.writeText(fmt.Sprintf("/proc/kunlun/dev%d/dma_excp_mask", d.Index), "0x0\n", 0o644); err != nil {
 			return err
 		}
 	}

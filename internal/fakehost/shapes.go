@@ -5,6 +5,7 @@ import "fmt"
 // Shape names accepted by ShapeByName (and the xpu-fakehost command).
 const (
 	ShapeP800x8    = "p800x8"
+	ShapeP800XRE5  = "p800-xre5"
 	ShapeR200SRIOV = "r200-sriov"
 	ShapeK200      = "k200"
 	ShapeDegraded  = "degraded"
@@ -13,7 +14,7 @@ const (
 
 // Shapes lists the valid shape names.
 func Shapes() []string {
-	return []string{ShapeP800x8, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled}
+	return []string{ShapeP800x8, ShapeP800XRE5, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled}
 }
 
 // ShapeByName returns the named shape; devices and libraries are only used by
@@ -22,6 +23,8 @@ func ShapeByName(name string, devices, libraries int) (Host, error) {
 	switch name {
 	case ShapeP800x8:
 		return P800x8(), nil
+	case ShapeP800XRE5:
+		return P800XRE5(), nil
 	case ShapeR200SRIOV:
 		return R200SRIOV(), nil
 	case ShapeK200:
@@ -42,7 +45,24 @@ func ShapeByName(name string, devices, libraries int) (Host, error) {
 const (
 	DriverVersionKunlun2 = "4.33.0"
 	DriverVersionP800    = "5.0.21.21"
+	// XREVersionP800 is the version of the XRE 5 install of P800XRE5, as
+	// in the public reports' /usr/local/xpu -> /usr/local/xpu-5.0.21.47.
+	XREVersionP800 = "5.0.21.47"
 )
+
+// XRE5Libraries is what the public reports show of an XRE 5 install: in
+// so/, libxpurt.so.2 (with its libxpurt.so link), libxpuml.so.1 and the
+// CUDA-compatible layers libcuda.so.1 and libcudart.so*; in the system
+// library directory, libxpunvidia-ml.so.1, a link to a versioned file.
+func XRE5Libraries(version string) []Library {
+	return []Library{
+		{Dir: "so", File: "libxpurt.so.2", SONAME: "libxpurt.so.2", DevLinks: []string{"libxpurt.so"}},
+		{Dir: "so", File: "libxpuml.so.1", SONAME: "libxpuml.so.1"},
+		{Dir: "so", File: "libcuda.so.1", SONAME: "libcuda.so.1"},
+		{Dir: "so", File: "libcudart.so.12", SONAME: "libcudart.so.12", DevLinks: []string{"libcudart.so"}},
+		{Dir: SystemLibDir, File: "libxpunvidia-ml.so." + version, SONAME: "libxpunvidia-ml.so.1"},
+	}
+}
 
 // CoreLibraries is the standard XRE lib64 content: libxpurt and libxpuml
 // with their development links, and the other user libraries.
@@ -117,6 +137,34 @@ func P800x8() Host {
 		}
 		parent := fmt.Sprintf("pci0000:%02x/0000:%02x:%02x.0", hb, hb, 1+i%4)
 		h.Devices = append(h.Devices, p800Device(i, numa, fmt.Sprintf("0000:%02x:00.0", bus), parent))
+	}
+	return h
+}
+
+// P800XRE5 is an 8-card P800 OAM box as the public reports of driver/XRE
+// 5.x hosts show it (reference "Driver 5.x and P800"): nodes /dev/xpu0..7
+// char 195:N and /dev/xpuctrl 195:255, mode 0666; modules kunlun and
+// kunlun_peermem; /proc/kunlun/devN but no /proc/xpu; PCI functions
+// 0x1d22:0x3688 bound to kunlun but no /sys/class/xpu (so nothing maps a
+// node to its PCI function); XRE 5.0.21.47 with its libraries in so/
+// (not in ld.so.cache), libxpunvidia-ml.so.1 in /lib/x86_64-linux-gnu and
+// a dynamically linked xpu-smi in /usr/local/bin.
+func P800XRE5() Host {
+	h := Host{
+		Shape: ShapeP800XRE5, Layout: LayoutXRE5, Major: MajorXRE5, CtrlMinor: CtrlMinorXRE5,
+		DriverVersion: XREVersionP800, XREVersion: XREVersionP800,
+		NodeMode: 0o666, UdevRule: true, LoadJiffies: 4294968231,
+		Libraries: XRE5Libraries(XREVersionP800),
+	}
+	for i := range 8 {
+		numa, bus, hb := 0, 0x01+i, 0x00
+		if i >= 4 {
+			numa, bus, hb = 1, 0x81+i-4, 0x80
+		}
+		parent := fmt.Sprintf("pci0000:%02x/0000:%02x:%02x.0", hb, hb, 1+i%4)
+		d := p800Device(i, numa, fmt.Sprintf("0000:%02x:00.0", bus), parent)
+		d.Minor = uint32(i)
+		h.Devices = append(h.Devices, d)
 	}
 	return h
 }

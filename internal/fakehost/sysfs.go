@@ -17,6 +17,7 @@ const (
 	sysClassXPU     = "/sys/class/xpu"
 	sysDriverKunlun = "/sys/bus/pci/drivers/kunlun"
 	sysModuleKunlun = "/sys/module/kunlun"
+	sysModulePeer   = "/sys/module/kunlun_peermem"
 	pciClassAccel   = 0x120000 // processing accelerator
 )
 
@@ -39,12 +40,20 @@ func (b *builder) buildSysfs() error {
 		return nil
 	}
 	h := b.h
-	for _, dir := range []string{sysClassXPU, sysDriverKunlun, "/sys/bus/pci/devices"} {
+	dirs := []string{sysClassXPU, sysDriverKunlun, "/sys/bus/pci/devices"}
+	if h.XRE5() {
+		dirs = dirs[1:] // no xpu class on driver 5.x
+	}
+	for _, dir := range dirs {
 		if err := b.mkdir(dir); err != nil {
 			return err
 		}
 	}
-	if err := b.writeText(sysModuleKunlun+"/version", h.DriverVersion+"\n", 0o444); err != nil {
+	if !h.XRE5() {
+		if err := b.writeText(sysModuleKunlun+"/version", h.DriverVersion+"\n", 0o444); err != nil {
+			return err
+		}
+	} else if err := b.writeText(sysModulePeer+"/initstate", "live\n", 0o444); err != nil {
 		return err
 	}
 	if err := b.writeText(sysModuleKunlun+"/initstate", "live\n", 0o444); err != nil {
@@ -56,9 +65,9 @@ func (b *builder) buildSysfs() error {
 	if err := b.symlink(sysDriverKunlun, sysModuleKunlun+"/drivers/pci:kunlun"); err != nil {
 		return err
 	}
-	if !h.NoCtrl {
+	if !h.NoCtrl && !h.XRE5() {
 		ctrl := "/sys/devices/virtual/xpu/xpuctrl"
-		if err := b.classDevice(ctrl, "xpuctrl", CtrlMinor, ""); err != nil {
+		if err := b.classDevice(ctrl, "xpuctrl", h.ctrlMinor(), ""); err != nil {
 			return err
 		}
 	}
@@ -79,6 +88,9 @@ func (b *builder) buildSysfs() error {
 			if err := b.pciFunction(d, vfs[d.BDF]); err != nil {
 				return err
 			}
+		}
+		if h.XRE5() {
+			continue
 		}
 		name := fmt.Sprintf("xpu%d", d.Index)
 		if err := b.classDevice(fn+"/xpu/"+name, name, d.Minor, fn); err != nil {

@@ -67,12 +67,16 @@ func bindMount(hostPath, containerPath string) *specs.Mount {
 	}
 }
 
-// fileMounts mounts each driver file at its container path; a tool is also
-// mounted under each of its alias names so no hook is needed to reach it.
+// fileMounts mounts each driver file at its container path and at its
+// AlsoAt paths (a system library's versioned name); a tool is also mounted
+// under each of its alias names so no hook is needed to reach it.
 func fileMounts(files []discover.DriverFile) []*specs.Mount {
 	var out []*specs.Mount
 	for _, f := range files {
 		out = append(out, bindMount(f.HostPath, f.Path))
+		for _, p := range f.AlsoAt {
+			out = append(out, bindMount(f.HostPath, p))
+		}
 		if f.Kind == discover.KindTool {
 			for _, alias := range f.Links {
 				out = append(out, bindMount(f.HostPath, path.Join(path.Dir(f.Path), alias)))

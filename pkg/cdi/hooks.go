@@ -27,8 +27,9 @@ const hookProgram = "xpu-runtime-hook"
 
 // RuntimeHooks returns the xpu-runtime-hook invocation that finishes the
 // injection of the given driver libraries inside a container: one
-// setup-libraries hook that updates the loader cache for their directories
-// (so programs load libxpurt.so.1 without LD_LIBRARY_PATH) and creates their
+// setup-libraries hook that updates the loader cache for every directory a
+// library is mounted into (so programs load libxpurt.so.N without
+// LD_LIBRARY_PATH) and creates their
 // development links (libxpurt.so -> libxpurt.so.1). One hook, not one per
 // job: each hook is a process the runtime starts and waits for on every
 // container creation. It returns nothing when there is nothing to do.
@@ -43,9 +44,11 @@ func RuntimeHooks(hookPath string, libraries []discover.DriverFile) []Hook {
 	)
 	for _, l := range libraries {
 		dir := path.Dir(l.Path)
-		if !seen[dir] {
-			seen[dir] = true
-			folders = append(folders, dir)
+		for _, p := range append([]string{l.Path}, l.AlsoAt...) {
+			if d := path.Dir(p); !seen[d] {
+				seen[d] = true
+				folders = append(folders, d)
+			}
 		}
 		for _, link := range l.Links {
 			links = append(links, path.Base(l.Path)+"::"+path.Join(dir, link))

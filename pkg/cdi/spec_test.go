@@ -44,6 +44,8 @@ func TestGolden(t *testing.T) {
 		{name: "r200-sriov", host: fakehost.R200SRIOV()},
 		{name: "k200", host: fakehost.K200()},
 		{name: "degraded", host: fakehost.Degraded()},
+		{name: "p800-xre5", host: fakehost.P800XRE5()},
+		{name: "p800-xre5-hooks", host: fakehost.P800XRE5(), opts: []cdi.Option{cdi.WithRuntimeHooks("/usr/bin/xpu-runtime-hook"), cdi.WithNameStrategies(cdi.NameByIndex)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tree, host := discoverShape(t, tc.host)

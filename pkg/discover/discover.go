@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 )
 
 // ErrNoDevices is returned when no /dev/xpuN node exists under the dev root.
@@ -39,7 +40,8 @@ func Chain(srcs ...Source) Source {
 
 // Discover reads the host described by opts. It fails with ErrNoDevices when
 // there is no device node at all; everything else that cannot be read ends up
-// in the returned Host's problems and warnings.
+// in the returned Host's problems, warnings and notes, which Discover does
+// not log: the caller prints each once.
 func Discover(opts ...Option) (*Host, error) {
 	o := newOptions(opts)
 	devRoot, err := filepath.Abs(o.devRoot)
@@ -64,9 +66,6 @@ func Discover(opts ...Option) (*Host, error) {
 	if err := src.Discover(h); err != nil {
 		return nil, err
 	}
-	for _, w := range h.Warnings {
-		o.log.Warnf("%s", w)
-	}
 	return h, nil
 }
 
@@ -81,4 +80,18 @@ func (h *Host) CheckUsable() error {
 		return fmt.Errorf("%w under %s: every device found is a physical function with SR-IOV VFs enabled and no VF node exists", ErrNoDevices, h.DevRoot)
 	}
 	return nil
+}
+
+// nodeList names the nodes of devs briefly: /dev/xpu0../dev/xpu7 for a run
+// of consecutive indices, else a comma-separated list.
+func nodeList(devs []*Device) string {
+	first, last := devs[0].Index, devs[len(devs)-1].Index
+	if last-first == len(devs)-1 && len(devs) > 2 {
+		return fmt.Sprintf("/dev/xpu%d../dev/xpu%d", first, last)
+	}
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = d.Node.Path
+	}
+	return strings.Join(names, ", ")
 }

@@ -38,6 +38,7 @@ func TestShapes(t *testing.T) {
 		{description: "R200 with SR-IOV: the PF with VFs is not offered", host: fakehost.R200SRIOV(), compute: []int{1, 2, 3, 4}},
 		{description: "K200: two power domains on one PCI function", host: fakehost.K200(), compute: []int{0, 1}},
 		{description: "degraded host: gaps, missing procfs and sysfs, unknown ID", host: fakehost.Degraded(), compute: []int{0, 1, 3}, warning: "xpu-smi not found"},
+		{description: "P800 with driver and XRE 5: no /proc/xpu, no /sys/class/xpu", host: fakehost.P800XRE5(), compute: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			tree := build(t, tc.host)
@@ -45,7 +46,11 @@ func TestShapes(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, h.CheckUsable())
 			require.NotNil(t, h.Control)
-			require.Equal(t, uint32(fakehost.CtrlMinor), h.Control.Minor)
+			wantCtrl := fakehost.CtrlMinor
+			if tc.host.CtrlMinor != 0 {
+				wantCtrl = tc.host.CtrlMinor
+			}
+			require.Equal(t, wantCtrl, h.Control.Minor)
 
 			var got []int
 			for _, d := range h.ComputeDevices() {
@@ -78,7 +83,11 @@ func TestShapes(t *testing.T) {
 					require.Equal(t, td.DeviceName, d.Family)
 				} else {
 					require.Empty(t, d.Serial, "a device without procfs must not get a guessed serial")
-					require.NotEmpty(t, d.Problems)
+					if tc.host.XRE5() {
+						require.Empty(t, d.Problems, "an optional source absent on the whole host is a note, not a problem per device")
+					} else {
+						require.NotEmpty(t, d.Problems)
+					}
 				}
 				if td.HasSysfs {
 					require.NotNil(t, d.PCI)
@@ -106,6 +115,8 @@ func TestShapes(t *testing.T) {
 			}
 			if tc.warning != "" {
 				require.Contains(t, strings.Join(h.Warnings, "\n"), tc.warning)
+			} else {
+				require.Empty(t, h.Warnings, "a healthy host has no warnings")
 			}
 		})
 	}
@@ -127,7 +138,7 @@ func TestDriverFiles(t *testing.T) {
 
 	var rt *discover.DriverFile
 	for i := range h.Libraries {
-		if h.Libraries[i].Soname == discover.RuntimeLibrary {
+		if h.Libraries[i].Soname == "libxpurt.so.1" {
 			rt = &h.Libraries[i]
 		}
 	}
@@ -180,7 +191,8 @@ func TestPartialHosts(t *testing.T) {
 					require.True(t, discover.IsPCIAddress(d.Address()))
 					require.Equal(t, discover.ModelUnknown, d.Model)
 				}
-				require.Contains(t, strings.Join(h.Warnings, "\n"), "sys/class/xpu")
+				require.Contains(t, strings.Join(h.Notes, "\n"), "sys/class/xpu not present")
+				require.Empty(t, h.Warnings, "sysfs is optional")
 			},
 		},
 		{
@@ -188,7 +200,7 @@ func TestPartialHosts(t *testing.T) {
 			tweak:       func(h *fakehost.Host) { h.NoProcfs = true },
 			check: func(t *testing.T, h *discover.Host, err error) {
 				require.NoError(t, err)
-				require.Empty(t, h.DriverVersion)
+				require.Equal(t, fakehost.DriverVersionP800, h.DriverVersion, "from /sys/module/kunlun/version")
 				for _, d := range h.Devices {
 					require.Empty(t, d.Serial)
 					require.Empty(t, d.State)
@@ -203,7 +215,7 @@ func TestPartialHosts(t *testing.T) {
 				require.NoError(t, err)
 				require.Empty(t, h.Libraries)
 				require.Empty(t, h.Tools)
-				require.Contains(t, strings.Join(h.Warnings, "\n"), "libxpurt.so.1 not found")
+				require.Contains(t, strings.Join(h.Warnings, "\n"), "libxpurt.so.N not found")
 				require.NoError(t, h.CheckUsable())
 			},
 		},
@@ -278,7 +290,7 @@ func TestLibraryFromLdcache(t *testing.T) {
 	require.Len(t, h.Libraries, 1, "only XRE libraries are taken from the cache")
 	require.Equal(t, "/opt/xre/lib/libxpurt.so.1", h.Libraries[0].Path)
 	require.Equal(t, filepath.Join(libDir, "libxpurt.so.1"), h.Libraries[0].HostPath)
-	require.NotContains(t, strings.Join(h.Warnings, "\n"), "libxpurt.so.1 not found")
+	require.NotContains(t, strings.Join(h.Warnings, "\n"), "libxpurt.so.N not found")
 }
 
 // TestSysfsLinkForms reads PCI addresses from links that do not end in the

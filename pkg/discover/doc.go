@@ -12,10 +12,15 @@
 // files). The device-node source decides which devices exist; the others only
 // add facts to them. What a source cannot read is recorded on the device (or
 // the host) as a problem and never guessed: a device without a readable sysfs
-// entry has no PCI IDs, not made-up ones.
+// entry has no PCI IDs, not made-up ones. Both driver generations are read:
+// 4.x (/proc/xpu, /sys/class/xpu, XRE libraries in lib64) and 5.x (P800: no
+// /proc/xpu, no /sys/class/xpu, XRE libraries in so/, libxpunvidia-ml in the
+// system library directory); a source a generation does not provide is a
+// host note, not a problem. Discover logs nothing: warnings and notes are
+// returned on the Host for the caller to print once.
 //
 // Guarantees: no exec, no network, no writes; directories read are /dev, the
-// XRE library directory and the sysfs/procfs entries of the devices found.
+// XRE library directories and the sysfs/procfs entries of the devices found.
 // With WithIndices, /dev is not listed and only the entries of the selected
 // devices are read.
 // Not guaranteed: consistency with a host that changes while it is read.

@@ -1,8 +1,11 @@
 package discover
 
 import (
+	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,8 +17,13 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/lookup"
 )
 
-// RuntimeLibrary is the XRE runtime every XPU program links against.
-const RuntimeLibrary = "libxpurt.so.1"
+// RuntimeFamily names the XRE runtime every XPU program links against:
+// libxpurt.so.1 on XRE 4, libxpurt.so.2 on XRE 5; any major is accepted.
+const RuntimeFamily = "libxpurt.so"
+
+// XRELink is the version link of an XRE install
+// (/usr/local/xpu -> /usr/local/xpu-<version>).
+const XRELink = "/usr/local/xpu"
 
 // ToolPath is where xpu-smi is put in containers: /usr/bin is on every
 // default PATH, even of images that leave out /usr/local/bin.
@@ -24,10 +32,15 @@ const ToolPath = "/usr/bin/xpu-smi"
 // ToolAlias is the older name of xpu-smi, linked next to it.
 const ToolAlias = "xpu_smi"
 
-// xreLibraryPrefixes name the XRE libraries that are also looked up through
-// the driver root's ld.so.cache, for XRE installs outside /usr/local/xpu.
-var xreLibraryPrefixes = []string{
-	"libxpurt.so", "libxpuml.so", "libpcida.so", "libxpuapi.so", "libbkcl.so", "libxft.so",
+// cacheLibraryPrefixes name the driver libraries that are also looked up
+// through the driver root's ld.so.cache: the XRE libraries, for XRE
+// installs outside /usr/local/xpu, and libxpunvidia-ml, which XRE 5 puts in
+// the system library directory (xpu-smi 5.x needs it). The CUDA-compatible
+// layers (libcuda, libcudart) are deliberately not here: they are taken
+// from the XRE directories only, never from a system directory where they
+// would be another vendor's.
+var cacheLibraryPrefixes = []string{
+	"libxpurt.so", "libxpuml.so", "libpcida.so", "libxpuapi.so", "libbkcl.so", "libxft.so", "libxpunvidia-ml.so",
 }
 
 // driverSource finds the XRE libraries and tools below the driver root.
@@ -41,10 +54,21 @@ type driverSource struct {
 var _ Source = (*driverSource)(nil)
 
 // NewDriverSource returns the Source of driver files: the shared libraries of
-// the XRE library directories (xreDirs, in-root paths), the XRE libraries the
-// root's ld.so.cache knows, and the first xpu-smi of toolPaths.
+// the XRE library directories (xreDirs, in-root paths, searched in order:
+// a library family found in one directory is not taken from a later one),
+// the driver libraries the root's ld.so.cache knows, and the first xpu-smi
+// of toolPaths.
 func NewDriverSource(root string, xreDirs, toolPaths []string, log logger.Interface) Source {
 	return &driverSource{root: root, xreDirs: xreDirs, toolPaths: toolPaths, log: logger.OrDiscard(log)}
+}
+
+// family is the name of a library without its version: libxpurt.so for
+// libxpurt.so.2, libcudart.so for libcudart.so.12.
+func family(soname string) string {
+	if i := strings.Index(soname, ".so"); i >= 0 {
+		return soname[:i+3]
+	}
+	return soname
 }
 
 func (s *driverSource) Discover(h *Host) error {
@@ -52,20 +76,107 @@ func (s *driverSource) Discover(h *Host) error {
 	// libraries' links, the cache entries and the tool paths share their
 	// leading components, which are looked at once.
 	res := lookup.NewResolver(s.root)
-	seen := map[string]bool{} // host paths already taken
+	s.readXRELink(h, res)
+	seen := map[string]bool{}    // host paths already taken
+	owner := map[string]string{} // library family -> directory that supplies it
+	var leftOut []string         // notes on the libraries not taken, in order
 	for _, dir := range s.xreDirs {
-		libs, err := s.scanDir(res, dir)
+		libs, err := s.scanDir(h, res, dir)
 		if err != nil {
-			s.log.Debugf("XRE library dir %s: %v", dir, err)
+			if errors.Is(err, fs.ErrNotExist) {
+				s.log.Debugf("XRE library dir %s: %v", dir, err)
+			} else {
+				h.warnf("XRE library directory %s under driver root %s cannot be read (%v): its libraries are left out", dir, s.root, err)
+			}
 			continue
 		}
+		mine := map[string]bool{}
 		for _, l := range libs {
+			fam := family(l.Soname)
+			if o, ok := owner[fam]; ok && o != dir {
+				if !seen[l.HostPath] { // not just another name of a file taken
+					leftOut = append(leftOut, fmt.Sprintf("%s left out: %s comes from %s, which is searched first (one version of each library)", l.Path, fam, o))
+				}
+				continue
+			}
+			mine[fam] = true
 			if !seen[l.HostPath] {
 				seen[l.HostPath] = true
 				h.Libraries = append(h.Libraries, l)
 			}
 		}
+		for fam := range mine {
+			owner[fam] = dir
+		}
 	}
+	leftOut = s.cacheLibraries(h, res, seen, owner, leftOut)
+	s.noteRuntime(h, owner)
+	h.Notes = append(h.Notes, leftOut...)
+
+	if tool, ok := s.findTool(res); ok {
+		h.Tools = append(h.Tools, tool)
+	} else {
+		h.warnf("xpu-smi not found under driver root %s (looked for %s)", s.root, strings.Join(s.toolPaths, ", "))
+	}
+	return nil
+}
+
+// readXRELink records where the XRE version link leads, and warns when it
+// leads nowhere.
+func (s *driverSource) readXRELink(h *Host, res *lookup.Resolver) {
+	uses := false
+	for _, d := range s.xreDirs {
+		if d == XRELink || strings.HasPrefix(d, XRELink+"/") {
+			uses = true
+		}
+	}
+	if !uses {
+		return
+	}
+	fi, err := os.Lstat(filepath.Join(s.root, XRELink))
+	if err != nil {
+		s.log.Debugf("XRE link %s: %v", XRELink, err)
+		return
+	}
+	host, err := res.Resolve(XRELink)
+	if err != nil {
+		h.warnf("XRE link %s under driver root %s cannot be resolved (%v): no XRE libraries from it", XRELink, s.root, err)
+		return
+	}
+	target := s.inRoot(host)
+	if st, err := os.Stat(host); err != nil || !st.IsDir() {
+		var what string
+		switch {
+		case err == nil:
+			what = "is not a directory"
+		case errors.Is(err, fs.ErrNotExist):
+			what = "does not exist"
+		default:
+			what = fmt.Sprintf("cannot be read (%v)", err)
+		}
+		h.warnf("XRE link %s under driver root %s points to %s, which %s: no XRE libraries from it (reinstall the XRE or fix the link)", XRELink, s.root, target, what)
+		return
+	}
+	h.XRELink = XRELink
+	if fi.Mode()&os.ModeSymlink != 0 {
+		h.XRETarget = target
+	}
+}
+
+// inRoot returns the in-root path of a host path below the root.
+func (s *driverSource) inRoot(host string) string {
+	rel, err := filepath.Rel(s.root, host)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return host
+	}
+	return path.Clean("/" + filepath.ToSlash(rel))
+}
+
+// cacheLibraries adds the driver libraries of the root's ld.so.cache whose
+// family no XRE directory supplied. A library in another version
+// directory than the one /usr/local/xpu names (a leftover of an upgrade)
+// is left out.
+func (s *driverSource) cacheLibraries(h *Host, res *lookup.Resolver, seen map[string]bool, owner map[string]string, leftOut []string) []string {
 	cache := lookup.NewLdcacheLocator(s.root)
 	entries, err := cache.Entries()
 	if err != nil {
@@ -73,7 +184,7 @@ func (s *driverSource) Discover(h *Host) error {
 	}
 	sonames := make([]string, 0, len(entries))
 	for name := range entries {
-		if isXRELibrary(name) {
+		if isCacheLibrary(name) {
 			sonames = append(sonames, name)
 		}
 	}
@@ -84,20 +195,65 @@ func (s *driverSource) Discover(h *Host) error {
 		if err != nil || seen[host] || !isRegular(res, host) {
 			continue
 		}
+		fam := family(name)
+		if o, ok := owner[fam]; ok {
+			leftOut = append(leftOut, fmt.Sprintf("%s (ld.so.cache) left out: %s comes from %s (one version of each library)", inRoot, fam, o))
+			continue
+		}
+		if h.XRETarget != "" {
+			if dir := versionDir(s.inRoot(host)); dir != "" && dir != h.XRETarget {
+				leftOut = append(leftOut, fmt.Sprintf("%s (ld.so.cache) left out: it is in %s, a stale XRE version directory (%s names %s)", inRoot, dir, XRELink, h.XRETarget))
+				continue
+			}
+		}
 		seen[host] = true
-		h.Libraries = append(h.Libraries, DriverFile{Kind: KindLibrary, Path: inRoot, HostPath: host, Soname: name})
+		lib := DriverFile{Kind: KindLibrary, Path: inRoot, HostPath: host, Soname: name}
+		// A system library is a SONAME link to a versioned file: the
+		// container gets both names, as the host has them.
+		if real := filepath.Base(host); real != path.Base(inRoot) {
+			lib.AlsoAt = []string{path.Join(path.Dir(inRoot), real)}
+		}
+		h.Libraries = append(h.Libraries, lib)
+		owner[fam] = lookup.CachePath
 	}
-	if !h.hasLibrary(RuntimeLibrary) {
-		h.warnf("driver library %s not found under driver root %s (looked in %s and %s): containers get device nodes only and must bring their own XRE",
-			RuntimeLibrary, s.root, strings.Join(s.xreDirs, ", "), lookup.CachePath)
-	}
+	return leftOut
+}
 
-	if tool, ok := s.findTool(res); ok {
-		h.Tools = append(h.Tools, tool)
-	} else {
-		h.warnf("xpu-smi not found under driver root %s (looked for %s)", s.root, strings.Join(s.toolPaths, ", "))
+// versionDir returns the /usr/local/xpu-<version> directory an in-root path
+// is in, or "".
+func versionDir(p string) string {
+	rest, ok := strings.CutPrefix(p, "/usr/local/xpu-")
+	if !ok {
+		return ""
 	}
-	return nil
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		rest = rest[:i]
+	}
+	return "/usr/local/xpu-" + rest
+}
+
+// noteRuntime says which runtime library the spec carries and why, or
+// warns that there is none.
+func (s *driverSource) noteRuntime(h *Host, owner map[string]string) {
+	var runtime []string
+	for _, l := range h.Libraries {
+		if family(l.Soname) == RuntimeFamily {
+			runtime = append(runtime, l.Path)
+		}
+	}
+	if len(runtime) == 0 {
+		h.warnf("driver library %s.N not found under driver root %s (looked in %s and %s): containers get device nodes only and must bring their own XRE",
+			RuntimeFamily, s.root, strings.Join(s.xreDirs, ", "), lookup.CachePath)
+		return
+	}
+	why := owner[RuntimeFamily] + " is the first of " + strings.Join(s.xreDirs, ", ") + " that has it"
+	if owner[RuntimeFamily] == lookup.CachePath {
+		why = "from " + lookup.CachePath + ": no XRE directory has it"
+	}
+	if h.XRETarget != "" {
+		why += "; " + XRELink + " -> " + h.XRETarget
+	}
+	h.notef("runtime library: %s (%s)", strings.Join(runtime, ", "), why)
 }
 
 // findTool returns xpu-smi from the first of the tool paths that holds an
@@ -118,17 +274,8 @@ func (s *driverSource) findTool(res *lookup.Resolver) (DriverFile, bool) {
 	return DriverFile{}, false
 }
 
-func (h *Host) hasLibrary(soname string) bool {
-	for _, l := range h.Libraries {
-		if l.Soname == soname {
-			return true
-		}
-	}
-	return false
-}
-
-func isXRELibrary(soname string) bool {
-	for _, p := range xreLibraryPrefixes {
+func isCacheLibrary(soname string) bool {
+	for _, p := range cacheLibraryPrefixes {
 		if strings.HasPrefix(soname, p) {
 			return true
 		}
@@ -149,7 +296,11 @@ func isRegular(res *lookup.Resolver, p string) bool {
 // small: the directory is resolved and opened once and its regular files
 // are opened by name in it (O_NOFOLLOW), symlinks alone are resolved inside
 // the root one by one; the SONAMEs are read with one reader's buffers.
-func (s *driverSource) scanDir(res *lookup.Resolver, dir string) ([]DriverFile, error) {
+//
+// What cannot be used is left out with a warning naming it: a dangling
+// link, a file that cannot be opened, an ELF file without a usable SONAME.
+// Files that are not ELF at all (linker scripts, notes) are skipped quietly.
+func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]DriverFile, error) {
 	hostDir, err := res.Resolve(dir)
 	if err != nil {
 		return nil, err
@@ -180,6 +331,7 @@ func (s *driverSource) scanDir(res *lookup.Resolver, dir string) ([]DriverFile, 
 		switch t := e.Type(); {
 		case t&os.ModeSymlink != 0:
 			if host, err = res.Resolve(path.Join(dir, name)); err != nil {
+				h.warnf("driver library %s under driver root %s: %v; left out", path.Join(dir, name), s.root, err)
 				continue
 			}
 		case t.IsRegular():
@@ -207,16 +359,29 @@ func (s *driverSource) scanDir(res *lookup.Resolver, dir string) ([]DriverFile, 
 		} else {
 			ef, err = openELF(f.host)
 		}
-		var soname string
-		if err == nil {
-			soname, err = readSoname(r, ef, f.host)
-		}
+		var (
+			soname string
+			isELF  bool
+		)
 		if err != nil {
-			s.log.Debugf("%v; not a library", err)
+			if f.entry == "" && errors.Is(err, fs.ErrNotExist) {
+				h.warnf("driver library link %s under driver root %s is dangling (its target %s does not exist); left out", path.Join(dir, f.names[0]), s.root, s.inRoot(f.host))
+			} else {
+				h.warnf("driver library %s under driver root %s cannot be opened (%v); left out", path.Join(dir, f.names[0]), s.root, err)
+			}
+			continue
+		}
+		soname, isELF, err = readSoname(r, ef, f.host)
+		if err != nil {
+			if isELF {
+				h.warnf("driver library %s under driver root %s is not a usable shared library (%v): a library needs a SONAME; left out", path.Join(dir, f.names[0]), s.root, err)
+			} else {
+				s.log.Debugf("%v; not a library", err)
+			}
 			continue
 		}
 		if strings.ContainsRune(soname, '/') {
-			s.log.Debugf("%s: unusable SONAME %q; not a library", f.host, soname)
+			h.warnf("driver library %s under driver root %s has an unusable SONAME %q; left out", path.Join(dir, f.names[0]), s.root, soname)
 			continue
 		}
 		lib := DriverFile{Kind: KindLibrary, Path: inRootJoin.join(soname), HostPath: f.host, Soname: soname}
@@ -242,14 +407,17 @@ type elfReader interface {
 }
 
 // readSoname returns the SONAME of the library f, opened from path (which
-// errors name), and closes f.
-func readSoname(r *ldcache.SonameReader, f elfReader, path string) (string, error) {
+// errors name), and closes f. When it fails, isELF tells whether f is an
+// ELF file at all.
+func readSoname(r *ldcache.SonameReader, f elfReader, path string) (soname string, isELF bool, err error) {
 	defer func() { _ = f.Close() }() // read-only
-	soname, _, err := r.Read(f)
+	soname, _, err = r.Read(f)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		var magic [4]byte
+		n, _ := f.ReadAt(magic[:], 0)
+		return "", n == 4 && string(magic[:]) == elf.ELFMAG, fmt.Errorf("%s: %w", path, err)
 	}
-	return soname, nil
+	return soname, true, nil
 }
 
 // joiner is path.Join(dir, name) for many names of one directory, without

@@ -109,6 +109,11 @@ type DriverFile struct {
 	// Links are extra names for Path in the same directory (development links
 	// like libxpurt.so, tool aliases like xpu_smi).
 	Links []string
+	// AlsoAt are other container paths the same file is mounted at: the
+	// versioned file a system library's SONAME link names on the host
+	// (/lib/x86_64-linux-gnu/libxpunvidia-ml.so.5.0.21.47 for
+	// libxpunvidia-ml.so.1).
+	AlsoAt []string
 }
 
 // Host is the result of discovery.
@@ -119,14 +124,27 @@ type Host struct {
 	Control *Node
 	// Devices are sorted by Index.
 	Devices []*Device
-	// DriverVersion is from /proc/xpu/version (empty when unreadable).
+	// DriverVersion is from /proc/xpu/version, else /sys/module/kunlun/version
+	// (empty when neither is there: driver 5.x hosts).
 	DriverVersion string
+	// XRELink is the XRE version link (/usr/local/xpu) when it leads to a
+	// directory, XRETarget the in-root directory it names when it is a link.
+	XRELink   string
+	XRETarget string
 	// Libraries and Tools found under the driver root.
 	Libraries []DriverFile
 	Tools     []DriverFile
 	// Warnings are host-wide problems: missing driver files, unreadable
 	// procfs, ...
 	Warnings []string
+	// Notes are host-wide facts worth a line of `xpu-cdi info` but not a
+	// warning: an optional source the driver does not provide (/proc/xpu,
+	// /sys/class/xpu on driver 5.x), which runtime library was chosen and
+	// why, what was left out of an upgrade's leftovers.
+	Notes []string
+	// noProcXPU and noClassXPU record that /proc/xpu and /sys/class/xpu
+	// are absent on the whole host.
+	noProcXPU, noClassXPU bool
 
 	byIndex map[int]*Device
 }
@@ -157,6 +175,10 @@ func (h *Host) addDevice(d *Device) {
 
 func (h *Host) warnf(format string, args ...any) {
 	h.Warnings = append(h.Warnings, fmt.Sprintf(format, args...))
+}
+
+func (h *Host) notef(format string, args ...any) {
+	h.Notes = append(h.Notes, fmt.Sprintf(format, args...))
 }
 
 func (d *Device) problemf(format string, args ...any) {

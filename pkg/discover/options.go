@@ -56,8 +56,10 @@ func WithIndices(indices ...int) Option {
 }
 
 // DefaultXREDirs are the library directories of the XRE, relative to the
-// driver root. /usr/local/xpu is the version link of the XRE install.
-var DefaultXREDirs = []string{"/usr/local/xpu/lib64", "/usr/local/xpu/lib"}
+// driver root, in the order they are searched: so (XRE 5), lib64 (XRE 4),
+// lib, the order the tools for P800 use. /usr/local/xpu is the version link
+// of the XRE install.
+var DefaultXREDirs = []string{"/usr/local/xpu/so", "/usr/local/xpu/lib64", "/usr/local/xpu/lib"}
 
 // DefaultToolPaths are the places xpu-smi is looked for, in order.
 var DefaultToolPaths = []string{

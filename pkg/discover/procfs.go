@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -82,10 +83,19 @@ func (s *procSource) Discover(h *Host) error {
 	case err == nil:
 		h.DriverVersion = version
 	case errors.Is(err, fs.ErrNotExist):
-		h.warnf("%s not found: the kunlun driver does not seem to be loaded; devices get no procfs facts", procDir)
-		for _, d := range h.Devices {
-			d.problemf("procfs: %s missing", procDir)
+		// Driver 5.x (P800) has no /proc/xpu: optional, one note for the
+		// host, none per device.
+		h.noProcXPU = true
+		why, loaded := s.driverLoaded()
+		if !loaded {
+			h.warnf("the kunlun driver does not seem to be loaded: there is no %s, %s, %s, nor a kunlun or xpu line in %s; devices get no procfs facts",
+				procDir, filepath.Join(s.devRoot, "sys", "module", "kunlun"), filepath.Join(s.devRoot, "proc", "kunlun"), filepath.Join(s.devRoot, "proc", "devices"))
+			return nil
 		}
+		if v, err := readTrimmed(filepath.Join(s.devRoot, "sys", "module", "kunlun", "version")); err == nil {
+			h.DriverVersion = v
+		}
+		h.notef("%s not present (optional: driver 5.x does not create it; the kunlun driver is loaded, %s): devices get no family, serial or state from procfs", procDir, why)
 		return nil
 	default:
 		h.warnf("reading driver version: %v", err)
@@ -94,6 +104,42 @@ func (s *procSource) Discover(h *Host) error {
 		s.device(procDir, d)
 	}
 	return nil
+}
+
+// driverLoaded reports whether the kunlun driver is loaded, and how that
+// is known, from what every driver generation has: the module's sysfs
+// directory, /proc/kunlun (driver 5.x), a kunlun or xpu line in
+// /proc/devices.
+func (s *procSource) driverLoaded() (string, bool) {
+	for _, dir := range []string{filepath.Join(s.devRoot, "sys", "module", "kunlun"), filepath.Join(s.devRoot, "proc", "kunlun")} {
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			return dir + " exists", true
+		}
+	}
+	devices := filepath.Join(s.devRoot, "proc", "devices")
+	data, err := readSmall(devices)
+	if err != nil {
+		return "", false
+	}
+	if line, ok := driverDevicesLine(data); ok {
+		return fmt.Sprintf("%s has %q", devices, line), true
+	}
+	return "", false
+}
+
+// driverDevicesLine returns the first "<major> kunlun" or "<major> xpu"
+// line of /proc/devices content, trimmed.
+func driverDevicesLine(data []byte) (string, bool) {
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) != 2 || (f[1] != "kunlun" && f[1] != "xpu") {
+			continue
+		}
+		if _, err := strconv.ParseUint(f[0], 10, 32); err == nil {
+			return strings.TrimSpace(line), true
+		}
+	}
+	return "", false
 }
 
 func (s *procSource) device(procDir string, d *Device) {

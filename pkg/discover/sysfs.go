@@ -45,9 +45,20 @@ func IsPCIAddress(s string) bool {
 func (s *sysfsSource) Discover(h *Host) error {
 	classDir := filepath.Join(s.devRoot, "sys", "class", "xpu")
 	if _, err := os.Stat(classDir); err != nil {
-		h.warnf("%s not readable (%v): devices get no PCI facts", classDir, trimPathError(err, classDir))
+		// Driver 5.x (P800) has no xpu class: optional, one note for the
+		// host, none per device.
+		if errors.Is(err, fs.ErrNotExist) {
+			h.noClassXPU = true
+			h.notef("%s not present (optional: driver 5.x does not create it): devices get no PCI facts (model, NUMA node, SR-IOV) from sysfs", classDir)
+		} else {
+			h.warnf("%s not readable (%v): devices get no PCI facts", classDir, trimPathError(err, classDir))
+		}
 		for _, d := range h.Devices {
-			d.problemf("sysfs: %s missing", classDir)
+			d.Model = ModelFor(nil, d.Family, "")
+		}
+		if h.noProcXPU && h.noClassXPU && len(h.Devices) > 0 {
+			h.notef("no PCI address for %s: neither /proc/xpu/devN/info nor /sys/class/xpu/xpuN exists to map a node to its PCI function, and xpu-cdi does not guess one; the devices are named by index only",
+				nodeList(h.Devices))
 		}
 		return nil
 	}

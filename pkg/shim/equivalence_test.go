@@ -116,6 +116,44 @@ func TestJITMatchesGenerator(t *testing.T) {
 		},
 	}
 
+	checkJITMatchesGenerator(t, tree, requests)
+}
+
+// TestJITMatchesGeneratorXRE5 is TestJITMatchesGenerator on a P800 host
+// with driver and XRE 5.x, whose devices have index names only (nothing
+// maps a node to a PCI address) and whose driver files are in the XRE's
+// so/ directory and the system library directory.
+func TestJITMatchesGeneratorXRE5(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the generator reads real device nodes (mknod)")
+	}
+	tree := fakehosttest.Build(t, fakehost.P800XRE5())
+	checkJITMatchesGenerator(t, tree, []generatorRequest{
+		{
+			description: "all and an index",
+			env:         []string{"XPU_VISIBLE_DEVICES=all,3"},
+			names:       []string{"baidu.com/xpu=all", "baidu.com/xpu=3"},
+			granted:     "0,1,2,3,4,5,6,7",
+		},
+		{
+			description: "one index by annotation",
+			annotations: map[string]string{"cdi.k8s.io/x": "baidu.com/xpu=2"},
+			names:       []string{"baidu.com/xpu=2"},
+			granted:     "2", narrow: "2",
+		},
+		{
+			description: "several indices by variable",
+			env:         []string{"XPU_VISIBLE_DEVICES=7,0,5"},
+			names:       []string{"baidu.com/xpu=7", "baidu.com/xpu=0", "baidu.com/xpu=5"},
+			granted:     "0,5,7", narrow: "7,0,5",
+		},
+	})
+}
+
+// checkJITMatchesGenerator runs the requests against the tree in jit, cdi
+// and auto mode under each generator configuration.
+func checkJITMatchesGenerator(t *testing.T, tree *fakehost.Tree, requests []generatorRequest) {
+	t.Helper()
 	for _, tc := range []struct {
 		description string
 		genArgs     []string
@@ -169,7 +207,7 @@ func TestJITIndexRequestsOnEveryShape(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the generator reads real device nodes (mknod)")
 	}
-	for _, shape := range []fakehost.Host{fakehost.P800x8(), fakehost.R200SRIOV(), fakehost.K200(), fakehost.Degraded()} {
+	for _, shape := range []fakehost.Host{fakehost.P800x8(), fakehost.P800XRE5(), fakehost.R200SRIOV(), fakehost.K200(), fakehost.Degraded()} {
 		t.Run(shape.Shape, func(t *testing.T) {
 			tree := fakehosttest.Build(t, shape)
 			specDir := t.TempDir()

@@ -29,11 +29,19 @@ func TestMakeDemo(t *testing.T) {
 	// What the container printed comes after the podman step's header.
 	_, inside, found := strings.Cut(string(out), "==> podman run")
 	require.True(t, found, "%s", out)
-	require.Regexp(t, `(?m)^crw-rw-rw-.* 243, +0 .*/dev/xpu0$`, inside)
-	require.Regexp(t, `(?m)^crw-rw-rw-.* 243, +128 .*/dev/xpuctrl$`, inside)
+	// The demo host is a P800 with driver and XRE 5.x: nodes 195:N and
+	// xpuctrl 195:255, the XRE libraries in so/, a dynamic xpu-smi.
+	require.Regexp(t, `(?m)^crw-rw-rw-.* 195, +0 .*/dev/xpu0$`, inside)
+	require.Regexp(t, `(?m)^crw-rw-rw-.* 195, +255 .*/dev/xpuctrl$`, inside)
 	require.NotRegexp(t, `(?m)/dev/xpu[1-9]$`, inside)
-	require.Contains(t, inside, "libxpurt.so.1")
-	require.Contains(t, inside, "1 device(s) found", "xpu-smi ran in the container")
+	require.Contains(t, inside, "libxpurt.so.2")
+	require.Contains(t, inside, "libcuda.so.1")
+	require.Contains(t, inside, "XPU-SMI 5")
+	require.Contains(t, inside, "1 device(s) found", "xpu-smi (linked against libxpuml.so.1 and libxpunvidia-ml.so.1) ran in the container")
+	// info says why the host has no /proc/xpu and no PCI addresses, in a
+	// note, not as a problem.
+	require.Contains(t, string(out), "runtime library: /usr/local/xpu/so/libxpurt.so.2")
+	require.NotContains(t, string(out), "does not seem to be loaded")
 	require.NoFileExists(t, "/var/run/cdi/baidu.com-xpu-demo.yaml", "the demo cleans up")
 	matches, _ := filepath.Glob("/tmp/xpu-cdi-demo.*")
 	require.Empty(t, matches, "the demo removes its temporary directory")

@@ -29,7 +29,7 @@ func NewCommand(log *logrus.Logger) *cli.Command {
 	return &cli.Command{
 		Name:  "generate",
 		Usage: "Discover the host's XPUs and write a CDI spec for them",
-		Description: `Reads the Kunlun XPUs of the host (device nodes, /proc/xpu, sysfs) and the driver's
+		Description: `Reads the Kunlun XPUs of the host (device nodes, /proc/xpu, sysfs: driver 4.x and 5.x) and the driver's
 user-space files (XRE libraries, xpu-smi), without any vendor library, and prints a CDI spec
 (kind baidu.com/xpu by default) on stdout, or writes it atomically with --output.
 
@@ -55,7 +55,7 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "device-name-strategy", Usage: "how devices are named: index, bdf, serial (repeatable); default: all three", EnvVars: []string{"XPU_CDI_DEVICE_NAME_STRATEGY"}, Destination: &o.strategies},
 		&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.spec.NodesOnly},
 		&cli.StringFlag{Name: "hook-path", Usage: "path of xpu-runtime-hook on the host, named by the spec's hooks", Value: cdi.DefaultHookPath, EnvVars: []string{"XPU_CDI_HOOK_PATH"}, Destination: &o.spec.HookPath},
-		&cli.BoolFlag{Name: "no-hooks", Usage: "emit no hooks: programs in the container then need LD_LIBRARY_PATH=/usr/local/xpu/lib64 to load the XRE", EnvVars: []string{"XPU_CDI_NO_HOOKS"}, Destination: &o.spec.NoHooks},
+		&cli.BoolFlag{Name: "no-hooks", Usage: "emit no hooks: programs in the container then need LD_LIBRARY_PATH set to the XRE folders (/usr/local/xpu/lib64 on XRE 4, /usr/local/xpu/so on XRE 5) to load the XRE", EnvVars: []string{"XPU_CDI_NO_HOOKS"}, Destination: &o.spec.NoHooks},
 		&cli.BoolFlag{Name: "no-all-device", Usage: `do not add the "all" device`, EnvVars: []string{"XPU_CDI_NO_ALL_DEVICE"}, Destination: &o.spec.NoAllDevice},
 	}
 }
@@ -104,6 +104,12 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	host, err := o.host.Discover(log)
 	if err != nil {
 		return err
+	}
+	for _, w := range host.Warnings {
+		log.Warn(w)
+	}
+	for _, n := range host.Notes {
+		log.Debug(n)
 	}
 	spec, warnings, err := cdi.New(host, o.spec.Options()...)
 	if err != nil {

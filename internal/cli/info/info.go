@@ -80,17 +80,21 @@ type fileView struct {
 	HostPath string   `json:"hostPath"`
 	Soname   string   `json:"soname,omitempty"`
 	Links    []string `json:"links,omitempty"`
+	AlsoAt   []string `json:"alsoAt,omitempty"`
 }
 
 type hostView struct {
 	DevRoot       string       `json:"devRoot"`
 	DriverRoot    string       `json:"driverRoot"`
 	DriverVersion string       `json:"driverVersion,omitempty"`
+	XRELink       string       `json:"xreLink,omitempty"`
+	XRETarget     string       `json:"xreTarget,omitempty"`
 	Control       *nodeView    `json:"control"`
 	Devices       []deviceView `json:"devices"`
 	Libraries     []fileView   `json:"libraries"`
 	Tools         []fileView   `json:"tools"`
 	Warnings      []string     `json:"warnings,omitempty"`
+	Notes         []string     `json:"notes,omitempty"`
 	Usable        bool         `json:"usable"`
 	Unusable      string       `json:"unusableReason,omitempty"`
 }
@@ -102,7 +106,7 @@ func viewNode(n *discover.Node) nodeView {
 func viewFiles(fs []discover.DriverFile) []fileView {
 	out := []fileView{}
 	for _, f := range fs {
-		out = append(out, fileView{Kind: string(f.Kind), Path: f.Path, HostPath: f.HostPath, Soname: f.Soname, Links: f.Links})
+		out = append(out, fileView{Kind: string(f.Kind), Path: f.Path, HostPath: f.HostPath, Soname: f.Soname, Links: f.Links, AlsoAt: f.AlsoAt})
 	}
 	return out
 }
@@ -110,7 +114,8 @@ func viewFiles(fs []discover.DriverFile) []fileView {
 func view(h *discover.Host) hostView {
 	v := hostView{
 		DevRoot: h.DevRoot, DriverRoot: h.DriverRoot, DriverVersion: h.DriverVersion,
-		Libraries: viewFiles(h.Libraries), Tools: viewFiles(h.Tools), Warnings: h.Warnings, Usable: true,
+		XRELink: h.XRELink, XRETarget: h.XRETarget,
+		Libraries: viewFiles(h.Libraries), Tools: viewFiles(h.Tools), Warnings: h.Warnings, Notes: h.Notes, Usable: true,
 	}
 	if h.Control != nil {
 		c := viewNode(h.Control)
@@ -157,6 +162,12 @@ func dash(s string) string {
 func writeText(w io.Writer, h *discover.Host) error {
 	v := view(h)
 	fmt.Fprintf(w, "Kunlun driver %s (dev root %s, driver root %s)\n", dash(v.DriverVersion), v.DevRoot, v.DriverRoot)
+	switch {
+	case v.XRETarget != "":
+		fmt.Fprintf(w, "XRE: %s -> %s\n", v.XRELink, v.XRETarget)
+	case v.XRELink != "":
+		fmt.Fprintf(w, "XRE: %s\n", v.XRELink)
+	}
 	if c := v.Control; c != nil {
 		fmt.Fprintf(w, "Control node: %s %d:%d mode %s uid %d gid %d\n", c.Path, c.Major, c.Minor, c.Mode, c.UID, c.GID)
 	} else {
@@ -197,7 +208,17 @@ func writeText(w io.Writer, h *discover.Host) error {
 		if len(f.Links) > 0 {
 			fmt.Fprintf(w, " (also %v)", f.Links)
 		}
+		if len(f.AlsoAt) > 0 {
+			fmt.Fprintf(w, " (also mounted at %v)", f.AlsoAt)
+		}
 		fmt.Fprintln(w)
+	}
+	if len(v.Notes) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Notes:")
+		for _, n := range v.Notes {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
 	}
 	var problems []string
 	for _, d := range v.Devices {

@@ -1,6 +1,9 @@
 /*
  * Fake xpu_smi: prints an nvidia-smi-like table of the /dev/xpuN nodes it
  * can see and exits 0. Built static so it runs in any container image.
+ * Built with -DXPU_SMI_XRE5 it is the xpu-smi of XRE 5 instead: dynamic,
+ * linked against libxpuml.so.1 and libxpunvidia-ml.so.1 like the real one,
+ * so the loader refuses to start it where those libraries are missing.
  * XPU_FAKEHOST_ROOT prefixes /dev and /proc when set (for tests outside a
  * container).
  */
@@ -10,6 +13,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+
+#ifdef XPU_SMI_XRE5
+/* Exported by every library of a fake host (csrc/template.c). */
+int xpu_fake_library_marker(void);
+#define XPU_SMI_TITLE "XPU-SMI 5 (xpu-cdi fake host) "
+#else
+#define XPU_SMI_TITLE "XPU-SMI (xpu-cdi fake host)  "
+#endif
 
 struct node {
 	int index;
@@ -48,6 +59,12 @@ int main(void)
 
 	if (!root)
 		root = "";
+#ifdef XPU_SMI_XRE5
+	if (xpu_fake_library_marker() != 0x1d22) {
+		fprintf(stderr, "xpu-smi: libxpuml.so.1 is not a Kunlun library\n");
+		return 1;
+	}
+#endif
 	snprintf(path, sizeof(path), "%s/proc/xpu/version", root);
 	f = fopen(path, "r");
 	if (f) {
@@ -77,7 +94,7 @@ int main(void)
 	qsort(nodes, n, sizeof(nodes[0]), cmp);
 
 	printf("+------------------------------------------------------+\n");
-	printf("| XPU-SMI (xpu-cdi fake host)  Driver Version: %-8s|\n", version);
+	printf("| " XPU_SMI_TITLE "Driver Version: %-8s|\n", version);
 	printf("|-------+--------------------+---------------+---------|\n");
 	printf("| XPU   | Name               | Major:Minor   | Type    |\n");
 	printf("|=======+====================+===============+=========|\n");
