@@ -3,12 +3,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/info"
@@ -28,8 +31,17 @@ func main() {
 	log.SetOutput(os.Stderr)
 	log.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
 	if err := newApp(log).Run(os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "xpu-cdi: %v\n", err)
+		printError(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+// printError prints err for the user and, on a line of its own, the hint
+// it carries, if any.
+func printError(w io.Writer, err error) {
+	fmt.Fprintf(w, "xpu-cdi: %v\n", err)
+	if h := (*common.HintError)(nil); errors.As(err, &h) {
+		fmt.Fprintf(w, "hint: %s\n", h.Hint)
 	}
 }
 

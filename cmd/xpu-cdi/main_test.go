@@ -16,6 +16,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 // run runs the xpu-cdi app in-process and returns stdout, the log output
@@ -157,6 +158,26 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestErrorsPrintTheirHint checks what main prints: the error on one line
+// and, for a host without XPUs, the hint on the next.
+func TestErrorsPrintTheirHint(t *testing.T) {
+	empty := t.TempDir()
+	_, _, err := run(t, append([]string{"generate"}, roots(empty)...)...)
+	require.ErrorIs(t, err, discover.ErrNoDevices)
+	var out bytes.Buffer
+	printError(&out, err)
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Len(t, lines, 2, out.String())
+	require.True(t, strings.HasPrefix(lines[0], "xpu-cdi: no Kunlun XPU found under "+empty), lines[0])
+	require.True(t, strings.HasPrefix(lines[1], "hint: is the kunlun kernel module loaded"), lines[1])
+
+	out.Reset()
+	_, _, err = run(t, "generate", "--format", "toml")
+	require.Error(t, err)
+	printError(&out, err)
+	require.Equal(t, "xpu-cdi: --format: unknown spec format \"toml\" (valid: yaml, json)\n", out.String())
+}
+
 func TestValidateReportsStaleSpec(t *testing.T) {
 	requireRoot(t)
 	cache := fakehosttest.CacheDir(t)
@@ -199,6 +220,8 @@ func TestRefreshRemovesOwnSpecWhenXPUsAreGone(t *testing.T) {
 	require.NoError(t, err, "no XPU must not fail the boot")
 	require.NoFileExists(t, out)
 	require.Contains(t, logs, "removed "+out)
+	require.Contains(t, logs, "no Kunlun XPU found")
+	require.NotContains(t, logs, "hint", "the hint is for a user at a terminal, not the unit's log")
 
 	foreign := filepath.Join(t.TempDir(), "other.yaml")
 	require.NoError(t, os.WriteFile(foreign, []byte("cdiVersion: \"0.5.0\"\nkind: example.com/gpu\ndevices: []\n"), 0o644))

@@ -10,6 +10,10 @@ import (
 // ErrNoDevices is returned when no /dev/xpuN node exists under the dev root.
 var ErrNoDevices = errors.New("no Kunlun XPU found")
 
+// ErrNoComputeDevice is returned by Host.CheckUsable when device nodes exist
+// but none of them can be given to a container.
+var ErrNoComputeDevice = errors.New("no Kunlun XPU can be given to containers")
+
 // ErrNoControlNode is returned by Host.CheckUsable when /dev/xpuctrl is missing.
 var ErrNoControlNode = errors.New("control node /dev/xpuctrl not found")
 
@@ -77,7 +81,7 @@ func (h *Host) CheckUsable() error {
 		return fmt.Errorf("%w under %s: the kunlun driver creates it together with /dev/xpuN; without it no device is usable", ErrNoControlNode, h.DevRoot)
 	}
 	if len(h.ComputeDevices()) == 0 {
-		return fmt.Errorf("%w under %s: every device found is a physical function with SR-IOV VFs enabled and no VF node exists", ErrNoDevices, h.DevRoot)
+		return fmt.Errorf("%w under %s: every device found is a physical function with SR-IOV VFs enabled and no VF node exists", ErrNoComputeDevice, h.DevRoot)
 	}
 	return nil
 }

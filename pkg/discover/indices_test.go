@@ -106,7 +106,7 @@ func TestWithIndicesSRIOV(t *testing.T) {
 	require.Equal(t, 3, pf.PCI.NumVFs)
 	require.False(t, pf.Compute, "a PF with VFs enabled is not offered")
 	require.Empty(t, h.ComputeDevices())
-	require.ErrorIs(t, h.CheckUsable(), discover.ErrNoDevices)
+	require.ErrorIs(t, h.CheckUsable(), discover.ErrNoComputeDevice)
 
 	h, err = discover.Discover(append(tree.DiscoverOptions(), discover.WithIndices(3))...)
 	require.NoError(t, err)

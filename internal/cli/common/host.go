@@ -2,7 +2,6 @@ package common
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/urfave/cli/v2"
 
@@ -45,8 +44,20 @@ func (o *HostOptions) Discover(log logger.Interface) (*discover.Host, error) {
 		discover.WithLogger(log),
 	)
 	if errors.Is(err, discover.ErrNoDevices) {
-		return nil, fmt.Errorf("%w\nhint: is the kunlun kernel module loaded (lsmod | grep kunlun)? "+
-			"When the host's /dev is mounted elsewhere, pass --dev-root. To try xpu-cdi without an XPU, run `make demo`", err)
+		return nil, &HintError{Err: err, Hint: "is the kunlun kernel module loaded (lsmod | grep kunlun)? " +
+			"When the host's /dev is mounted elsewhere, pass --dev-root. To try xpu-cdi without an XPU, run `make demo`"}
 	}
 	return h, err
 }
+
+// HintError is an error with advice for the user: main prints the error,
+// then the hint on a line of its own; code that handles the error (refresh,
+// say) sees only Err.
+type HintError struct {
+	Err  error
+	Hint string
+}
+
+func (e *HintError) Error() string { return e.Err.Error() }
+
+func (e *HintError) Unwrap() error { return e.Err }

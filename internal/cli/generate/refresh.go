@@ -47,10 +47,10 @@ func (o *options) refresh(stdout io.Writer, log *logrus.Logger) error {
 		o.output = DefaultRefreshOutput
 	}
 	err := o.run(stdout, log)
-	if !errors.Is(err, discover.ErrNoDevices) || errors.Is(err, discover.ErrNoControlNode) {
+	if !errors.Is(err, discover.ErrNoDevices) && !errors.Is(err, discover.ErrNoComputeDevice) {
 		return err
 	}
-	log.Infof("%v", firstLine(err))
+	log.Infof("%v", err)
 	return removeOwnSpec(o.output, cdi.Kind(o.spec.Vendor, o.spec.Class), log)
 }
 
@@ -74,14 +74,4 @@ func removeOwnSpec(path, kind string, log *logrus.Logger) error {
 	}
 	log.Infof("removed %s: the host has no XPU any more", path)
 	return nil
-}
-
-func firstLine(err error) string {
-	s := err.Error()
-	for i := range len(s) {
-		if s[i] == '\n' {
-			return s[:i]
-		}
-	}
-	return s
 }
