@@ -4,20 +4,25 @@
 // container, and creating symlinks in it.
 //
 // Guarantees:
+//
 //   - Every path inside the container root is untrusted and resolved inside
 //     that root (package rootfs): no symlink, ".." or absolute path in the
 //     image can make the hook read, create or change anything outside it.
+//
 //   - Nothing is executed: the loader cache is written by package ldcache in
 //     pure Go, never by the image's (or the host's) ldconfig.
+//
 //   - Files are replaced atomically (temporary file, rename; no fsync: they
 //     belong to a container being created, see package rootfs); a failed
 //     update leaves the old file in place.
+//
 //   - Only the named folders are scanned, and a file whose content would not
 //     change is not rewritten.
 //
 //   - Nothing is written into a directory on another mount than the
 //     container root (a volume, a bind-mounted host directory), however the
 //     image's symlinks lead there.
+//
 //   - What is read from the image is bounded: its ld.so.cache (MaxCacheSize,
 //     MaxKeptEntries, MaxKeptBytes), the names of a library folder and the
 //     files read in it (ldcache.MaxDirEntries, ldcache.MaxLibrariesPerDir);
