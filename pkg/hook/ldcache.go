@@ -136,7 +136,9 @@ func writeCache(root *rootfs.Root, etc *os.File, folders []string, o options) er
 		return nil
 	}
 	unsafePath := "/etc/" + cacheName
-	existing := readImageCache(root, unsafePath, o)
+	// Our own entries, there from an earlier run in this root, do not
+	// count against the bound.
+	existing := readImageCache(root, unsafePath, MaxKeptEntries+len(ours), o)
 
 	merged := make([]ldcache.Entry, 0, len(ours)+len(existing))
 	merged = append(merged, ours...)
@@ -156,7 +158,11 @@ func writeCache(root *rootfs.Root, etc *os.File, folders []string, o options) er
 			keptBytes += len(e.Name) + len(e.Path) + 2
 		}
 	}
-	if keptBytes > MaxKeptBytes {
+	if kept := len(merged) - len(ours); kept > MaxKeptEntries {
+		o.log.Warnf("update-ldcache: the image's %s has %d entries besides ours, more than the %d kept; "+
+			"writing the cache without them (the loader still searches the default directories)", unsafePath, kept, MaxKeptEntries)
+		merged, existing = merged[:len(ours)], nil
+	} else if keptBytes > MaxKeptBytes {
 		o.log.Warnf("update-ldcache: the image's %s names %d bytes of libraries, more than the %d kept; "+
 			"writing the cache without its entries (the loader still searches the default directories)", unsafePath, keptBytes, MaxKeptBytes)
 		merged, existing = merged[:len(ours)], nil
@@ -197,7 +203,7 @@ const (
 
 // readImageCache returns the entries of the image's ld.so.cache, or none
 // (with a warning) when it is missing, unreadable or beyond the bounds.
-func readImageCache(root *rootfs.Root, unsafePath string, o options) []ldcache.Entry {
+func readImageCache(root *rootfs.Root, unsafePath string, maxEntries int, o options) []ldcache.Entry {
 	old, err := root.ReadFile(unsafePath, MaxCacheSize)
 	switch {
 	case errors.Is(err, unix.ENOENT):
@@ -206,7 +212,7 @@ func readImageCache(root *rootfs.Root, unsafePath string, o options) []ldcache.E
 		o.log.Warnf("update-ldcache: not keeping the entries of the image's %s: %v", unsafePath, err)
 		return nil
 	}
-	existing, err := ldcache.ParseMax(old, MaxKeptEntries)
+	existing, err := ldcache.ParseMax(old, maxEntries)
 	if err != nil {
 		o.log.Warnf("update-ldcache: not keeping the entries of the image's %s: %v", unsafePath, err)
 		return nil

@@ -140,12 +140,21 @@ func TestImageOdditiesWarnAndSkip(t *testing.T) {
 			check:    ours,
 		},
 		{
-			description: "ld.so.cache declares more than MaxKeptEntries entries",
+			description: "ld.so.cache declares more entries than MaxKeptEntries and ours",
+			setup: func(t *testing.T, root string) {
+				glibc(t, root)
+				require.NoError(t, os.WriteFile(cachePath(root), craftedCache(t, MaxKeptEntries+2, 8), 0o644))
+			},
+			wantWarn: "too many entries",
+			check:    ours,
+		},
+		{
+			description: "ld.so.cache has more than MaxKeptEntries entries besides ours",
 			setup: func(t *testing.T, root string) {
 				glibc(t, root)
 				require.NoError(t, os.WriteFile(cachePath(root), craftedCache(t, MaxKeptEntries+1, 8), 0o644))
 			},
-			wantWarn: "too many entries",
+			wantWarn: "entries besides ours",
 			check:    ours,
 		},
 		{
@@ -212,5 +221,24 @@ func itoa(i int) string {
 		if i /= 10; i == 0 {
 			return string(b[n:])
 		}
+	}
+}
+
+// TestCacheAtTheBoundsTwice: a cache of exactly MaxKeptEntries entries is
+// kept whole, and again on a second run in the same root (our own entries
+// do not count against the bound).
+func TestCacheAtTheBoundsTwice(t *testing.T) {
+	lib := filepath.Join(t.TempDir(), "libxpurt.so.1")
+	buildLib(t, lib, "libxpurt.so.1")
+	root := t.TempDir()
+	copyFile(t, lib, filepath.Join(root, "lib64/ld-linux-x86-64.so.2"))
+	copyFile(t, lib, filepath.Join(root, "usr/lib/xpu/libxpurt.so.1"))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "etc", cacheName), craftedCache(t, MaxKeptEntries, 8), 0o644))
+	for range 2 {
+		log := &recorder{}
+		require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/usr/lib/xpu"}, WithLogger(log)))
+		require.Empty(t, log.warnings())
+		require.Len(t, readCache(t, filepath.Join(root, "etc", cacheName)), MaxKeptEntries+1)
 	}
 }
