@@ -72,25 +72,25 @@ var ErrNotRegular = errors.New("not a regular file")
 // openRegularAt opens name in dirfd for reading without blocking (O_NONBLOCK:
 // opening a FIFO without a writer returns at once) and refuses anything
 // but a regular file; path names it in errors.
-func openRegularAt(dirfd int, name, path string, flags int) (int, int64, error) {
+func openRegularAt(dirfd int, name, path string, flags int) (int, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK|flags, 0)
 	if err != nil {
-		return -1, 0, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		_ = unix.Close(fd)
-		return -1, 0, &os.PathError{Op: "stat", Path: path, Err: err}
+		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		_ = unix.Close(fd)
-		return -1, 0, fmt.Errorf("%s: %w (mode %#o)", path, ErrNotRegular, st.Mode&unix.S_IFMT)
+		return -1, fmt.Errorf("%s: %w (mode %#o)", path, ErrNotRegular, st.Mode&unix.S_IFMT)
 	}
-	return fd, st.Size, nil
+	return fd, nil
 }
 
 func readSmallAt(dirfd int, name, path string) ([]byte, error) {
-	fd, _, err := openRegularAt(dirfd, name, path, 0)
+	fd, err := openRegularAt(dirfd, name, path, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ type elfFile struct {
 }
 
 func openELF(path string) (*elfFile, error) {
-	fd, _, err := openRegularAt(unix.AT_FDCWD, path, path, 0)
+	fd, err := openRegularAt(unix.AT_FDCWD, path, path, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (d *libDir) entries() ([]os.DirEntry, error) {
 // openFile opens the regular file name of the directory; path is its host
 // path, for errors.
 func (d *libDir) openFile(name, path string) (*elfFile, error) {
-	fd, _, err := openRegularAt(d.fd, name, path, unix.O_NOFOLLOW)
+	fd, err := openRegularAt(d.fd, name, path, unix.O_NOFOLLOW)
 	if err != nil {
 		return nil, err
 	}
