@@ -222,6 +222,47 @@ func TestKilledWrites(t *testing.T) {
 	})
 }
 
+// TestKilledShim kills the shim at random points of a create, many times:
+// the bundle's config.json is always the engine's or the shim's whole
+// rewrite of it. The low-level runtime is true(1): only the rewrite counts.
+func TestKilledShim(t *testing.T) {
+	tree := FakeHost(t, fakehost.P800x8())
+	wrapper, _ := shimRuntime(t, tree, "low-level-runtimes = [\"true\"]\n")
+	rootfs := t.TempDir()
+	harness.BuildBusyboxRootfs(t, rootfs)
+	bundle := runcBundle(t, rootfs, "", []string{"true"}, nil, map[string]string{"cdi.k8s.io/e2e": "baidu.com/xpu=0"})
+	path := filepath.Join(bundle, "config.json")
+	old, err := os.ReadFile(path)
+	require.NoError(t, err)
+	create := func(int) *exec.Cmd {
+		require.NoError(t, os.WriteFile(path, old, 0o644))
+		return exec.Command(wrapper, "create", "--bundle", bundle, "xpu-killed")
+	}
+	require.NoError(t, create(0).Run())
+	rewritten, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NotEqual(t, old, rewritten)
+	const rounds = 300
+	leftovers := 0
+	killed := killRounds(t, rounds, create, func() {
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(got, old) || bytes.Equal(got, rewritten), "a mix: %q", got)
+		list, err := os.ReadDir(bundle)
+		require.NoError(t, err)
+		for _, e := range list {
+			// A kill between create and rename leaves the temporary file
+			// (no process remains to remove it); never a partial config.json.
+			require.True(t, e.Name() == "config.json" || strings.HasPrefix(e.Name(), ".config.json.tmp"), e.Name())
+			if e.Name() != "config.json" {
+				leftovers++
+				require.NoError(t, os.Remove(filepath.Join(bundle, e.Name())))
+			}
+		}
+	})
+	t.Logf("%d shim creates, %d killed mid-run, config.json always whole, %d temporary files left by a kill", rounds, killed, leftovers)
+}
+
 // killRounds runs mk(i) rounds times, each killed (SIGKILL) after a random
 // delay within the command's usual run time, and calls check after each.
 // It returns how many runs the kill interrupted.
