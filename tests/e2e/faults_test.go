@@ -128,6 +128,28 @@ func TestFullFileSystem(t *testing.T) {
 		})
 	}
 
+	t.Run("runtime configure (docker), room for the revert record only", func(t *testing.T) {
+		dir := smallTmpfs(t, 64<<10)
+		path := filepath.Join(dir, "daemon.json")
+		old := "{\"log-level\": \"warn\"}\n"
+		require.NoError(t, os.WriteFile(path, []byte(old), 0o644))
+		fill(t, dir)
+		// One page free: the record (written first) fits, daemon.json not.
+		filler := filepath.Join(dir, "filler")
+		fi, err := os.Stat(filler)
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(filler, (fi.Size()/4096-1)*4096))
+		out, err := exec.Command(xpuCDI, "runtime", "configure", "--runtime", "docker", "--config", path).CombinedOutput()
+		require.Error(t, err, "%s", out)
+		require.Contains(t, string(out), "no space left on device")
+		require.Contains(t, string(out), path+" (left as it was)", "the failure is the main file's")
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Equal(t, old, string(data))
+		require.Equal(t, []string{"daemon.json"}, entries(t, dir), "the revert record written first is taken back")
+		t.Logf("%s", bytes.TrimSpace(out))
+	})
+
 	t.Run("shim config.json rewrite", func(t *testing.T) {
 		wrapper, _ := shimRuntime(t, tree, "")
 		rootfs := t.TempDir()
