@@ -262,8 +262,11 @@ func readAt(dir *os.File, name string) ([]byte, os.FileMode, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, 0, &os.PathError{Op: "stat", Path: p, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxPathFile {
-		return nil, 0, fmt.Errorf("%s: not a regular file of at most %d bytes", p, maxPathFile)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, 0, fmt.Errorf("%s: %w (mode %#o)", p, rootfs.ErrNotRegular, st.Mode&unix.S_IFMT)
+	}
+	if st.Size > maxPathFile {
+		return nil, 0, fmt.Errorf("%s: %w: %d bytes, at most %d are read", p, errTooLarge, st.Size, maxPathFile)
 	}
 	buf := make([]byte, st.Size)
 	n := 0

@@ -122,6 +122,33 @@ func TestImageOdditiesWarnAndSkip(t *testing.T) {
 			},
 		},
 		{
+			description: "the musl path file is a FIFO",
+			setup: func(t *testing.T, root string) {
+				copyFile(t, lib, filepath.Join(root, "lib/ld-musl-x86_64.so.1"))
+				copyFile(t, lib, filepath.Join(root, folder, "libxpurt.so.1"))
+				require.NoError(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+				require.NoError(t, unix.Mkfifo(filepath.Join(root, "etc/ld-musl-x86_64.path"), 0o644))
+			},
+			wantWarn: "ld-musl-x86_64.path: skipped",
+		},
+		{
+			description: "the musl path file is larger than the hook reads",
+			setup: func(t *testing.T, root string) {
+				copyFile(t, lib, filepath.Join(root, "lib/ld-musl-x86_64.so.1"))
+				copyFile(t, lib, filepath.Join(root, folder, "libxpurt.so.1"))
+				require.NoError(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+				p := filepath.Join(root, "etc/ld-musl-x86_64.path")
+				require.NoError(t, os.WriteFile(p, nil, 0o644))
+				require.NoError(t, os.Truncate(p, maxPathFile+1))
+			},
+			wantWarn: "larger than the hook reads",
+			check: func(t *testing.T, root string) {
+				fi, err := os.Stat(filepath.Join(root, "etc/ld-musl-x86_64.path"))
+				require.NoError(t, err)
+				require.Equal(t, int64(maxPathFile+1), fi.Size(), "left as it was")
+			},
+		},
+		{
 			description: "ld.so.cache is a FIFO",
 			setup: func(t *testing.T, root string) {
 				glibc(t, root)

@@ -8,6 +8,10 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
 )
 
+// errTooLarge is wrapped by the error for an image file larger than the
+// hook reads.
+var errTooLarge = errors.New("larger than the hook reads")
+
 // imageShaped reports whether err comes from the layout of the container
 // image (or of the mounts its author or the pod author chose) rather than
 // from the host: a path that is missing, dangling, a file where a directory
@@ -20,7 +24,7 @@ func imageShaped(err error) bool {
 	for _, target := range []error{
 		unix.ENOENT, unix.ENOTDIR, unix.EISDIR, unix.ELOOP, unix.EXDEV, unix.EBUSY, unix.ENOTEMPTY,
 		unix.EEXIST, unix.ENAMETOOLONG, unix.EROFS,
-		rootfs.ErrNotRegular, rootfs.ErrCrossesMount, ErrExists,
+		rootfs.ErrNotRegular, rootfs.ErrCrossesMount, ErrExists, errTooLarge,
 	} {
 		if errors.Is(err, target) {
 			return true
