@@ -101,3 +101,24 @@ func TestMkdirAllDanglingSymlink(t *testing.T) {
 		require.NoError(t, r.Close())
 	}
 }
+
+// TestMountIDSources: the fdinfo fallback gives the same mount ID as statx,
+// and different IDs for different mounts.
+func TestMountIDSources(t *testing.T) {
+	requiresRoot(t)
+	dir := t.TempDir()
+	bindMount(t, t.TempDir(), filepath.Join(dir, "vol"))
+	ids := map[uint64]bool{}
+	for _, p := range []string{dir, filepath.Join(dir, "vol")} {
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		a, err := mountID(fd)
+		require.NoError(t, err)
+		b, err := mountIDFromFdinfo(fd)
+		require.NoError(t, err)
+		require.NoError(t, unix.Close(fd))
+		require.Equal(t, a, b, p)
+		ids[a] = true
+	}
+	require.Len(t, ids, 2)
+}

@@ -22,8 +22,10 @@ type Root struct {
 	// fallback forces the pathrs-lite path, as on a kernel without
 	// openat2 (tests).
 	fallback bool
-	// mntID is the root's mount ID, read on first use.
-	mntID uint64
+	// mntID is the root's mount ID (mntErr why it could not be read),
+	// read once by Open so that a Root stays read-only after it.
+	mntID  uint64
+	mntErr error
 }
 
 // Open opens the directory at hostPath (a trusted path on the host) as a root.
@@ -32,7 +34,9 @@ func Open(hostPath string) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening root directory %s: %w", hostPath, &os.PathError{Op: "open", Path: hostPath, Err: err})
 	}
-	return &Root{f: os.NewFile(uintptr(fd), hostPath), path: hostPath}, nil
+	r := &Root{f: os.NewFile(uintptr(fd), hostPath), path: hostPath}
+	r.mntID, r.mntErr = mountID(fd)
+	return r, nil
 }
 
 // Close releases the root handle.
@@ -82,12 +86,8 @@ func (r *Root) openSameMount(unsafePath string, flags int) (*os.File, error) {
 
 // sameMount fails (ErrCrossesMount, EXDEV) unless fd is on the root's mount.
 func (r *Root) sameMount(fd int, unsafePath string) error {
-	if r.mntID == 0 {
-		id, err := mountID(r.Fd())
-		if err != nil {
-			return fmt.Errorf("mount ID of root %s: %w", r.path, err)
-		}
-		r.mntID = id
+	if r.mntErr != nil {
+		return fmt.Errorf("mount ID of root %s: %w", r.path, r.mntErr)
 	}
 	id, err := mountID(fd)
 	if err != nil {
@@ -108,6 +108,11 @@ func mountID(fd int) (uint64, error) {
 	if err == nil && stx.Mask&unix.STATX_MNT_ID != 0 {
 		return stx.Mnt_id, nil
 	}
+	return mountIDFromFdinfo(fd)
+}
+
+// mountIDFromFdinfo is mountID on kernels whose statx has no mount ID.
+func mountIDFromFdinfo(fd int) (uint64, error) {
 	data, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
 	if err != nil {
 		return 0, fmt.Errorf("no statx mount ID and no fdinfo: %w", err)
