@@ -4,9 +4,12 @@
 // inside that root. It prints nothing on stdout and logs to stderr.
 //
 // Exit status: 0 on success, and also for an unknown subcommand or flag (a
-// newer spec must not break an older hook), a read-only root filesystem or an
-// image without /etc (each logged as a warning); 1 for anything else, with a
-// message naming what was wrong.
+// newer spec must not break an older hook) and for every change the image's
+// layout does not allow (a read-only root, no /etc, a dangling, looping or
+// magic link, a directory where a file goes, a path onto another mount: each
+// logged as a warning and skipped, see package hook); 1 for anything else (a
+// bad container state, an I/O error, a full disk), with a message naming
+// what was wrong.
 package main
 
 import (

@@ -71,7 +71,7 @@ func WriteFile(path string, data []byte, opts ...Option) (err error) {
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return failed(path, err)
 	}
 	tmpPath := tmp.Name()
 	defer func() {
@@ -81,31 +81,37 @@ func WriteFile(path string, data []byte, opts ...Option) (err error) {
 		}
 	}()
 	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", tmpPath, err)
+		return failed(path, err)
 	}
 	if err = tmp.Chmod(perm); err != nil {
-		return fmt.Errorf("writing %s: %w", tmpPath, err)
+		return failed(path, err)
 	}
 	if uid >= 0 {
 		if err = tmp.Chown(uid, gid); err != nil {
-			return fmt.Errorf("writing %s: keeping owner %d:%d: %w", tmpPath, uid, gid, err)
+			return failed(path, fmt.Errorf("keeping owner %d:%d on %s: %w", uid, gid, tmpPath, err))
 		}
 	}
 	if !o.noSync {
 		if err = tmp.Sync(); err != nil {
-			return fmt.Errorf("writing %s: %w", tmpPath, err)
+			return failed(path, err)
 		}
 	}
 	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", tmpPath, err)
+		return failed(path, err)
 	}
 	if err = os.Rename(tmpPath, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return failed(path, err)
 	}
 	if !o.noSync {
 		return SyncDir(dir)
 	}
 	return nil
+}
+
+// failed names the target of a write that failed before its rename (the
+// cause may name the temporary file only), and says it was not changed.
+func failed(path string, err error) error {
+	return fmt.Errorf("writing %s (left as it was): %w", path, err)
 }
 
 func describe(m os.FileMode) string {

@@ -58,14 +58,18 @@ type Config struct {
 	Class    string   `toml:"class"`
 	// AcceptEnvvarWhenUnprivileged lets containers without CAP_SYS_ADMIN in
 	// their bounding set ask for devices through XPU_VISIBLE_DEVICES.
-	AcceptEnvvarWhenUnprivileged bool   `toml:"accept-envvar-when-unprivileged"`
-	DevRoot                      string `toml:"dev-root"`
-	DriverRoot                   string `toml:"driver-root"`
-	HookPath                     string `toml:"hook-path"`
-	NoHooks                      bool   `toml:"no-hooks"`
-	NodesOnly                    bool   `toml:"nodes-only"`
-	LogFile                      string `toml:"log-file"`
-	LogLevel                     string `toml:"log-level"`
+	AcceptEnvvarWhenUnprivileged bool `toml:"accept-envvar-when-unprivileged"`
+	// FailOnRefusedEnvvar makes a refused XPU_VISIBLE_DEVICES (an
+	// unprivileged container without annotations) fail the create; by
+	// default the container starts without XPUs and the shim logs why.
+	FailOnRefusedEnvvar bool   `toml:"fail-on-refused-envvar"`
+	DevRoot             string `toml:"dev-root"`
+	DriverRoot          string `toml:"driver-root"`
+	HookPath            string `toml:"hook-path"`
+	NoHooks             bool   `toml:"no-hooks"`
+	NodesOnly           bool   `toml:"nodes-only"`
+	LogFile             string `toml:"log-file"`
+	LogLevel            string `toml:"log-level"`
 	// CacheDir holds what cdi mode resolved from the spec directories,
 	// keyed by the content of every spec file; "" turns the cache off.
 	CacheDir string `toml:"cache-dir"`

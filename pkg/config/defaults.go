@@ -41,6 +41,11 @@ class = %[7]q
 # Set to true to accept the variable from every container.
 accept-envvar-when-unprivileged = %[8]t
 
+# What happens to such a container when it sets the variable and has no
+# cdi.k8s.io annotation: by default it starts without XPUs (the shim logs a
+# warning saying why); true makes its creation fail with that reason.
+fail-on-refused-envvar = %[17]t
+
 # jit mode: where the host is read. XPU_DEV_ROOT and XPU_DRIVER_ROOT in the
 # shim's environment override these.
 dev-root = %[9]q
@@ -68,7 +73,7 @@ log-level = %[15]q
 cache-dir = %[16]q
 `, DefaultPath, EnvPath, tomlList(d.LowLevelRuntimes), d.Mode, tomlList(d.SpecDirs), d.Vendor, d.Class,
 		d.AcceptEnvvarWhenUnprivileged, d.DevRoot, d.DriverRoot, d.HookPath, d.NoHooks, d.NodesOnly,
-		d.LogFile, d.LogLevel, d.CacheDir)
+		d.LogFile, d.LogLevel, d.CacheDir, d.FailOnRefusedEnvvar)
 }
 
 func tomlList(items []string) string {

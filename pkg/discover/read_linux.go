@@ -62,10 +62,37 @@ func readSmall(path string) ([]byte, error) {
 	return readSmallAt(unix.AT_FDCWD, path, path)
 }
 
-func readSmallAt(dirfd int, name, path string) ([]byte, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+// ErrNotRegular is wrapped by the errors for a file that discovery reads
+// (a procfs or sysfs file, a library, a loader cache) which is a FIFO, a
+// device, a socket or a directory: opened without blocking and refused
+// before any read, so a FIFO planted in a driver root cannot hang
+// generate, nor the shim's jit mode.
+var ErrNotRegular = errors.New("not a regular file")
+
+// openRegularAt opens name in dirfd for reading without blocking (O_NONBLOCK:
+// opening a FIFO without a writer returns at once) and refuses anything
+// but a regular file; path names it in errors.
+func openRegularAt(dirfd int, name, path string, flags int) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK|flags, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		_ = unix.Close(fd)
+		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		_ = unix.Close(fd)
+		return -1, fmt.Errorf("%s: %w (mode %#o)", path, ErrNotRegular, st.Mode&unix.S_IFMT)
+	}
+	return fd, nil
+}
+
+func readSmallAt(dirfd int, name, path string) ([]byte, error) {
+	fd, err := openRegularAt(dirfd, name, path, 0)
+	if err != nil {
+		return nil, err
 	}
 	defer func() { _ = unix.Close(fd) }() // read-only
 	var stack [512]byte
@@ -100,9 +127,9 @@ type elfFile struct {
 }
 
 func openELF(path string) (*elfFile, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	fd, err := openRegularAt(unix.AT_FDCWD, path, path, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	return &elfFile{fd: fd, path: path}, nil
 }
@@ -135,9 +162,9 @@ func (d *libDir) entries() ([]os.DirEntry, error) {
 // openFile opens the regular file name of the directory; path is its host
 // path, for errors.
 func (d *libDir) openFile(name, path string) (*elfFile, error) {
-	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NOFOLLOW, 0)
+	fd, err := openRegularAt(d.fd, name, path, unix.O_NOFOLLOW)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	return &elfFile{fd: fd, path: path}, nil
 }

@@ -24,7 +24,6 @@ const (
 	// ldconfig run later in the container keeps them.
 	ConfName      = "00-xpu-cdi.conf"
 	cacheName     = "ld.so.cache"
-	maxCacheSize  = 64 << 20
 	maxPathFile   = 1 << 20
 	confDirName   = "ld.so.conf.d"
 	confHeader    = "# Written by xpu-runtime-hook: folders of the Kunlun XPU libraries injected by CDI.\n"
@@ -46,7 +45,7 @@ func detectLibc(root *rootfs.Root) libc {
 		if err != nil {
 			continue
 		}
-		names, _ := d.Readdirnames(-1)
+		names, _ := d.Readdirnames(ldcache.MaxDirEntries)
 		_ = d.Close()
 		for _, n := range names {
 			switch {
@@ -98,18 +97,18 @@ func UpdateLDCache(root *rootfs.Root, folders []string, opts ...Option) error {
 		return nil
 	}
 	lc := detectLibc(root)
-	etc, err := root.OpenDir("/etc")
+	etc, err := root.OpenDirForWrite("/etc")
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return fmt.Errorf("%w (%s): %w", ErrNoEtc, root.Path(), err)
 		}
-		return err
+		return skipImageShaped(o, "update-ldcache: /etc", err)
 	}
 	defer etc.Close()
 
 	var errs []error
 	for _, arch := range lc.muslArchs {
-		errs = append(errs, updateMuslPath(root, etc, arch, folders, o))
+		errs = append(errs, skipImageShaped(o, "update-ldcache: /etc/ld-musl-"+arch+".path", updateMuslPath(root, etc, arch, folders, o)))
 	}
 	if !lc.glibc {
 		var st unix.Stat_t
@@ -118,7 +117,9 @@ func UpdateLDCache(root *rootfs.Root, folders []string, opts ...Option) error {
 		}
 	}
 	if lc.glibc {
-		errs = append(errs, writeConf(root, etc, folders, o), writeCache(root, etc, folders, o))
+		errs = append(errs,
+			skipImageShaped(o, "update-ldcache: /etc/"+confDirName+"/"+ConfName, writeConf(root, etc, folders, o)),
+			skipImageShaped(o, "update-ldcache: /etc/"+cacheName, writeCache(root, etc, folders, o)))
 	} else if len(lc.muslArchs) == 0 {
 		o.log.Infof("update-ldcache: %s has neither a glibc nor a musl loader in /lib or /lib64; nothing to do", root.Path())
 	}
@@ -135,19 +136,9 @@ func writeCache(root *rootfs.Root, etc *os.File, folders []string, o options) er
 		return nil
 	}
 	unsafePath := "/etc/" + cacheName
-	old, err := root.ReadFile(unsafePath, maxCacheSize)
-	var existing []ldcache.Entry
-	switch {
-	case err == nil:
-		existing, err = ldcache.Parse(old)
-		if err != nil {
-			o.log.Warnf("update-ldcache: ignoring the image's unreadable %s: %v", unsafePath, err)
-			existing = nil
-		}
-	case errors.Is(err, unix.ENOENT):
-	default:
-		o.log.Warnf("update-ldcache: ignoring the image's %s: %v", unsafePath, err)
-	}
+	// Our own entries, there from an earlier run in this root, do not
+	// count against the bound.
+	existing := readImageCache(root, unsafePath, MaxKeptEntries+len(ours), o)
 
 	merged := make([]ldcache.Entry, 0, len(ours)+len(existing))
 	merged = append(merged, ours...)
@@ -156,7 +147,7 @@ func writeCache(root *rootfs.Root, etc *os.File, folders []string, o options) er
 	for _, e := range ours {
 		mine[key{e.Name, e.Path}] = true
 	}
-	dropped := 0
+	dropped, keptBytes := 0, 0
 	for _, e := range existing {
 		switch {
 		case mine[key{e.Name, e.Path}]:
@@ -164,7 +155,17 @@ func writeCache(root *rootfs.Root, etc *os.File, folders []string, o options) er
 			dropped++ // the loader falls back to the plain entries
 		default:
 			merged = append(merged, e)
+			keptBytes += len(e.Name) + len(e.Path) + 2
 		}
+	}
+	if kept := len(merged) - len(ours); kept > MaxKeptEntries {
+		o.log.Warnf("update-ldcache: the image's %s has %d entries besides ours, more than the %d kept; "+
+			"writing the cache without them (the loader still searches the default directories)", unsafePath, kept, MaxKeptEntries)
+		merged, existing = merged[:len(ours)], nil
+	} else if keptBytes > MaxKeptBytes {
+		o.log.Warnf("update-ldcache: the image's %s names %d bytes of libraries, more than the %d kept; "+
+			"writing the cache without its entries (the loader still searches the default directories)", unsafePath, keptBytes, MaxKeptBytes)
+		merged, existing = merged[:len(ours)], nil
 	}
 	if dropped > 0 {
 		o.log.Debugf("update-ldcache: dropped %d glibc-hwcaps entries of the image's cache", dropped)
@@ -185,23 +186,57 @@ func writeCache(root *rootfs.Root, etc *os.File, folders []string, o options) er
 	return nil
 }
 
+// Bounds on what the hook takes from an image's ld.so.cache: the image
+// controls it, and every entry kept is parsed, sorted and written again at
+// each container creation. Real caches are far below them (a full desktop
+// distribution: a few thousand entries, a few hundred KB); a cache beyond
+// any of them is replaced by one with the folders' entries alone.
+const (
+	// MaxCacheSize is the largest image ld.so.cache read.
+	MaxCacheSize = 8 << 20
+	// MaxKeptEntries is the most entries parsed from it.
+	MaxKeptEntries = 32768
+	// MaxKeptBytes bounds the names and paths kept from it, and so the
+	// size of the cache written.
+	MaxKeptBytes = 4 << 20
+)
+
+// readImageCache returns the entries of the image's ld.so.cache, or none
+// (with a warning) when it is missing, unreadable or beyond the bounds.
+func readImageCache(root *rootfs.Root, unsafePath string, maxEntries int, o options) []ldcache.Entry {
+	old, err := root.ReadFile(unsafePath, MaxCacheSize)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		o.log.Warnf("update-ldcache: not keeping the entries of the image's %s: %v", unsafePath, err)
+		return nil
+	}
+	existing, err := ldcache.ParseMax(old, maxEntries)
+	if err != nil {
+		o.log.Warnf("update-ldcache: not keeping the entries of the image's %s: %v", unsafePath, err)
+		return nil
+	}
+	return existing
+}
+
 // writeConf writes /etc/ld.so.conf.d/00-xpu-cdi.conf. The directory is
 // created in /etc when missing; a symlink in its place is followed inside the
-// root only, and when it leads nowhere the file is not written (it only
-// serves a later ldconfig run; the cache is what the loader reads now).
-func writeConf(root *rootfs.Root, etc *os.File, folders []string, o options) error {
+// root only and never onto another mount, and when it leads nowhere the
+// file is not written (the caller warns: it only serves a later ldconfig
+// run; the cache is what the loader reads now).
+func writeConf(root *rootfs.Root, etc *os.File, folders []string, _ options) error {
 	content := []byte(confHeader + strings.Join(folders, "\n") + "\n")
 	unsafePath := "/etc/" + confDirName
-	dir, err := root.OpenDir(unsafePath)
+	dir, err := root.OpenDirForWrite(unsafePath)
 	if errors.Is(err, unix.ENOENT) {
 		if err := unix.Mkdirat(int(etc.Fd()), confDirName, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("creating %s in %s: %w", unsafePath, root.Path(), err)
 		}
-		dir, err = root.OpenDir(unsafePath)
+		dir, err = root.OpenDirForWrite(unsafePath)
 	}
 	if err != nil {
-		o.log.Warnf("update-ldcache: not writing %s/%s: %v", unsafePath, ConfName, err)
-		return nil
+		return err
 	}
 	defer dir.Close()
 	if cur, _, err := readAt(dir, ConfName); err == nil && bytes.Equal(cur, content) {
@@ -227,8 +262,11 @@ func readAt(dir *os.File, name string) ([]byte, os.FileMode, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, 0, &os.PathError{Op: "stat", Path: p, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxPathFile {
-		return nil, 0, fmt.Errorf("%s: not a regular file of at most %d bytes", p, maxPathFile)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, 0, fmt.Errorf("%s: %w (mode %#o)", p, rootfs.ErrNotRegular, st.Mode&unix.S_IFMT)
+	}
+	if st.Size > maxPathFile {
+		return nil, 0, fmt.Errorf("%s: %w: %d bytes, at most %d are read", p, errTooLarge, st.Size, maxPathFile)
 	}
 	buf := make([]byte, st.Size)
 	n := 0
@@ -258,8 +296,7 @@ func updateMuslPath(root *rootfs.Root, etc *os.File, arch string, folders []stri
 		return nil
 	}
 	if err != nil {
-		o.log.Warnf("update-ldcache: not updating /etc/%s in %s: %v", name, root.Path(), err)
-		return nil
+		return err
 	}
 	have := strings.FieldsFunc(string(cur), func(r rune) bool { return r == '\n' || r == ':' })
 	var add []string

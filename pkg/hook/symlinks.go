@@ -49,19 +49,17 @@ var ErrExists = errors.New("exists and is not a symlink")
 // created with symlinkat, which never replaces anything, and a different
 // symlink is replaced by one made under a temporary name and renamed over
 // it, so the link path always holds a whole link. An identical existing link
-// is left alone, and anything else at the link path is refused (ErrExists,
-// logged as a warning, the other links are still made). The target is never
-// followed.
+// is left alone, and anything else at the link path is refused (ErrExists).
+// The target is never followed, and no parent directory is resolved or
+// created on another mount than the root's. What the image's layout does
+// not allow (ErrExists, a parent that is a file, a dangling symlink or on
+// another mount) is a warning and that link is skipped: see
+// skipImageShaped.
 func CreateSymlinks(root *rootfs.Root, links []Link, opts ...Option) error {
 	o := applyOptions(opts)
 	var errs []error
 	for _, l := range links {
-		err := createSymlink(root, l, o)
-		if errors.Is(err, ErrExists) {
-			o.log.Warnf("create-symlinks: %v", err)
-			continue
-		}
-		errs = append(errs, err)
+		errs = append(errs, skipImageShaped(o, "create-symlinks", createSymlink(root, l, o)))
 	}
 	return errors.Join(errs...)
 }

@@ -15,13 +15,28 @@ func formatErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrFormat, fmt.Sprintf(format, args...))
 }
 
+// ErrTooManyEntries is wrapped by ParseMax's error for a cache that
+// declares more entries than allowed.
+var ErrTooManyEntries = errors.New("ld.so.cache has too many entries")
+
 // Parse decodes an ld.so.cache. It accepts the old format with the new one
 // appended (the new part is then used, as the loader does), the old format
 // alone, and the new format alone. Entries are returned in file order.
-func Parse(data []byte) ([]Entry, error) {
+func Parse(data []byte) ([]Entry, error) { return ParseMax(data, -1) }
+
+// ParseMax is Parse for a cache somebody else controls: a cache declaring
+// more than maxEntries entries (none if negative) is refused with
+// ErrTooManyEntries before anything is allocated for them.
+func ParseMax(data []byte, maxEntries int) ([]Entry, error) {
+	check := func(part string, n uint64) error {
+		if maxEntries >= 0 && n > uint64(maxEntries) {
+			return fmt.Errorf("%w: the %s format part declares %d, at most %d are read", ErrTooManyEntries, part, n, maxEntries)
+		}
+		return nil
+	}
 	switch {
 	case bytes.HasPrefix(data, []byte(magicNew)):
-		return parseNew(data, 0)
+		return parseNew(data, 0, check)
 	case bytes.HasPrefix(data, []byte(magicOld)):
 		if len(data) < oldHeaderSize {
 			return nil, formatErr("old-format header truncated: %d bytes, need %d", len(data), oldHeaderSize)
@@ -33,7 +48,10 @@ func Parse(data []byte) ([]Entry, error) {
 		}
 		newOff := alignUp(end, cacheAlign)
 		if newOff+uint64(len(magicNew)) <= uint64(len(data)) && bytes.HasPrefix(data[newOff:], []byte(magicNew)) {
-			return parseNew(data, newOff)
+			return parseNew(data, newOff, check)
+		}
+		if err := check("old", nlibs); err != nil {
+			return nil, err
 		}
 		return parseOld(data, int(nlibs), end)
 	default:
@@ -63,7 +81,7 @@ func parseOld(data []byte, nlibs int, strBase uint64) ([]Entry, error) {
 	return entries, nil
 }
 
-func parseNew(data []byte, base uint64) ([]Entry, error) {
+func parseNew(data []byte, base uint64, check func(string, uint64) error) ([]Entry, error) {
 	if uint64(len(data))-base < newHeaderSize {
 		return nil, formatErr("new-format header at offset %d truncated: %d bytes left, need %d", base, uint64(len(data))-base, newHeaderSize)
 	}
@@ -83,6 +101,9 @@ func parseNew(data []byte, base uint64) ([]Entry, error) {
 	end := newHeaderSize + nlibs*newEntrySize
 	if end > uint64(len(h)) {
 		return nil, formatErr("new format declares %d entries (%d bytes) but only %d bytes follow its header offset %d", nlibs, end, len(h), base)
+	}
+	if err := check("new", nlibs); err != nil {
+		return nil, err
 	}
 	entries := make([]Entry, 0, nlibs)
 	// One copy of the file as a string; the entries' strings are slices of

@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"slices"
 	"strings"
@@ -59,6 +60,16 @@ func Scan(root *rootfs.Root, dirs []string, opts ...Option) ([]Entry, error) {
 	return entries, nil
 }
 
+// Bounds on a scanned directory, which the image can fill: names listed,
+// and files opened to read a SONAME. A library folder of a real XRE has a
+// few hundred files.
+const (
+	// MaxDirEntries is the most names read from one directory.
+	MaxDirEntries = 65536
+	// MaxLibrariesPerDir is the most candidate files read in one directory.
+	MaxLibrariesPerDir = 4096
+)
+
 // candidate reports whether ldconfig would look at a file of this name.
 func candidate(name string) bool {
 	return (strings.HasPrefix(name, "lib") || strings.HasPrefix(name, "ld-")) && strings.Contains(name, ".so")
@@ -69,10 +80,14 @@ func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, erro
 	if err != nil {
 		return nil, err
 	}
-	names, err := d.Readdirnames(-1)
+	names, err := d.Readdirnames(MaxDirEntries + 1)
 	_ = d.Close()
-	if err != nil {
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("reading directory %s in %s: %w", dir, root.Path(), err)
+	}
+	if len(names) > MaxDirEntries {
+		log.Warnf("library directory %s in %s has more than %d entries; only %d are looked at", dir, root.Path(), MaxDirEntries, MaxDirEntries)
+		names = names[:MaxDirEntries]
 	}
 	slices.Sort(names)
 	present := make(map[string]bool, len(names))
@@ -86,9 +101,14 @@ func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, erro
 	bySoname := map[string]lib{}
 	var order []string
 	var sr SonameReader
+	read := 0
 	for _, name := range names {
 		if !candidate(name) {
 			continue
+		}
+		if read++; read > MaxLibrariesPerDir {
+			log.Warnf("library directory %s in %s has more than %d candidate libraries; the rest are skipped", dir, root.Path(), MaxLibrariesPerDir)
+			break
 		}
 		soname, flags, err := readLib(&sr, root, path.Join(dir, name))
 		if err != nil {

@@ -12,8 +12,8 @@ import (
 // Bounds for what SonameReader reads of a file: a real shared object has a
 // dozen program headers and a few dozen dynamic entries.
 const (
-	maxPhdrBytes = 64 << 10
-	maxDynBytes  = 1 << 20
+	maxPhdrBytes = 16 << 10
+	maxDynBytes  = 64 << 10
 	prefixSize   = 2 << 10
 )
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -13,6 +12,15 @@ import (
 
 // CachePath is the loader cache below a root.
 const CachePath = "/etc/ld.so.cache"
+
+// Bounds on the driver root's cache: a real host's has a few thousand
+// entries in a few hundred KB.
+const (
+	// MaxCacheSize is the largest ld.so.cache read.
+	MaxCacheSize = 16 << 20
+	// MaxCacheEntries is the most entries it may declare.
+	MaxCacheEntries = 1 << 18
+)
 
 // LdcacheLocator finds libraries through the ld.so.cache of a root. The cache
 // is read once, on first use.
@@ -32,7 +40,7 @@ func NewLdcacheLocator(root string) *LdcacheLocator {
 
 func (l *LdcacheLocator) load() {
 	p := filepath.Join(l.root, CachePath)
-	data, err := os.ReadFile(p)
+	data, err := ldcache.ReadFile(p, MaxCacheSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			l.err = fmt.Errorf("%s: %w", p, ErrNotFound)
@@ -41,7 +49,7 @@ func (l *LdcacheLocator) load() {
 		l.err = fmt.Errorf("reading %s: %w", p, err)
 		return
 	}
-	entries, err := ldcache.Parse(data)
+	entries, err := ldcache.ParseMax(data, MaxCacheEntries)
 	if err != nil {
 		l.err = fmt.Errorf("parsing %s: %w", p, err)
 		return

@@ -12,6 +12,12 @@
 //     device node, FIFO or socket (the type is checked on an O_PATH handle
 //     first, and again on the opened file). OpenRegular's File is a bare
 //     descriptor for preads, without the *os.File machinery.
+//   - A directory opened for writing (OpenDirForWrite, MkdirAll) is resolved
+//     without crossing a mount point (RESOLVE_NO_XDEV; with the fallback, and
+//     after openat2 too, its mount ID is compared with the root's): a symlink
+//     in the image cannot lead a write into a volume or bind mount, which is
+//     a host directory (ErrCrossesMount, EXDEV). Reading through mounts (the
+//     libraries the runtime bind-mounted) stays allowed.
 //   - Files are created only by name relative to a directory handle that was
 //     resolved inside the root, with O_EXCL|O_NOFOLLOW, and moved into place
 //     with renameat: an existing symlink at the destination is replaced, never

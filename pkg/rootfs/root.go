@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,13 @@ import (
 type Root struct {
 	f    *os.File
 	path string
+	// fallback forces the pathrs-lite path, as on a kernel without
+	// openat2 (tests).
+	fallback bool
+	// mntID is the root's mount ID (mntErr why it could not be read),
+	// read once by Open so that a Root stays read-only after it.
+	mntID  uint64
+	mntErr error
 }
 
 // Open opens the directory at hostPath (a trusted path on the host) as a root.
@@ -26,7 +34,9 @@ func Open(hostPath string) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening root directory %s: %w", hostPath, &os.PathError{Op: "open", Path: hostPath, Err: err})
 	}
-	return &Root{f: os.NewFile(uintptr(fd), hostPath), path: hostPath}, nil
+	r := &Root{f: os.NewFile(uintptr(fd), hostPath), path: hostPath}
+	r.mntID, r.mntErr = mountID(fd)
+	return r, nil
 }
 
 // Close releases the root handle.
@@ -40,6 +50,11 @@ func (r *Root) Fd() int { return int(r.f.Fd()) }
 
 const resolveFlags = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
 
+// ErrCrossesMount is returned (wrapped, with EXDEV) for a directory opened
+// for writing whose path crosses a mount point of the root's tree, or that
+// lies on another mount than the root.
+var ErrCrossesMount = errors.New("crosses a mount point (a volume or bind mount, not the image's own tree)")
+
 // openat2 opens unsafePath inside the root with flags.
 func (r *Root) openat2(unsafePath string, flags int) (*os.File, error) {
 	fd, err := r.openat2Fd(unsafePath, flags)
@@ -47,6 +62,67 @@ func (r *Root) openat2(unsafePath string, flags int) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), r.hostPath(unsafePath)), nil
+}
+
+// openSameMount opens unsafePath inside the root with flags, without
+// crossing a mount point: RESOLVE_NO_XDEV with openat2; with the fallback,
+// the mount ID of what was opened is compared with the root's.
+func (r *Root) openSameMount(unsafePath string, flags int) (*os.File, error) {
+	fd, err := r.openat2FdResolve(unsafePath, flags, unix.RESOLVE_NO_XDEV)
+	if errors.Is(err, unix.EXDEV) {
+		return nil, fmt.Errorf("%s in root %s: %w: %w", unsafePath, r.path, ErrCrossesMount, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Also after openat2: cheap, and the one check that does not depend
+	// on how the path was resolved.
+	if err := r.sameMount(fd, unsafePath); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), r.hostPath(unsafePath)), nil
+}
+
+// sameMount fails (ErrCrossesMount, EXDEV) unless fd is on the root's mount.
+func (r *Root) sameMount(fd int, unsafePath string) error {
+	if r.mntErr != nil {
+		return fmt.Errorf("mount ID of root %s: %w", r.path, r.mntErr)
+	}
+	id, err := mountID(fd)
+	if err != nil {
+		return fmt.Errorf("mount ID of %s in root %s: %w", unsafePath, r.path, err)
+	}
+	if id != r.mntID {
+		return fmt.Errorf("%s in root %s: %w (mount %d, the root's is %d): %w", unsafePath, r.path, ErrCrossesMount, id, r.mntID,
+			&os.PathError{Op: "openat", Path: unsafePath, Err: unix.EXDEV})
+	}
+	return nil
+}
+
+// mountID returns the ID of the mount fd is on: statx STATX_MNT_ID (Linux
+// 5.8), else the mnt_id line of /proc/self/fdinfo (Linux 3.15).
+func mountID(fd int) (uint64, error) {
+	var stx unix.Statx_t
+	err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx)
+	if err == nil && stx.Mask&unix.STATX_MNT_ID != 0 {
+		return stx.Mnt_id, nil
+	}
+	return mountIDFromFdinfo(fd)
+}
+
+// mountIDFromFdinfo is mountID on kernels whose statx has no mount ID.
+func mountIDFromFdinfo(fd int) (uint64, error) {
+	data, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0, fmt.Errorf("no statx mount ID and no fdinfo: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "mnt_id:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("no mnt_id in fdinfo")
 }
 
 // hostPath is the host path of unsafePath, for names and messages.
@@ -58,9 +134,15 @@ func (r *Root) hostPath(unsafePath string) string {
 // descriptor. It falls back to pathrs-lite where the kernel has no openat2
 // (or a seccomp filter hides it).
 func (r *Root) openat2Fd(unsafePath string, flags int) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveFlags}
-	var err error
-	for range 16 {
+	return r.openat2FdResolve(unsafePath, flags, 0)
+}
+
+// openat2FdResolve is openat2Fd with more RESOLVE_ flags. The fallback
+// ignores them: openSameMount checks the mount itself.
+func (r *Root) openat2FdResolve(unsafePath string, flags int, resolve uint64) (int, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveFlags | resolve}
+	err := error(unix.ENOSYS)
+	for i := 0; i < 16 && !r.fallback; i++ {
 		var fd int
 		fd, err = unix.Openat2(r.Fd(), unsafePath, &how)
 		if err == nil {
@@ -207,18 +289,53 @@ func (f *File) Close() error {
 	return nil
 }
 
+// OpenDirForWrite opens the directory at unsafePath inside the root, as
+// OpenDir, for creating or replacing files in it: the path must not cross
+// a mount point and the directory must be on the root's mount
+// (ErrCrossesMount), so that an image cannot lead a write into a volume or
+// bind mount (a host directory) through a symlink.
+func (r *Root) OpenDirForWrite(unsafePath string) (*os.File, error) {
+	f, err := r.openSameMount(unsafePath, unix.O_DIRECTORY|unix.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("opening directory %s in root %s for writing: %w", unsafePath, r.path, err)
+	}
+	return f, nil
+}
+
 // MkdirAll returns a handle on the directory unsafePath inside the root,
-// creating it and its missing parents (mode perm) inside the root.
+// creating it and its missing parents (mode perm), for writing into: as
+// OpenDirForWrite, neither the directory nor any parent it resolves or
+// creates may be on another mount than the root. A symlink that leads
+// nowhere is not followed to create its target (ENOENT).
 func (r *Root) MkdirAll(unsafePath string, perm os.FileMode) (*os.File, error) {
-	d, err := r.OpenDir(unsafePath)
+	d, err := r.OpenDirForWrite(unsafePath)
 	if err == nil || !errors.Is(err, unix.ENOENT) {
 		return d, err
 	}
-	d, err = pathrs.MkdirAllHandle(r.f, unsafePath, perm)
+	cur := "/"
+	parent, err := r.OpenDirForWrite(cur)
 	if err != nil {
-		return nil, fmt.Errorf("creating directory %s in root %s: %w", unsafePath, r.path, err)
+		return nil, err
 	}
-	return d, nil
+	for _, name := range strings.Split(strings.Trim(path.Clean("/"+unsafePath), "/"), "/") {
+		next := path.Join(cur, name)
+		d, err := r.OpenDirForWrite(next)
+		if errors.Is(err, unix.ENOENT) {
+			// By name in the parent's handle: a symlink in the way is
+			// not followed (EEXIST), and the reopen below resolves it.
+			if merr := unix.Mkdirat(int(parent.Fd()), name, uint32(perm.Perm())); merr != nil && !errors.Is(merr, unix.EEXIST) {
+				_ = parent.Close()
+				return nil, fmt.Errorf("creating directory %s in root %s: %w", next, r.path, &os.PathError{Op: "mkdirat", Path: next, Err: merr})
+			}
+			d, err = r.OpenDirForWrite(next)
+		}
+		_ = parent.Close()
+		if err != nil {
+			return nil, err
+		}
+		parent, cur = d, next
+	}
+	return parent, nil
 }
 
 var tmpCounter atomic.Uint64

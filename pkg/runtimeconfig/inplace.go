@@ -168,13 +168,15 @@ func (c *Configurator) inPlaceRevert(p *Plan, path string, f format) error {
 	if err != nil {
 		return err
 	}
+	reverted := 0
 	for i := len(rec.Edits) - 1; i >= 0; i-- {
 		e := rec.Edits[i]
 		cur, ok := lookup(tree, e.Key)
 		if !ok || !sameValue(cur, fromRecord(e.Set, f.toml)) {
-			p.Notes = append(p.Notes, fmt.Sprintf("%s: %v was changed after xpu-cdi set it: left as it is", path, e.Key))
+			p.Notes = append(p.Notes, fmt.Sprintf("%s: %v does not hold what xpu-cdi set (changed since, or never written): left as it is", path, e.Key))
 			continue
 		}
+		reverted++
 		if e.Had {
 			if err := set(tree, e.Key, fromRecord(e.Prior, f.toml)); err != nil {
 				return fmt.Errorf("%s: %w", path, err)
@@ -182,6 +184,14 @@ func (c *Configurator) inPlaceRevert(p *Plan, path string, f format) error {
 			continue
 		}
 		remove(tree, e.Key, e.Keep)
+	}
+	if reverted == 0 {
+		// Nothing of ours in the file (say a configure whose write of
+		// it failed after its record was written): never re-encode a
+		// file whose content does not change.
+		p.Notes = append(p.Notes, fmt.Sprintf("%s: holds nothing xpu-cdi set: left byte for byte as it is; only the record %s is removed", path, recPath))
+		p.Changes = append(p.Changes, removeRec)
+		return nil
 	}
 	out, err := f.encode(tree)
 	if err != nil {

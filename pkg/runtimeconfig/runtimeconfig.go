@@ -206,12 +206,32 @@ func (p *Plan) Changed() bool {
 
 // Apply performs the plan's changes in order.
 func (p *Plan) Apply() error {
-	for _, c := range p.Changes {
+	for i, c := range p.Changes {
 		if err := c.apply(); err != nil {
-			return err
+			return errors.Join(err, p.rollback(i))
 		}
 	}
 	return nil
+}
+
+// rollback undoes the first n changes of the plan, last first, after the
+// change n failed: a failed Apply leaves every file as it was, in
+// particular no revert record of an edit that was never written (which a
+// later --revert would act on). A file changed by someone else meanwhile is
+// left alone (ErrConcurrentEdit, reported).
+func (p *Plan) rollback(n int) error {
+	var errs []error
+	for i := n - 1; i >= 0; i-- {
+		c := p.Changes[i]
+		if !c.Changed() {
+			continue
+		}
+		undo := FileChange{Path: c.Path, Old: c.New, New: c.Old}
+		if err := undo.apply(); err != nil {
+			errs = append(errs, fmt.Errorf("undoing the change of %s after that failure: %w", c.Path, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Configure computes the changes that register the runtime.

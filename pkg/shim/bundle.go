@@ -128,12 +128,21 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 			// The annotations come from the orchestrator; the variable may
 			// come from the image. It is rewritten below to what was granted.
 			o.log.Warnf("%s: ignoring %s=%s of an unprivileged container; it gets the devices of its cdi.k8s.io annotations", path, VisibleDevicesEnv, req.Env)
-		default:
+		case c.FailOnRefusedEnvvar:
 			return Result{}, fmt.Errorf("%w: the container asks for %s=%s but does not hold CAP_SYS_ADMIN "+
 				"(an image can set the variable, so only privileged containers may use it by default). "+
 				"To allow it, set accept-envvar-when-unprivileged = true in %s, run the container privileged, "+
-				"or ask for the devices with a cdi.k8s.io annotation",
+				"or ask for the devices with a cdi.k8s.io annotation; to start such containers without XPUs "+
+				"instead of failing, set fail-on-refused-envvar = false",
 				ErrUnprivilegedEnv, VisibleDevicesEnv, req.Env, o.configFile())
+		default:
+			// Framework images bake the variable in; a container that
+			// wants no XPU must still run where the shim is the default
+			// runtime. Nothing in the bundle is changed.
+			o.log.Warnf("%s: ignoring %s=%s: the container does not hold CAP_SYS_ADMIN and an image can set the variable; "+
+				"it starts without XPUs (accept-envvar-when-unprivileged = true in %s accepts the variable, "+
+				"fail-on-refused-envvar = true makes this an error)", path, VisibleDevicesEnv, req.Env, o.configFile())
+			return Result{}, nil
 		}
 	}
 

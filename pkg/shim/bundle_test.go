@@ -175,6 +175,8 @@ func TestModifyBundleNothingAsked(t *testing.T) {
 		{description: "no variable", spec: bundleSpec(false, nil)},
 		{description: "none", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=none")},
 		{description: "void", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=void")},
+		{description: "NONE", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=NONE")},
+		{description: "Void", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES= Void ")},
 		{description: "empty", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=")},
 		{description: "only other kinds", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/x": "nvidia.com/gpu=all"})},
 		{description: "other annotations", spec: bundleSpec(false, map[string]string{"io.kubernetes.pod": "x"})},
@@ -189,6 +191,27 @@ func TestModifyBundleNothingAsked(t *testing.T) {
 			after, err := os.ReadFile(ConfigPath(dir))
 			require.NoError(t, err)
 			require.Equal(t, before, after)
+		})
+	}
+}
+
+// TestModifyBundleIgnoresRefusedEnv: an unprivileged container whose image
+// sets XPU_VISIBLE_DEVICES starts without XPUs, its bundle untouched, and
+// the shim says why.
+func TestModifyBundleIgnoresRefusedEnv(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	for _, env := range []string{"XPU_VISIBLE_DEVICES=0,3", "XPU_VISIBLE_DEVICES=ALL", "XPU_VISIBLE_DEVICES=all"} {
+		t.Run(env, func(t *testing.T) {
+			dir, before := writeBundle(t, bundleSpec(false, nil, env))
+			log := &recorder{}
+			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log), WithConfigError("/etc/test-config.toml", nil))
+			require.NoError(t, err)
+			require.False(t, res.Modified)
+			after, err := os.ReadFile(ConfigPath(dir))
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+			require.True(t, log.has("it starts without XPUs"), log.lines)
+			require.True(t, log.has("fail-on-refused-envvar = true"), log.lines)
 		})
 	}
 }
@@ -216,8 +239,10 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 		{description: "env name of another kind", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=nvidia.com/gpu=0"), wantErr: []string{`"nvidia.com/gpu=0" is not a device of kind baidu.com/xpu`}},
 		{description: "bad qualified name", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=baidu.com/=0"), wantErr: []string{"not a valid qualified CDI device name"}},
 		{
-			description: "unprivileged env refused", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,3"), wantIs: ErrUnprivilegedEnv,
-			wantErr: []string{"does not hold CAP_SYS_ADMIN", "accept-envvar-when-unprivileged = true in /etc/test-config.toml"}, opts: []Option{WithConfigError("/etc/test-config.toml", nil)},
+			description: "unprivileged env refused with fail-on-refused-envvar", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,3"), wantIs: ErrUnprivilegedEnv,
+			config:  func(c *config.Config) { c.FailOnRefusedEnvvar = true },
+			wantErr: []string{"does not hold CAP_SYS_ADMIN", "accept-envvar-when-unprivileged = true in /etc/test-config.toml", "fail-on-refused-envvar = false"},
+			opts:    []Option{WithConfigError("/etc/test-config.toml", nil)},
 		},
 		{description: "bad annotation", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "xpu0"}), wantErr: []string{"cdi.k8s.io annotations"}},
 		{description: "malformed config.json", raw: []byte(`{"process": {"env": ["XPU_VISIBLE_DEVICES=0"]`), wantErr: []string{"parsing the bundle's OCI spec", "config.json"}},
@@ -283,6 +308,9 @@ func TestEnvNames(t *testing.T) {
 		{in: " none ", want: nil},
 		{in: "void", want: nil},
 		{in: "all", want: []string{"k.io/x=all"}},
+		{in: "ALL", want: []string{"k.io/x=all"}},
+		{in: "NONE", want: nil},
+		{in: " VOID", want: nil},
 		{in: "0, 1,,0000:01:00.0", want: []string{"k.io/x=0", "k.io/x=1", "k.io/x=0000:01:00.0"}},
 		{in: "k.io/x=3", want: []string{"k.io/x=3"}},
 		{in: "none,0", want: []string{"k.io/x=none", "k.io/x=0"}},

@@ -81,7 +81,7 @@ func Privileged(spec *oci.Spec) bool {
 
 // EnvNone reports whether an XPU_VISIBLE_DEVICES value asks for nothing.
 func EnvNone(v string) bool {
-	switch strings.TrimSpace(v) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "", "none", "void":
 		return true
 	}
@@ -100,6 +100,9 @@ func EnvNames(v, kind string) ([]string, error) {
 		tok = strings.TrimSpace(tok)
 		if tok == "" {
 			continue
+		}
+		if strings.EqualFold(tok, "all") {
+			tok = "all" // keywords are case-insensitive, as NONE and VOID
 		}
 		if strings.Contains(tok, "=") {
 			vendor, class, name, err := parser.ParseQualifiedName(tok)

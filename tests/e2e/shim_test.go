@@ -86,12 +86,14 @@ const validNames = "valid names of baidu.com/xpu (jit mode): 0, 1, 2, 3, 4, 5, 6
 
 func TestShimDocker(t *testing.T) {
 	tree := FakeHost(t, fakehost.P800x8())
-	xpu, _ := shimRuntime(t, tree, "")
+	xpu, xpuLog := shimRuntime(t, tree, "")
 	xpuAccept, _ := shimRuntime(t, tree, "accept-envvar-when-unprivileged = true\n")
+	xpuFail, _ := shimRuntime(t, tree, "fail-on-refused-envvar = true\n")
 	d := harness.NewDockerd(t, map[string]any{
 		"runtimes": map[string]any{
 			"xpu":        map[string]any{"path": xpu},
 			"xpu-accept": map[string]any{"path": xpuAccept},
+			"xpu-fail":   map[string]any{"path": xpuFail},
 		},
 	})
 	rootfs := t.TempDir()
@@ -114,8 +116,19 @@ func TestShimDocker(t *testing.T) {
 		require.Contains(t, r.Stdout, "XPU_VISIBLE_DEVICES=2\n")
 	})
 
-	t.Run("unprivileged is refused by default", func(t *testing.T) {
-		r := d.Docker(t, "run", "--rm", "--runtime", "xpu", "-e", "XPU_VISIBLE_DEVICES=0", image, "true")
+	t.Run("unprivileged variable is ignored by default", func(t *testing.T) {
+		// An image that bakes the variable still runs, without XPUs.
+		r := d.MustDocker(t, "run", "--rm", "--runtime", "xpu", "-e", "XPU_VISIBLE_DEVICES=0", image, "sh", "-c", listXPUs)
+		nodes, env := parseNodes(t, r.Stdout)
+		require.Empty(t, nodes)
+		require.Equal(t, []string{"XPU_VISIBLE_DEVICES=0"}, env, "the bundle is left as it was")
+		log, err := os.ReadFile(xpuLog)
+		require.NoError(t, err)
+		require.Contains(t, string(log), "it starts without XPUs")
+	})
+
+	t.Run("unprivileged is refused with fail-on-refused-envvar", func(t *testing.T) {
+		r := d.Docker(t, "run", "--rm", "--runtime", "xpu-fail", "-e", "XPU_VISIBLE_DEVICES=0", image, "true")
 		require.NotZero(t, r.ExitCode, r.String())
 		require.Contains(t, r.Stderr, "does not hold CAP_SYS_ADMIN")
 		require.Contains(t, r.Stderr, "accept-envvar-when-unprivileged = true")
@@ -169,9 +182,12 @@ func TestShimContainerd16(t *testing.T) {
 	require.Equal(t, wantNodes, nodes)
 	require.Equal(t, wantEnv, env)
 
-	r = c.Ctr(t, "run", "--rm", "--runc-binary", xpu, "--env", "XPU_VISIBLE_DEVICES=0", ref, "shim-ctd16-c", "true")
-	require.NotZero(t, r.ExitCode, r.String())
-	require.Contains(t, r.Stderr, "accept-envvar-when-unprivileged")
+	// The variable from an unprivileged container is ignored: it runs
+	// without XPUs.
+	r = c.MustCtr(t, "run", "--rm", "--runc-binary", xpu, "--env", "XPU_VISIBLE_DEVICES=0", ref, "shim-ctd16-c", "sh", "-c", listXPUs)
+	nodes, env = parseNodes(t, r.Stdout)
+	require.Empty(t, nodes)
+	require.Equal(t, []string{"XPU_VISIBLE_DEVICES=0"}, env)
 }
 
 func TestShimPodman(t *testing.T) {
@@ -194,9 +210,13 @@ func TestShimPodman(t *testing.T) {
 	require.Equal(t, wantNodes, nodes)
 	require.Equal(t, wantEnv, env)
 
-	r = p.Run(t, "run", "--rm", "--runtime", xpu, "-e", "XPU_VISIBLE_DEVICES=0", "xpu-e2e-busybox", "true")
-	require.NotZero(t, r.ExitCode, r.String())
-	require.Contains(t, r.Stderr, "accept-envvar-when-unprivileged")
+	r = p.MustRun(t, "run", "--rm", "--runtime", xpu, "-e", "XPU_VISIBLE_DEVICES=NONE", "xpu-e2e-busybox", "sh", "-c", listXPUs)
+	require.Equal(t, "XPU_VISIBLE_DEVICES=NONE\n", r.Stdout, "keywords are case-insensitive")
+
+	r = p.MustRun(t, "run", "--rm", "--runtime", xpu, "-e", "XPU_VISIBLE_DEVICES=0", "xpu-e2e-busybox", "sh", "-c", listXPUs)
+	nodes, env = parseNodes(t, r.Stdout)
+	require.Empty(t, nodes, "the variable of an unprivileged container is ignored")
+	require.Equal(t, []string{"XPU_VISIBLE_DEVICES=0"}, env)
 
 	r = p.MustRun(t, "run", "--rm", "--runtime", xpu, "xpu-e2e-busybox", "sh", "-c", listXPUs)
 	require.Empty(t, r.Stdout)
