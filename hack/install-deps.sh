@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh: install what xpu-cdi's builds, packaging checks and end-to-end tests need on a
 # Debian bookworm machine: container engines (Podman 4.3, Docker 20.10, containerd 1.6 from Debian,
-# containerd 2.x built from source), build and packaging tools, and the Go linters.
+# containerd 2.x and CRI-O built from source), build and packaging tools, and the Go linters.
 #
 # Idempotent: only what is missing is installed, `apt-get update` runs at most once and only when a
 # package is missing, Go tools are rebuilt only when the installed binary is not the pinned version.
@@ -21,10 +21,16 @@ readonly CRICTL_MODULE="sigs.k8s.io/cri-tools"
 readonly CRICTL_VERSION="v1.37.0"
 readonly GOLANGCI_MODULE="github.com/golangci/golangci-lint/v2"
 readonly GOLANGCI_VERSION="v2.15.0"
+# CRI-O: the only version the module proxy serves that builds with `go install` (no replace directives).
+# The tags drop what needs C libraries Debian would have to provide (gpgme, ostree, btrfs); without the
+# seccomp tag CRI-O applies no seccomp profile, which the tests do not need.
+readonly CRIO_MODULE="github.com/cri-o/cri-o"
+readonly CRIO_VERSION="v1.34.0"
+readonly CRIO_TAGS="containers_image_openpgp,containers_image_ostree_stub,exclude_graphdriver_btrfs,btrfs_noversion"
 
 # Engines and runtime pieces: installed with their recommended packages (fuse-overlayfs, slirp4netns,
 # uidmap, ... are what Podman is tested with on Debian).
-readonly APT_ENGINES=(podman runc busybox-static docker.io)
+readonly APT_ENGINES=(podman runc busybox-static docker.io conmon containernetworking-plugins)
 # Build, packaging and measuring tools: no recommends (devscripts alone would pull in hundreds of MB).
 readonly APT_TOOLS=(gcc libc6-dev make git lintian debhelper devscripts rpm rpmlint systemd hyperfine valgrind)
 
@@ -38,7 +44,8 @@ Usage: $0 [--only go|apt] [--quiet]
 Installs, only when missing:
   apt: ${APT_ENGINES[*]} ${APT_TOOLS[*]}
   go:  containerd, ctr, containerd-shim-runc-v2 ${CONTAINERD_VERSION}, crictl ${CRICTL_VERSION},
-       golangci-lint ${GOLANGCI_VERSION} into ${TOOLS_BIN}
+       golangci-lint ${GOLANGCI_VERSION}, crio ${CRIO_VERSION} into ${TOOLS_BIN}
+  c:   pinns ${CRIO_VERSION} (CRI-O's namespace helper, make -C pinns in the module) into ${TOOLS_BIN}
 
   --only go|apt  install only that group
   --quiet        print only what was installed (and errors)
@@ -264,6 +271,39 @@ install_go() {
 		"${CONTAINERD_MODULE}/cmd/containerd-shim-runc-v2"
 	go_tool "$CRICTL_MODULE" "$CRICTL_VERSION" "" "${CRICTL_MODULE}/cmd/crictl"
 	go_tool "$GOLANGCI_MODULE" "$GOLANGCI_VERSION" "" "${GOLANGCI_MODULE}/cmd/golangci-lint"
+	go_tool "$CRIO_MODULE" "$CRIO_VERSION" "$CRIO_TAGS" "${CRIO_MODULE}/cmd/crio"
+	install_pinns
+}
+
+# install_pinns builds CRI-O's pinns (a static C program in the module, no Go) from the module the
+# proxy serves, unless ${TOOLS_BIN}/pinns is there with a stamp naming ${CRIO_VERSION}: the binary
+# itself carries no version.
+install_pinns() {
+	local bin=${TOOLS_BIN}/pinns stamp=${TOOLS_BIN}/.pinns.version
+	if [[ -x $bin && -f $stamp && $(<"$stamp") == "${CRIO_MODULE}@${CRIO_VERSION}" ]]; then
+		say present "c pinns ${CRIO_VERSION} (${bin})"
+		return 0
+	fi
+	command -v make >/dev/null && command -v gcc >/dev/null || die "pinns needs make and gcc (apt group)"
+	local start=$SECONDS src tmp
+	src=$(
+		cd /
+		GOFLAGS=$(printf '%s\n' ${GOFLAGS:-} | grep -v '^-mod=' | tr '\n' ' ' || true) \
+			"$GO" mod download -json "${CRIO_MODULE}@${CRIO_VERSION}" | awk -F'"' '$2 == "Dir" { print $4 }'
+	) || die "go mod download ${CRIO_MODULE}@${CRIO_VERSION} failed"
+	[[ -d $src/pinns ]] || die "no pinns directory in ${src} (go mod download ${CRIO_MODULE}@${CRIO_VERSION})"
+	# The module cache is read-only: build in a copy.
+	tmp=$(mktemp -d /tmp/install-deps-pinns.XXXXXX)
+	cp -r "$src/pinns" "$tmp/pinns"
+	chmod -R u+w "$tmp"
+	if ! run make -C "$tmp/pinns"; then
+		rm -rf "$tmp"
+		die "make -C pinns (${CRIO_MODULE}@${CRIO_VERSION}) failed"
+	fi
+	install -m 0755 "$tmp/bin/pinns" "$bin.tmp" && mv -f "$bin.tmp" "$bin"
+	rm -rf "$tmp"
+	printf '%s\n' "${CRIO_MODULE}@${CRIO_VERSION}" >"$stamp.tmp" && mv -f "$stamp.tmp" "$stamp"
+	say installed "c pinns ${CRIO_VERSION} (${bin}, $((SECONDS - start)) s)"
 }
 
 if [[ -z $only || $only == apt ]]; then

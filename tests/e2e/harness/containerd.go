@@ -327,3 +327,12 @@ func (c *Containerd) removeAll(t testing.TB) {
 		}
 	}
 }
+
+// EngineName is "containerd2" or "containerd1".
+func (c *Containerd) EngineName() string { return fmt.Sprintf("containerd%d", c.Major) }
+
+// ImportCRIImage is ImportImage into the CRI plugin's namespace (CRINamespace).
+func (c *Containerd) ImportCRIImage(t testing.TB, rootfsDir, name string, opts ...ImageOption) string {
+	t.Helper()
+	return c.ImportImage(t, rootfsDir, name, append(opts, WithImageNamespace(CRINamespace))...)
+}

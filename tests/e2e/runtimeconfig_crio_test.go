@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+// crioRuntimeConfig is the part of CRI-O's effective configuration (`crio
+// config`, `crio status config`) that `xpu-cdi runtime configure --runtime
+// crio` sets.
+type crioRuntimeConfig struct {
+	Crio struct {
+		Runtime struct {
+			DefaultRuntime string   `toml:"default_runtime"`
+			CDISpecDirs    []string `toml:"cdi_spec_dirs"`
+			Runtimes       map[string]struct {
+				RuntimePath string `toml:"runtime_path"`
+				RuntimeType string `toml:"runtime_type"`
+			} `toml:"runtimes"`
+		} `toml:"runtime"`
+	} `toml:"crio"`
+}
+
+func parseCRIOConfig(t *testing.T, r harness.Result) crioRuntimeConfig {
+	t.Helper()
+	var c crioRuntimeConfig
+	require.NoError(t, toml.Unmarshal([]byte(r.Stdout), &c), "parsing the output of %v", r.Args)
+	return c
+}
+
+// crioRuntimeRoot is where CRI-O tells the OCI runtime of a handler without
+// runtime_root to keep its state (its built-in default); the xpu handler
+// the drop-in registers has none, so runc under the shim uses it.
+const crioRuntimeRoot = "/run/crun"
+
+// removeIfCreated removes the directory dir at cleanup when it did not
+// exist before and is empty.
+func removeIfCreated(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat(dir); err == nil {
+		return
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+}
+
+// TestRuntimeConfigCRIORunsShim: CRI-O 1.34 accepts the drop-in written by
+// `xpu-cdi runtime configure --runtime crio` (its effective configuration,
+// from `crio config` and from the running daemon, has the xpu handler and
+// the CDI directories), runs a pod with runtime handler "xpu" through the
+// shim; with --set-as-default a pod without a handler goes through the shim
+// too; after --revert the effective configuration is the one before and the
+// handler is gone.
+func TestRuntimeConfigCRIORunsShim(t *testing.T) {
+	tree := FakeHost(t, fakehost.P800x8())
+	xpu, logFile := shimRuntime(t, tree, "")
+	removeIfCreated(t, crioRuntimeRoot)
+	c := harness.NewCRIO(t)
+	base := c.MustCrio(t, "config").Stdout
+	baseCfg := parseCRIOConfig(t, c.MustCrio(t, "config")).Crio.Runtime
+	require.Equal(t, "runc", baseCfg.DefaultRuntime)
+	require.Equal(t, []string{c.SpecDir()}, baseCfg.CDISpecDirs)
+	require.NotContains(t, baseCfg.Runtimes, "xpu")
+	dropIn := filepath.Join(c.ConfigDir, "99-xpu.conf")
+	args := []string{"--runtime", "crio", "--drop-in-file", dropIn, "--runtime-path", xpu, "--cdi.enabled"}
+	configureRuntime(t, args...)
+	require.FileExists(t, dropIn)
+
+	t.Run("crio config accepts the drop-in", func(t *testing.T) {
+		r := c.MustCrio(t, "config")
+		require.NotContains(t, r.Stderr, "is being ignored", "CRI-O dropped the xpu handler")
+		cfg := parseCRIOConfig(t, r)
+		require.Contains(t, cfg.Crio.Runtime.Runtimes, "xpu")
+		require.Equal(t, xpu, cfg.Crio.Runtime.Runtimes["xpu"].RuntimePath)
+		require.Equal(t, "oci", cfg.Crio.Runtime.Runtimes["xpu"].RuntimeType)
+		// crio config comments out a value equal to CRI-O's default, and
+		// /etc/cdi, /var/run/cdi is the default: the harness's own directory
+		// (set in crio.conf) must be gone, replaced by the default.
+		require.Nil(t, cfg.Crio.Runtime.CDISpecDirs, "cdi_spec_dirs is still the harness's:\n%s", r.Stdout)
+		require.Contains(t, r.Stdout, "# cdi_spec_dirs = [\n# \t\"/etc/cdi\",\n# \t\"/var/run/cdi\",\n# ]\n")
+		require.Equal(t, "runc", cfg.Crio.Runtime.DefaultRuntime, "without --set-as-default the default stays")
+	})
+
+	c.Restart(t)
+	require.NotContains(t, c.Log(), `"xpu" is being ignored`)
+	running := parseCRIOConfig(t, c.MustCrio(t, "status", "--socket", c.Socket, "config"))
+	require.Equal(t, xpu, running.Crio.Runtime.Runtimes["xpu"].RuntimePath, "the running daemon must have the xpu handler")
+
+	harness.PrepareCRI(t, c)
+	rootfs := t.TempDir()
+	harness.BuildBusyboxRootfs(t, rootfs)
+	image := c.ImportCRIImage(t, rootfs, "xpu-e2e-busybox")
+	visible := map[string]string{"XPU_VISIBLE_DEVICES": "2,5"}
+	wantNodes, wantEnv := expectWithVisible(tree, 2, 5)
+
+	t.Run("handler xpu goes through the shim", func(t *testing.T) {
+		size := fileSize(t, logFile)
+		nodes, env := parseNodes(t, criRun(t, c, image, "xpu", "xpu-handler", visible, "SYS_ADMIN"))
+		require.Equal(t, wantNodes, nodes)
+		require.Equal(t, wantEnv, env)
+		requireShimLogged(t, logFile, size)
+	})
+
+	t.Run("handler runc does not", func(t *testing.T) {
+		size := fileSize(t, logFile)
+		nodes, env := parseNodes(t, criRun(t, c, image, "runc", "xpu-runc", visible, "SYS_ADMIN"))
+		require.Empty(t, nodes, "runc must not give XPUs: the nodes above came from the shim")
+		require.Equal(t, []string{"XPU_VISIBLE_DEVICES=2,5"}, env)
+		require.Equal(t, size, fileSize(t, logFile), "the shim ran for runtime handler runc")
+	})
+
+	t.Run("set as default", func(t *testing.T) {
+		configureRuntime(t, append(args, "--set-as-default")...)
+		require.Equal(t, "xpu", parseCRIOConfig(t, c.MustCrio(t, "config")).Crio.Runtime.DefaultRuntime)
+		c.Restart(t)
+		size := fileSize(t, logFile)
+		nodes, env := parseNodes(t, criRun(t, c, image, "", "xpu-default", visible, "SYS_ADMIN"))
+		require.Equal(t, wantNodes, nodes)
+		require.Equal(t, wantEnv, env)
+		requireShimLogged(t, logFile, size)
+	})
+
+	t.Run("revert", func(t *testing.T) {
+		configureRuntime(t, append(args, "--revert")...)
+		require.NoFileExists(t, dropIn)
+		require.Equal(t, base, c.MustCrio(t, "config").Stdout, "revert must give back CRI-O's effective configuration")
+		c.Restart(t)
+		nodes, _ := parseNodes(t, criRun(t, c, image, "", "xpu-reverted", visible, "SYS_ADMIN"))
+		require.Empty(t, nodes, "the default runtime is runc again")
+		r := c.Crictl(t, "runp", "--runtime", "xpu", writePodConfig(t, "xpu-unknown"))
+		require.NotZero(t, r.ExitCode, r.String())
+		require.Contains(t, r.Stderr, "failed to find runtime handler xpu", r.String())
+	})
+}
+
+// runXPUCDI runs the xpu-cdi binary and returns its stdout, its stderr and
+// the error of a non-zero exit.
+func runXPUCDI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(Binary(t, "xpu-cdi"), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// TestRuntimeConfigCRIOBadInput: a drop-in that xpu-cdi did not write is
+// never overwritten or removed; the error names it and CRI-O's effective
+// configuration and its configuration directory stay as they were.
+func TestRuntimeConfigCRIOBadInput(t *testing.T) {
+	xpu := Binary(t, "xpu-container-runtime")
+	c := harness.NewCRIO(t)
+	dropIn := filepath.Join(c.ConfigDir, "99-xpu.conf")
+	foreign := "# an administrator's own file\n[crio.runtime]\nlog_size_max = 65536\n"
+	require.NoError(t, os.WriteFile(dropIn, []byte(foreign), 0o644))
+	effective := c.MustCrio(t, "config").Stdout
+	require.Contains(t, effective, "log_size_max = 65536", "CRI-O must read the administrator's drop-in")
+	before := snapshot(t, c.ConfigDir)
+
+	for _, extra := range [][]string{nil, {"--set-as-default"}, {"--revert"}} {
+		args := append([]string{"runtime", "configure", "--runtime", "crio", "--drop-in-file", dropIn, "--runtime-path", xpu}, extra...)
+		_, stderr, err := runXPUCDI(t, args...)
+		var exitErr *exec.ExitError
+		require.True(t, errors.As(err, &exitErr), "xpu-cdi %v must fail: %v", args, err)
+		require.Contains(t, stderr, dropIn, "the error must name the file")
+		require.Contains(t, stderr, "not written by xpu-cdi")
+		require.Equal(t, before, snapshot(t, c.ConfigDir), "xpu-cdi %v changed the configuration directory", args)
+		require.Equal(t, effective, c.MustCrio(t, "config").Stdout, "xpu-cdi %v changed CRI-O's effective configuration", args)
+	}
+}
