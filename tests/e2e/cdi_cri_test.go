@@ -97,6 +97,7 @@ func TestCRICDI(t *testing.T) {
 					})
 					require.NotZero(t, r.ExitCode, "an unknown device must fail the create: %s", r)
 					require.Contains(t, r.Stderr, kind+"=9", "the error must name the device")
+					t.Logf("refused: %s", lastLine(r.Stderr))
 				}
 			})
 		})
@@ -134,6 +135,7 @@ func TestCRICDIBadInput(t *testing.T) {
 				})
 				require.NotZero(t, r.ExitCode, r.String())
 				require.Contains(t, r.Stderr, broken+"/xpu=0", "the error must name the device")
+				t.Logf("refused: %s", lastLine(r.Stderr))
 				require.Contains(t, cri.Log(), filepath.Base(brokenPath), "the engine's log must name the broken spec file")
 			})
 
@@ -152,6 +154,7 @@ func TestCRICDIBadInput(t *testing.T) {
 				})
 				require.NotZero(t, r.ExitCode, "a container whose hook is missing must not start: %s", r)
 				require.Contains(t, r.Stderr, missingHook, "the error must name the missing hook")
+				t.Logf("refused: %s", lastLine(r.Stderr))
 			})
 
 			require.Equal(t, before, snapshot(t, cri.SpecDir()), "the CDI directory changed")
@@ -159,4 +162,10 @@ func TestCRICDIBadInput(t *testing.T) {
 			require.ErrorIs(t, err, os.ErrNotExist, "nothing may create the missing hook's directory")
 		})
 	}
+}
+
+// lastLine is the last non-empty line of s (crictl's final error).
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
