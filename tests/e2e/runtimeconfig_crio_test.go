@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/pkg/config"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -62,7 +65,15 @@ func removeIfCreated(t *testing.T, dir string) {
 // handler is gone.
 func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 	tree := FakeHost(t, fakehost.P800x8())
-	xpu, logFile := shimRuntime(t, tree, "")
+	// The shim's built-in low-level runtimes (names looked up on PATH), not
+	// an absolute runc: the PATH that CRI-O hands to conmon and conmon to
+	// the runtime of a handler without monitor_env must be enough.
+	lowLevel, err := json.Marshal(config.Default().LowLevelRuntimes)
+	require.NoError(t, err)
+	// A test vendor for the shim's kind: CRI-O reads /etc/cdi and
+	// /var/run/cdi once configured, where a real baidu.com spec may be.
+	vendor := harness.UniqueVendor(t)
+	xpu, logFile := shimRuntime(t, tree, fmt.Sprintf("low-level-runtimes = %s\nvendor = %q\n", lowLevel, vendor))
 	removeIfCreated(t, crioRuntimeRoot)
 	c := harness.NewCRIO(t)
 	base := c.MustCrio(t, "config").Stdout
@@ -108,6 +119,20 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 		require.Equal(t, wantNodes, nodes)
 		require.Equal(t, wantEnv, env)
 		requireShimLogged(t, logFile, size)
+	})
+
+	t.Run("a cdi.k8s.io annotation is CRI-O's own business", func(t *testing.T) {
+		// CRI-O resolves cdi.k8s.io annotations itself from its
+		// cdi_spec_dirs before any runtime runs: without a spec for the
+		// kind there, the create fails and the shim is never asked.
+		size := fileSize(t, logFile)
+		r := harness.CRIRun(t, c, harness.CRIContainer{
+			Name: "xpu-annotated", Image: image, Command: []string{"true"}, RuntimeHandler: "xpu",
+			Annotations: map[string]string{"cdi.k8s.io/xpu": vendor + "/xpu=2"},
+		})
+		require.NotZero(t, r.ExitCode, r.String())
+		require.Contains(t, r.Stderr, "unresolvable CDI devices "+vendor+"/xpu=2", r.String())
+		require.Equal(t, size, fileSize(t, logFile), "the shim ran for a container CRI-O refused")
 	})
 
 	t.Run("handler runc does not", func(t *testing.T) {
