@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/pelletier/go-toml/v2"
@@ -88,7 +89,7 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 
 	t.Run("crio config accepts the drop-in", func(t *testing.T) {
 		r := c.MustCrio(t, "config")
-		require.NotContains(t, r.Stderr, "is being ignored", "CRI-O dropped the xpu handler")
+		require.NotRegexp(t, `Runtime handler \\?"xpu\\?" is being ignored`, r.Stderr, "CRI-O dropped the xpu handler")
 		cfg := parseCRIOConfig(t, r)
 		require.Contains(t, cfg.Crio.Runtime.Runtimes, "xpu")
 		require.Equal(t, xpu, cfg.Crio.Runtime.Runtimes["xpu"].RuntimePath)
@@ -102,7 +103,7 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 	})
 
 	c.Restart(t)
-	require.NotContains(t, c.Log(), `"xpu" is being ignored`)
+	require.NotRegexp(t, `Runtime handler \\?"xpu\\?" is being ignored`, c.Log(), "CRI-O dropped the xpu handler")
 	running := parseCRIOConfig(t, c.MustCrio(t, "status", "--socket", c.Socket, "config"))
 	require.Equal(t, xpu, running.Crio.Runtime.Runtimes["xpu"].RuntimePath, "the running daemon must have the xpu handler")
 
@@ -201,4 +202,30 @@ func TestRuntimeConfigCRIOBadInput(t *testing.T) {
 		require.Equal(t, before, snapshot(t, c.ConfigDir), "xpu-cdi %v changed the configuration directory", args)
 		require.Equal(t, effective, c.MustCrio(t, "config").Stdout, "xpu-cdi %v changed CRI-O's effective configuration", args)
 	}
+}
+
+// TestRuntimeConfigCRIOMissingShim: a drop-in naming a shim that is not
+// installed. xpu-cdi writes it (the shim may be installed later), CRI-O
+// starts without the handler and says why, naming the path, and a pod
+// asking for the handler is refused; revert gives back the configuration.
+func TestRuntimeConfigCRIOMissingShim(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "not-installed", "xpu-container-runtime")
+	c := harness.NewCRIO(t)
+	base := c.MustCrio(t, "config").Stdout
+	args := []string{"--runtime", "crio", "--drop-in-file", filepath.Join(c.ConfigDir, "99-xpu.conf"), "--runtime-path", missing}
+	configureRuntime(t, args...)
+	c.Restart(t)
+	require.Regexp(t, `Runtime handler \\?"xpu\\?" is being ignored due to: .*`+regexp.QuoteMeta(missing), c.Log(),
+		"CRI-O must say that it dropped the handler, naming the missing binary")
+	t.Logf("crio: %s", regexp.MustCompile(`.*xpu\\" is being ignored.*`).FindString(c.Log()))
+	running := parseCRIOConfig(t, c.MustCrio(t, "status", "--socket", c.Socket, "config"))
+	require.NotContains(t, running.Crio.Runtime.Runtimes, "xpu")
+	r := c.Crictl(t, "runp", "--runtime", "xpu", writePodConfig(t, "xpu-missing"))
+	require.NotZero(t, r.ExitCode, r.String())
+	require.Contains(t, r.Stderr, "failed to find runtime handler xpu", r.String())
+	_, err := os.Stat(filepath.Dir(missing))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing may create the missing shim's directory")
+
+	configureRuntime(t, append(args, "--revert")...)
+	require.Equal(t, base, c.MustCrio(t, "config").Stdout)
 }
