@@ -331,6 +331,10 @@ func (c *Containerd) removeAll(t testing.TB) {
 // EngineName is "containerd2" or "containerd1".
 func (c *Containerd) EngineName() string { return fmt.Sprintf("containerd%d", c.Major) }
 
+// Endpoint is the CRI endpoint, unix://Address (containerd 2.x, or 1.6
+// WithCRI).
+func (c *Containerd) Endpoint() string { return "unix://" + c.Address }
+
 // ImportCRIImage is ImportImage into the CRI plugin's namespace (CRINamespace).
 func (c *Containerd) ImportCRIImage(t testing.TB, rootfsDir, name string, opts ...ImageOption) string {
 	t.Helper()

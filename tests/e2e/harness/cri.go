@@ -17,6 +17,9 @@ import (
 type CRI interface {
 	// EngineName names the engine in subtest names and logs.
 	EngineName() string
+	// Endpoint is the CRI endpoint ("unix:///tmp/xe2e-.../crio.sock"), for
+	// clients other than crictl (a kubelet's --container-runtime-endpoint).
+	Endpoint() string
 	// Crictl runs crictl against the engine; a non-zero exit is returned.
 	Crictl(t testing.TB, args ...string) Result
 	// MustCrictl is Crictl that fails the test unless crictl exits 0.

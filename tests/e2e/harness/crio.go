@@ -121,7 +121,7 @@ func NewCRIO(t testing.TB, opts ...CRIOOption) *CRIO {
 	c.crio = command{bin: bin, args: []string{"--config", c.ConfigPath, "--config-dir", c.ConfigDir}, env: env}
 	c.podman = command{bin: podman, args: storage.Args(), env: env}
 	crictlConf := filepath.Join(dir, "crictl.yaml")
-	if err := writeFile(crictlConf, []byte("runtime-endpoint: unix://"+c.Socket+"\nimage-endpoint: unix://"+c.Socket+"\ntimeout: 60\ndisable-pull-on-run: true\n")); err != nil {
+	if err := writeFile(crictlConf, []byte("runtime-endpoint: "+c.Endpoint()+"\nimage-endpoint: "+c.Endpoint()+"\ntimeout: 60\ndisable-pull-on-run: true\n")); err != nil {
 		t.Fatalf("configuring crictl: %v", err)
 	}
 	c.crictl = command{bin: crictl, args: []string{"--config", crictlConf}, env: []string{pathEnv(systemPath)}}
@@ -214,6 +214,9 @@ enable_nri = false
 
 // EngineName is "crio".
 func (c *CRIO) EngineName() string { return "crio" }
+
+// Endpoint is the CRI endpoint, unix://Socket.
+func (c *CRIO) Endpoint() string { return "unix://" + c.Socket }
 
 // SpecDir is the only CDI spec directory this CRI-O reads.
 func (c *CRIO) SpecDir() string { return c.specDir }
