@@ -184,12 +184,16 @@ func runXPUCDI(t *testing.T, args ...string) (string, string, error) {
 // configuration and its configuration directory stay as they were.
 func TestRuntimeConfigCRIOBadInput(t *testing.T) {
 	xpu := Binary(t, "xpu-container-runtime")
-	c := harness.NewCRIO(t)
-	dropIn := filepath.Join(c.ConfigDir, "99-xpu.conf")
-	foreign := "# an administrator's own file\n[crio.runtime]\nlog_size_max = 65536\n"
-	require.NoError(t, os.WriteFile(dropIn, []byte(foreign), 0o644))
+	var dropIn string
+	c := harness.NewCRIO(t, harness.WithCRIOConfigEdit(func(t testing.TB, c *harness.CRIO) {
+		dropIn = filepath.Join(c.ConfigDir, "99-xpu.conf")
+		foreign := "# an administrator's own file\n[crio.runtime]\nlog_size_max = 65536\n"
+		require.NoError(t, os.WriteFile(dropIn, []byte(foreign), 0o644))
+	}))
 	effective := c.MustCrio(t, "config").Stdout
 	require.Contains(t, effective, "log_size_max = 65536", "CRI-O must read the administrator's drop-in")
+	running := c.MustCrio(t, "status", "--socket", c.Socket, "config").Stdout
+	require.Contains(t, running, "log_size_max = 65536", "the running CRI-O must have read it")
 	before := snapshot(t, c.ConfigDir)
 
 	for _, extra := range [][]string{nil, {"--set-as-default"}, {"--revert"}} {

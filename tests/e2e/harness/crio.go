@@ -43,23 +43,16 @@ type CRIO struct {
 var _ CRI = (*CRIO)(nil)
 
 type crioOptions struct {
-	extraConfig string
-	edits       []func(t testing.TB, c *CRIO)
+	edits []func(t testing.TB, c *CRIO)
 }
 
 // CRIOOption configures NewCRIO.
 type CRIOOption func(*crioOptions)
 
-// WithCRIOConfig appends TOML to the generated crio.conf. It must not repeat
-// a key the harness writes; use a drop-in (WithCRIOConfigEdit) to override
-// one.
-func WithCRIOConfig(toml string) CRIOOption {
-	return func(o *crioOptions) { o.extraConfig += "\n" + toml + "\n" }
-}
-
 // WithCRIOConfigEdit calls edit once crio.conf is written and before CRI-O
-// starts, for example to run a configuration tool on c.ConfigPath or
-// c.ConfigDir.
+// starts, for example to write a drop-in into c.ConfigDir (CRI-O applies
+// its files in name order over crio.conf, key by key) or to run a
+// configuration tool.
 func WithCRIOConfigEdit(edit func(t testing.TB, c *CRIO)) CRIOOption {
 	return func(o *crioOptions) { o.edits = append(o.edits, edit) }
 }
@@ -114,7 +107,7 @@ func NewCRIO(t testing.TB, opts ...CRIOOption) *CRIO {
 			t.Fatalf("configuring crio: %v", err)
 		}
 	}
-	if err := writeFile(c.ConfigPath, []byte(crioConfig(dir, c, runc, conmon, pinns)+o.extraConfig)); err != nil {
+	if err := writeFile(c.ConfigPath, []byte(crioConfig(dir, c, runc, conmon, pinns))); err != nil {
 		t.Fatalf("configuring crio: %v", err)
 	}
 	env := append(storage.Env(), pathEnv(systemPath))
