@@ -233,3 +233,37 @@ func TestRuntimeConfigCRIOMissingShim(t *testing.T) {
 	configureRuntime(t, append(args, "--revert")...)
 	require.Equal(t, base, c.MustCrio(t, "config").Stdout)
 }
+
+// TestRuntimeConfigCRIONoDropIn: with --no-drop-in xpu-cdi re-encodes
+// CRI-O's main file in place; CRI-O reads the result (the xpu handler and
+// every setting of the harness's file, or the daemon would not start with
+// its private paths), and --revert gives back the file byte for byte.
+func TestRuntimeConfigCRIONoDropIn(t *testing.T) {
+	xpu := Binary(t, "xpu-container-runtime")
+	c := harness.NewCRIO(t)
+	orig, err := os.ReadFile(c.ConfigPath)
+	require.NoError(t, err)
+	base := c.MustCrio(t, "config").Stdout
+	args := []string{"--runtime", "crio", "--config", c.ConfigPath, "--no-drop-in", "--runtime-path", xpu, "--set-as-default"}
+	configureRuntime(t, args...)
+	edited, err := os.ReadFile(c.ConfigPath)
+	require.NoError(t, err)
+	require.NotEqual(t, string(orig), string(edited))
+	cfg := parseCRIOConfig(t, c.MustCrio(t, "config")).Crio.Runtime
+	require.Equal(t, xpu, cfg.Runtimes["xpu"].RuntimePath)
+	require.Equal(t, "xpu", cfg.DefaultRuntime)
+	require.Equal(t, []string{c.SpecDir()}, cfg.CDISpecDirs, "the harness's own settings must survive the re-encoding")
+	c.Restart(t)
+	running := parseCRIOConfig(t, c.MustCrio(t, "status", "--socket", c.Socket, "config")).Crio.Runtime
+	require.Equal(t, "xpu", running.DefaultRuntime)
+	require.Equal(t, xpu, running.Runtimes["xpu"].RuntimePath)
+
+	configureRuntime(t, append(args, "--revert")...)
+	reverted, err := os.ReadFile(c.ConfigPath)
+	require.NoError(t, err)
+	require.Equal(t, string(orig), string(reverted), "revert must give back crio.conf byte for byte")
+	require.Equal(t, base, c.MustCrio(t, "config").Stdout)
+	leftovers, err := filepath.Glob(c.ConfigPath + ".*")
+	require.NoError(t, err)
+	require.Equal(t, []string{c.ConfigDir}, leftovers, "revert left files next to crio.conf (its revert record?)")
+}
