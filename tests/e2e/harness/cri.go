@@ -20,6 +20,11 @@ type CRI interface {
 	// Endpoint is the CRI endpoint ("unix:///tmp/xe2e-.../crio.sock"), for
 	// clients other than crictl (a kubelet's --container-runtime-endpoint).
 	Endpoint() string
+	// CgroupParent is the cgroup parent of the pods CRIRun creates ("" for
+	// the engine's default). An engine that leaves cgroups behind when a
+	// create fails gets one of its own, removed with the engine, as kubelet
+	// removes the pod cgroups it hands out.
+	CgroupParent() string
 	// Crictl runs crictl against the engine; a non-zero exit is returned.
 	Crictl(t testing.TB, args ...string) Result
 	// MustCrictl is Crictl that fails the test unless crictl exits 0.
@@ -74,8 +79,9 @@ type CRIContainer struct {
 }
 
 // criConfigs writes the pod and container configs of c for crictl and
-// returns their paths; the pod logs to a directory of the test.
-func criConfigs(t testing.TB, c CRIContainer) (podPath, ctrPath string) {
+// returns their paths; the pod logs to a directory of the test and has the
+// cgroup parent cgroupParent.
+func criConfigs(t testing.TB, c CRIContainer, cgroupParent string) (podPath, ctrPath string) {
 	t.Helper()
 	dir := t.TempDir()
 	logDir := filepath.Join(dir, "logs")
@@ -89,7 +95,10 @@ func criConfigs(t testing.TB, c CRIContainer) (podPath, ctrPath string) {
 		// CONTAINER), what kubelet asks for unless a pod shares its process
 		// namespace: CRI-O then runs no infra container, whose
 		// oom_score_adj of -998 hosts without CAP_SYS_RESOURCE refuse.
-		"linux": map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"network": 2, "pid": 1}}},
+		"linux": map[string]any{
+			"cgroup_parent":    cgroupParent,
+			"security_context": map[string]any{"namespace_options": map[string]any{"network": 2, "pid": 1}},
+		},
 	}
 	envs := []map[string]string{}
 	for k, v := range c.Env {
@@ -131,7 +140,7 @@ func criConfigs(t testing.TB, c CRIContainer) (podPath, ctrPath string) {
 // earlier with CRIRemovePod).
 func CRIRun(t testing.TB, cri CRI, c CRIContainer) Result {
 	t.Helper()
-	podPath, ctrPath := criConfigs(t, c)
+	podPath, ctrPath := criConfigs(t, c, cri.CgroupParent())
 	args := []string{"run"}
 	if c.RuntimeHandler != "" {
 		args = append(args, "--runtime", c.RuntimeHandler)

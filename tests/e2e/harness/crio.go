@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,12 +34,13 @@ type CRIO struct {
 	ConfigPath string
 	ConfigDir  string
 	// Root and RunRoot are the containers/storage directories (overlay).
-	Root    string
-	RunRoot string
-	specDir string
-	crio    command
-	crictl  command
-	podman  command
+	Root         string
+	RunRoot      string
+	specDir      string
+	cgroupParent string
+	crio         command
+	crictl       command
+	podman       command
 }
 
 var _ CRI = (*CRIO)(nil)
@@ -78,6 +81,20 @@ func NewCRIO(t testing.TB, opts ...CRIOOption) *CRIO {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	var rnd [4]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		t.Fatalf("reading random bytes: %v", err)
+	}
+	// The pods' cgroup parent: CRI-O leaves the cgroup of conmon behind when
+	// a container create fails (kubelet, which owns pod cgroups, normally
+	// removes it). Registered before shortTempDir, so it runs after every
+	// process of this CRI-O has been killed.
+	cgroupParent := "/xe2e-crio-" + hex.EncodeToString(rnd[:])
+	t.Cleanup(func() {
+		if err := removeCgroupTree(cgroupParent); err != nil {
+			t.Errorf("cleaning up the cgroups of crio: %v", err)
+		}
+	})
 	dir := shortTempDir(t, "xe2e-crio-")
 	// The storage is shared with a Podman used only to import images
 	// (podman import): same graph root, run root and overlay driver.
@@ -86,13 +103,14 @@ func NewCRIO(t testing.TB, opts ...CRIOOption) *CRIO {
 		t.Fatalf("configuring the storage of crio: %v", err)
 	}
 	c := &CRIO{
-		Dir:        dir,
-		Socket:     filepath.Join(dir, "crio.sock"),
-		ConfigPath: filepath.Join(dir, "crio.conf"),
-		ConfigDir:  filepath.Join(dir, "crio.conf.d"),
-		Root:       storage.Root,
-		RunRoot:    storage.RunRoot,
-		specDir:    filepath.Join(dir, "cdi"),
+		Dir:          dir,
+		Socket:       filepath.Join(dir, "crio.sock"),
+		ConfigPath:   filepath.Join(dir, "crio.conf"),
+		ConfigDir:    filepath.Join(dir, "crio.conf.d"),
+		Root:         storage.Root,
+		RunRoot:      storage.RunRoot,
+		specDir:      filepath.Join(dir, "cdi"),
+		cgroupParent: cgroupParent,
 	}
 	for _, d := range []string{c.ConfigDir, c.specDir, filepath.Join(dir, "hooks.d"), filepath.Join(dir, "net.d")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -210,6 +228,10 @@ func (c *CRIO) EngineName() string { return "crio" }
 
 // Endpoint is the CRI endpoint, unix://Socket.
 func (c *CRIO) Endpoint() string { return "unix://" + c.Socket }
+
+// CgroupParent is the cgroup parent of this CRI-O's pods, private to it
+// ("/xe2e-crio-<random>") and removed with it.
+func (c *CRIO) CgroupParent() string { return c.cgroupParent }
 
 // SpecDir is the only CDI spec directory this CRI-O reads.
 func (c *CRIO) SpecDir() string { return c.specDir }
