@@ -78,6 +78,7 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 	removeIfCreated(t, crioRuntimeRoot)
 	c := harness.NewCRIO(t)
 	base := c.MustCrio(t, "config").Stdout
+	baseRunning := c.MustCrio(t, "status", "--socket", c.Socket, "config").Stdout
 	baseCfg := parseCRIOConfig(t, c.MustCrio(t, "config")).Crio.Runtime
 	require.Equal(t, "runc", baseCfg.DefaultRuntime)
 	require.Equal(t, []string{c.SpecDir()}, baseCfg.CDISpecDirs)
@@ -160,6 +161,8 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 		require.NoFileExists(t, dropIn)
 		require.Equal(t, base, c.MustCrio(t, "config").Stdout, "revert must give back CRI-O's effective configuration")
 		c.Restart(t)
+		require.Equal(t, baseRunning, c.MustCrio(t, "status", "--socket", c.Socket, "config").Stdout,
+			"the restarted CRI-O must run with the configuration it had before")
 		nodes, _ := parseNodes(t, criRun(t, c, image, "", "xpu-reverted", visible, "SYS_ADMIN"))
 		require.Empty(t, nodes, "the default runtime is runc again")
 		r := c.Crictl(t, "runp", "--runtime", "xpu", writePodConfig(t, "xpu-unknown"))
