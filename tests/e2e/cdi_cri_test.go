@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,15 +26,28 @@ var criEngines = []criEngine{
 	{"crio", func(t *testing.T) harness.CRI { return harness.NewCRIO(t) }},
 }
 
-// listXPUsAndLoad is listXPUs followed by the glibc program linked against
-// libxpurt.so.1: it runs only when the hook made the library loadable.
-const listXPUsAndLoad = listXPUs + "; xpu-test"
+// listXPUsAndLoad is listXPUs, then every entry of /dev ("dev-entry
+// /dev/null"), then the glibc program linked against libxpurt.so.1: it runs
+// only when the hook made the library loadable.
+const listXPUsAndLoad = listXPUs + `; for f in /dev/*; do echo "dev-entry $f"; done; xpu-test`
+
+// devEntries returns the dev-entry lines of listXPUsAndLoad output.
+func devEntries(out string) map[string]bool {
+	entries := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if e, ok := strings.CutPrefix(line, "dev-entry "); ok {
+			entries[e] = true
+		}
+	}
+	return entries
+}
 
 // TestCRICDI asks each CRI engine for XPUs of a fake 8-device P800 host
 // through the CRI: the CDI_devices field of the container config and
 // cdi.k8s.io/ annotations, resolved by the engine from the spec xpu-cdi
 // wrote into the engine's CDI directory. The container gets exactly the
-// requested nodes with the host's major:minor and /dev/xpuctrl, one
+// requested nodes with the host's major:minor and /dev/xpuctrl (its /dev is
+// that of a container without devices plus those nodes), one
 // XPU_CDI_DEVICE_<n> per device, and the driver library loads (the hook
 // ran); an unknown device fails the create with an error naming it.
 func TestCRICDI(t *testing.T) {
@@ -67,6 +81,11 @@ func TestCRICDI(t *testing.T) {
 			harness.PrepareCRI(t, cri)
 			image := cri.ImportCRIImage(t, rootfs, "xpu-e2e-glibc")
 			cri.WriteSpec(t, spec, vendor)
+			// What /dev holds without any device asked for.
+			baseline := devEntries(harness.CRIRunToCompletion(t, cri, harness.CRIContainer{
+				Name: "xpu-cdi-none", Image: image, Command: []string{"sh", "-c", listXPUs + `; for f in /dev/*; do echo "dev-entry $f"; done`},
+			}))
+			require.NotEmpty(t, baseline)
 
 			for i, tc := range cases {
 				t.Run(tc.description, func(t *testing.T) {
@@ -83,6 +102,11 @@ func TestCRICDI(t *testing.T) {
 					require.Equal(t, wantEnv, env, "one XPU_CDI_DEVICE_<N> per granted device and nothing else")
 					require.Contains(t, out, fmt.Sprintf("xpu devices: %d\n", len(tc.want)),
 						"xpu-test must load libxpurt.so.1 (the hook ran) and count the granted devices")
+					wantDev := maps.Clone(baseline)
+					for node := range wantNodes {
+						wantDev[node] = true
+					}
+					require.Equal(t, wantDev, devEntries(out), "/dev must hold what it holds without devices, plus the XPU nodes and nothing else")
 				})
 			}
 
