@@ -22,8 +22,9 @@ readonly CRICTL_VERSION="v1.37.0"
 readonly GOLANGCI_MODULE="github.com/golangci/golangci-lint/v2"
 readonly GOLANGCI_VERSION="v2.15.0"
 # CRI-O: the only version the module proxy serves (its go.mod has no replace directives), built in a
-# copy of the downloaded module (see install_crio). The tags drop what needs C libraries Debian would have to provide (gpgme, ostree, btrfs); without the
-# seccomp tag CRI-O applies no seccomp profile, which the tests do not need.
+# copy of the downloaded module (see install_crio). The tags drop what needs C libraries Debian would
+# have to provide (gpgme, ostree, btrfs); without the seccomp tag CRI-O applies no seccomp profile,
+# which the tests do not need.
 readonly CRIO_MODULE="github.com/cri-o/cri-o"
 readonly CRIO_VERSION="v1.34.0"
 readonly CRIO_TAGS="containers_image_openpgp,containers_image_ostree_stub,exclude_graphdriver_btrfs,btrfs_noversion"
