@@ -30,11 +30,11 @@ build: ## Build the static binaries into ./bin (stamped with version and commit)
 		if ls cmd/$$c/*.go >/dev/null 2>&1; then echo "go build $$c"; $(GOBUILD) -o $(BINDIR)/$$c ./cmd/$$c || exit 1; fi; \
 	done
 
-deps: ## Install what the tests need (Debian packages, containerd 2.x, crictl, golangci-lint); idempotent, root
+deps: ## Install what the tests need (Debian packages, containerd 2.x, CRI-O, crictl, golangci-lint); idempotent, root
 	hack/install-deps.sh --quiet
 	packaging/install-build-deps.sh
 
-test: deps ## Run every test: unit, end-to-end with real Podman/containerd/Docker, packaging (root for the real ones)
+test: deps ## Run every test: unit, end-to-end with real Podman/containerd/CRI-O/Docker, packaging (root for the real ones)
 	$(GO) test -count=1 -p 2 -timeout $(TEST_TIMEOUT) ./...
 
 unit: ## Run the tests that need neither root nor a container engine to be meaningful

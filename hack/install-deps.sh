@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh: install what xpu-cdi's builds, packaging checks and end-to-end tests need on a
 # Debian bookworm machine: container engines (Podman 4.3, Docker 20.10, containerd 1.6 from Debian,
-# containerd 2.x built from source), build and packaging tools, and the Go linters.
+# containerd 2.x and CRI-O built from source), build and packaging tools, and the Go linters.
 #
 # Idempotent: only what is missing is installed, `apt-get update` runs at most once and only when a
 # package is missing, Go tools are rebuilt only when the installed binary is not the pinned version.
@@ -21,10 +21,17 @@ readonly CRICTL_MODULE="sigs.k8s.io/cri-tools"
 readonly CRICTL_VERSION="v1.37.0"
 readonly GOLANGCI_MODULE="github.com/golangci/golangci-lint/v2"
 readonly GOLANGCI_VERSION="v2.15.0"
+# CRI-O: the only version the module proxy serves (its go.mod has no replace directives), built in a
+# copy of the downloaded module (see install_crio). The tags drop what needs C libraries Debian would
+# have to provide (gpgme, ostree, btrfs); without the seccomp tag CRI-O applies no seccomp profile,
+# which the tests do not need.
+readonly CRIO_MODULE="github.com/cri-o/cri-o"
+readonly CRIO_VERSION="v1.34.0"
+readonly CRIO_TAGS="containers_image_openpgp,containers_image_ostree_stub,exclude_graphdriver_btrfs,btrfs_noversion"
 
 # Engines and runtime pieces: installed with their recommended packages (fuse-overlayfs, slirp4netns,
 # uidmap, ... are what Podman is tested with on Debian).
-readonly APT_ENGINES=(podman runc busybox-static docker.io)
+readonly APT_ENGINES=(podman runc busybox-static docker.io conmon containernetworking-plugins)
 # Build, packaging and measuring tools: no recommends (devscripts alone would pull in hundreds of MB).
 readonly APT_TOOLS=(gcc libc6-dev make git lintian debhelper devscripts rpm rpmlint systemd hyperfine valgrind)
 
@@ -38,7 +45,8 @@ Usage: $0 [--only go|apt] [--quiet]
 Installs, only when missing:
   apt: ${APT_ENGINES[*]} ${APT_TOOLS[*]}
   go:  containerd, ctr, containerd-shim-runc-v2 ${CONTAINERD_VERSION}, crictl ${CRICTL_VERSION},
-       golangci-lint ${GOLANGCI_VERSION} into ${TOOLS_BIN}
+       golangci-lint ${GOLANGCI_VERSION}, crio ${CRIO_VERSION} (go build in the module) and its
+       pinns (make -C pinns) into ${TOOLS_BIN}
 
   --only go|apt  install only that group
   --quiet        print only what was installed (and errors)
@@ -264,6 +272,51 @@ install_go() {
 		"${CONTAINERD_MODULE}/cmd/containerd-shim-runc-v2"
 	go_tool "$CRICTL_MODULE" "$CRICTL_VERSION" "" "${CRICTL_MODULE}/cmd/crictl"
 	go_tool "$GOLANGCI_MODULE" "$GOLANGCI_VERSION" "" "${GOLANGCI_MODULE}/cmd/golangci-lint"
+	install_crio
+}
+
+# install_crio builds CRI-O's crio (Go) and pinns (a small static C program) from the module the proxy
+# serves, unless both are in ${TOOLS_BIN} at ${CRIO_VERSION}. `go install pkg@version` cannot be used: it
+# asks the proxy for the module's version list (for deprecations), which the proxy refuses for CRI-O.
+# So crio reports no module version; the check reads `crio --version` (a constant in its source) and a
+# stamp file written next to pinns, whose binary carries no version.
+install_crio() {
+	local crio=${TOOLS_BIN}/crio pinns=${TOOLS_BIN}/pinns stamp=${TOOLS_BIN}/.pinns.version
+	local want=${CRIO_VERSION#v} have=""
+	if [[ -x $crio ]]; then
+		have=$("$crio" --version 2>/dev/null | awk 'NR == 1 && $1 == "crio" && $2 == "version" { print $3 }' || true)
+	fi
+	if [[ $have == "$want" && -x $pinns && -f $stamp && $(<"$stamp") == "${CRIO_MODULE}@${CRIO_VERSION}" ]]; then
+		say present "go crio ${CRIO_VERSION} (${crio})"
+		say present "c pinns ${CRIO_VERSION} (${pinns})"
+		return 0
+	fi
+	command -v make >/dev/null && command -v gcc >/dev/null || die "pinns needs make and gcc (apt group)"
+	local start=$SECONDS src tmp goflags
+	goflags=$(printf '%s\n' ${GOFLAGS:-} | grep -v '^-mod=' | tr '\n' ' ' || true)
+	src=$(cd / && GOFLAGS=$goflags "$GO" mod download -json "${CRIO_MODULE}@${CRIO_VERSION}" | awk -F'"' '$2 == "Dir" { print $4 }') ||
+		die "go mod download ${CRIO_MODULE}@${CRIO_VERSION} failed"
+	[[ -f $src/go.mod && -d $src/pinns ]] || die "go mod download ${CRIO_MODULE}@${CRIO_VERSION} gave no module directory ('${src}')"
+	# The module cache is read-only: build in a copy.
+	tmp=$(mktemp -d /tmp/install-deps-crio.XXXXXX)
+	cp -r "$src" "$tmp/cri-o"
+	chmod -R u+w "$tmp"
+	if ! (cd "$tmp/cri-o" && GOFLAGS=$goflags run "$GO" build -trimpath -ldflags '-s -w' -tags "$CRIO_TAGS" -o bin/crio ./cmd/crio); then
+		rm -rf "$tmp"
+		die "go build ./cmd/crio (${CRIO_MODULE}@${CRIO_VERSION}) failed"
+	fi
+	if ! run make -C "$tmp/cri-o/pinns"; then
+		rm -rf "$tmp"
+		die "make -C pinns (${CRIO_MODULE}@${CRIO_VERSION}) failed"
+	fi
+	install -m 0755 "$tmp/cri-o/bin/crio" "$crio.tmp" && mv -f "$crio.tmp" "$crio"
+	install -m 0755 "$tmp/cri-o/bin/pinns" "$pinns.tmp" && mv -f "$pinns.tmp" "$pinns"
+	rm -rf "$tmp"
+	printf '%s\n' "${CRIO_MODULE}@${CRIO_VERSION}" >"$stamp.tmp" && mv -f "$stamp.tmp" "$stamp"
+	have=$("$crio" --version 2>/dev/null | awk 'NR == 1 { print $3 }' || true)
+	[[ $have == "$want" ]] || die "built ${crio} but it reports version '${have}', want ${want}"
+	say installed "go crio ${CRIO_VERSION} (${crio}, $((SECONDS - start)) s)"
+	say installed "c pinns ${CRIO_VERSION} (${pinns})"
 }
 
 if [[ -z $only || $only == apt ]]; then

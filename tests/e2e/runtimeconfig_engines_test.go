@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/stretchr/testify/require"
@@ -54,59 +52,13 @@ func fileSize(t *testing.T, path string) int64 {
 // criRun runs one pod with one container through crictl with runtime
 // handler handler ("" for the default runtime): the container runs
 // listXPUs with env and the extra capabilities, and criRun returns its log
-// once it has exited. The pod is removed afterwards.
-func criRun(t *testing.T, c *harness.Containerd, image, handler, name string, env map[string]string, caps ...string) string {
+// once it has exited 0. The pod is removed afterwards.
+func criRun(t *testing.T, cri harness.CRI, image, handler, name string, env map[string]string, caps ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	logDir := filepath.Join(dir, "logs")
-	require.NoError(t, os.Mkdir(logDir, 0o755))
-	// Host network: the harness's CRI has no CNI plugins.
-	pod := map[string]any{
-		"metadata":      map[string]any{"name": name, "namespace": "default", "uid": name + "-uid", "attempt": 0},
-		"log_directory": logDir,
-		"linux":         map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}}},
-	}
-	var envs []map[string]string
-	for k, v := range env {
-		envs = append(envs, map[string]string{"key": k, "value": v})
-	}
-	ctr := map[string]any{
-		"metadata": map[string]any{"name": name},
-		"image":    map[string]any{"image": image},
-		"command":  []string{"sh", "-c", listXPUs},
-		"envs":     envs,
-		"log_path": "ctr.log",
-		"linux": map[string]any{"security_context": map[string]any{
-			"capabilities": map[string]any{"add_capabilities": caps},
-		}},
-	}
-	podPath, ctrPath := filepath.Join(dir, "pod.json"), filepath.Join(dir, "ctr.json")
-	for path, v := range map[string]any{podPath: pod, ctrPath: ctr} {
-		data, err := json.Marshal(v)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path, data, 0o644))
-	}
-	args := []string{"run"}
-	if handler != "" {
-		args = append(args, "--runtime", handler)
-	}
-	id := strings.TrimSpace(c.MustCrictl(t, append(args, ctrPath, podPath)...).Stdout)
-	defer func() {
-		for _, pod := range strings.Fields(c.MustCrictl(t, "pods", "--quiet", "--name", "^"+name+"$").Stdout) {
-			c.MustCrictl(t, "rmp", "--force", pod)
-		}
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		state := c.MustCrictl(t, "inspect", "--output", "go-template", "--template", "{{.status.state}} {{.status.exitCode}}", id).Stdout
-		if strings.HasPrefix(state, "CONTAINER_EXITED") {
-			require.Equal(t, "CONTAINER_EXITED 0", strings.TrimSpace(state))
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "container %s still %s after 30 s", id, state)
-		time.Sleep(50 * time.Millisecond)
-	}
-	return c.MustCrictl(t, "logs", id).Stdout
+	return harness.CRIRunToCompletion(t, cri, harness.CRIContainer{
+		Name: name, Image: image, Command: []string{"sh", "-c", listXPUs},
+		Env: env, AddCapabilities: caps, RuntimeHandler: handler,
+	})
 }
 
 // TestRuntimeConfigContainerdRunsShim: containerd 2.x started with the main

@@ -165,3 +165,36 @@ func TestSmokeDockerd(t *testing.T) {
 	// A container left running is removed by the harness at cleanup.
 	d.MustDocker(t, "run", "--detach", "--network", "none", ref, "sleep", "300")
 }
+
+func TestSmokeCRIO(t *testing.T) {
+	var c *harness.CRIO
+	timed(t, "CRI-O start", func() { c = harness.NewCRIO(t) })
+	require.Regexp(t, `RuntimeName:\s+cri-o\s+RuntimeVersion:\s+1\.34\.0`, c.MustCrictl(t, "version").Stdout)
+	timed(t, "CRI-O sandbox image import", func() { harness.PrepareCRI(t, c) })
+	rootfs := t.TempDir()
+	harness.BuildBusyboxRootfs(t, rootfs)
+	ref := c.ImportCRIImage(t, rootfs, "e2e-busybox")
+
+	t.Run("echo", func(t *testing.T) {
+		var out string
+		timed(t, "CRI-O pod + container", func() {
+			out = harness.CRIRunToCompletion(t, c, harness.CRIContainer{Name: "e2e-echo", Image: ref, Command: []string{"echo", "hello from cri-o"}})
+		})
+		require.Equal(t, "hello from cri-o\n", out)
+	})
+
+	t.Run("cri cdi device from SpecDir", func(t *testing.T) {
+		vendor := harness.UniqueVendor(t)
+		c.WriteSpec(t, nullDeviceSpec(vendor), vendor)
+		out := harness.CRIRunToCompletion(t, c, harness.CRIContainer{
+			Name: "e2e-cdi", Image: ref, CDIDevices: []string{vendor + "/e2e=null"},
+			Command: []string{"sh", "-c", `ls -l /dev/e2e-null && echo "vendor=$E2E_VENDOR"`},
+		})
+		require.Contains(t, out, "vendor="+vendor)
+		require.Regexp(t, `(?m)^c.* 1, +3 .*/dev/e2e-null$`, out)
+	})
+
+	t.Run("a pod left running is removed at cleanup", func(t *testing.T) {
+		harness.CRIRun(t, c, harness.CRIContainer{Name: "e2e-left", Image: ref, Command: []string{"sleep", "300"}}).RequireSuccess(t)
+	})
+}

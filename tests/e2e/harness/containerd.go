@@ -149,6 +149,11 @@ func newContainerd(t testing.TB, major int, bin, ctrBin, path string, opts []Con
 		}
 		// Shared with any other CRI: removed only when empty.
 		_ = os.Remove(filepath.Join(shimRuncRoot, CRINamespace))
+		// ctr puts a task's cgroup below /<namespace>; runc removes the
+		// task's, the namespace's stays.
+		if err := removeCgroupTree("/" + c.Namespace); err != nil {
+			t.Errorf("cleaning up the cgroups of containerd: %v", err)
+		}
 	})
 	if major == 2 {
 		if crictl, err := lookTool(filepath.Join(ToolsBin(), "crictl")); err == nil {
@@ -326,4 +331,21 @@ func (c *Containerd) removeAll(t testing.TB) {
 			t.Errorf("deleting container %s:\n%s", id, r)
 		}
 	}
+}
+
+// EngineName is "containerd2" or "containerd1".
+func (c *Containerd) EngineName() string { return fmt.Sprintf("containerd%d", c.Major) }
+
+// Endpoint is the CRI endpoint, unix://Address (containerd 2.x, or 1.6
+// WithCRI).
+func (c *Containerd) Endpoint() string { return "unix://" + c.Address }
+
+// CgroupParent is "": containerd's CRI pods get its default parent; runc
+// removes their cgroups when the harness deletes them.
+func (c *Containerd) CgroupParent() string { return "" }
+
+// ImportCRIImage is ImportImage into the CRI plugin's namespace (CRINamespace).
+func (c *Containerd) ImportCRIImage(t testing.TB, rootfsDir, name string, opts ...ImageOption) string {
+	t.Helper()
+	return c.ImportImage(t, rootfsDir, name, append(opts, WithImageNamespace(CRINamespace))...)
 }

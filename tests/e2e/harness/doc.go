@@ -1,7 +1,9 @@
 // Package harness runs real container engines for the end-to-end tests of
-// xpu-cdi: Podman 4.3 (Debian), containerd 2.x (built by hack/install-deps.sh
-// into /usr/local/lib/xpu-cdi-tools/bin), containerd 1.6 and dockerd 20.10
-// (Debian). Nothing is mocked.
+// xpu-cdi: Podman 4.3 (Debian), containerd 2.x and CRI-O 1.34 (built by
+// hack/install-deps.sh into /usr/local/lib/xpu-cdi-tools/bin), containerd
+// 1.6 and dockerd 20.10 (Debian). Nothing is mocked. The two engines that
+// serve the Kubernetes CRI satisfy the interface CRI, so a table of CRI
+// cases runs unchanged against each (CRIRun, CRIRunToCompletion).
 //
 // What it guarantees:
 //   - Every engine runs with its own configuration, storage, state, sockets

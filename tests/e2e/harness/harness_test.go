@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -171,4 +172,37 @@ func TestBusyboxRootfs(t *testing.T) {
 	archive := filepath.Join(t.TempDir(), "image.tar")
 	WriteOCIArchive(t, dir, "docker.io/library/x:latest", archive)
 	require.FileExists(t, archive)
+}
+
+func TestCRIConfigs(t *testing.T) {
+	podPath, ctrPath := criConfigs(t, CRIContainer{
+		Name: "e2e-x", Image: "docker.io/library/x:latest", Command: []string{"sh", "-c", "true"},
+		Env:             map[string]string{"A": "1"},
+		CDIDevices:      []string{"v.xpu-cdi.test/xpu=0", "v.xpu-cdi.test/xpu=3"},
+		Annotations:     map[string]string{"cdi.k8s.io/e2e": "v.xpu-cdi.test/xpu=1"},
+		AddCapabilities: []string{"SYS_ADMIN"},
+	}, "/xe2e-crio-0011aabb")
+	var pod, ctr map[string]any
+	for path, v := range map[string]*map[string]any{podPath: &pod, ctrPath: &ctr} {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(data, v))
+	}
+	hostNetPIDContainer := map[string]any{"network": float64(2), "pid": float64(1)}
+	require.Equal(t, "e2e-x", pod["metadata"].(map[string]any)["name"])
+	require.DirExists(t, pod["log_directory"].(string))
+	require.Equal(t, hostNetPIDContainer, pod["linux"].(map[string]any)["security_context"].(map[string]any)["namespace_options"])
+	require.Equal(t, "/xe2e-crio-0011aabb", pod["linux"].(map[string]any)["cgroup_parent"])
+	require.Equal(t, []any{map[string]any{"name": "v.xpu-cdi.test/xpu=0"}, map[string]any{"name": "v.xpu-cdi.test/xpu=3"}}, ctr["CDI_devices"])
+	require.Equal(t, map[string]any{"cdi.k8s.io/e2e": "v.xpu-cdi.test/xpu=1"}, ctr["annotations"])
+	require.Equal(t, []any{map[string]any{"key": "A", "value": "1"}}, ctr["envs"])
+	sc := ctr["linux"].(map[string]any)["security_context"].(map[string]any)
+	require.Equal(t, hostNetPIDContainer, sc["namespace_options"])
+	require.Equal(t, []any{"SYS_ADMIN"}, sc["capabilities"].(map[string]any)["add_capabilities"])
+}
+
+func TestRemoveCgroupTreeRefusesRoot(t *testing.T) {
+	for _, p := range []string{"", "/", "relative"} {
+		require.Error(t, removeCgroupTree(p), p)
+	}
 }
