@@ -283,3 +283,42 @@ func TestDevicePluginWaitsForKubeletAndNoXPU(t *testing.T) {
 	require.Contains(t, plugin.log.String(), "advertising no baidu.com/xpu: no Kunlun XPU found under "+tree.Root)
 	require.NoError(t, plugin.stop(t))
 }
+
+// TestDevicePluginContainerd2Annotations: the plugin's cdi-annotations
+// answer becomes a CRI container annotation (cdi.k8s.io/...), which
+// containerd 2.x resolves itself (its CRI always handles CDI, annotations
+// included): the container sees exactly the allocated XPUs. The same
+// annotation through xpu-container-runtime is TestShimContainerd16's (a CRI
+// that knows CDI never lets the annotation reach a runtime unresolved).
+func TestDevicePluginContainerd2Annotations(t *testing.T) {
+	tree := FakeHost(t, fakehost.P800x8())
+	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
+	c := harness.NewContainerd(t)
+	vendor := harness.UniqueVendor(t)
+	c.WriteSpec(t, GenerateSpec(t, tree, vendor), vendor)
+	image := importCRIImages(t, c)
+	ctx := testCtx(t)
+
+	dir := kubeletDir(t)
+	k, err := kubelettest.Start(dir)
+	require.NoError(t, err)
+	t.Cleanup(k.Stop)
+	plugin := startDevicePlugin(t, tree, dir, "--vendor", vendor, "--device-list-strategy", "cdi-annotations", "--cdi-spec-dir", c.SpecDir())
+	reg, err := k.WaitRegistration(ctx)
+	require.NoError(t, err, plugin.log.String())
+	_, err = reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 8 && d[3].Health == pluginapi.Healthy })
+	require.NoError(t, err, plugin.log.String())
+
+	resp, err := allocate(ctx, reg, "3", "6")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"cdi.k8s.io/xpu-device-plugin_xpu": vendor + "/xpu=3," + vendor + "/xpu=6"}, resp.Annotations)
+	require.Empty(t, resp.CdiDevices)
+
+	pod, ctr := criPod(t, "xpu-dp-annotations", image, resp)
+	id := strings.TrimSpace(c.MustCrictl(t, "run", ctr, pod).Stdout)
+	r := c.MustCrictl(t, "exec", id, "sh", "-c", listXPUs)
+	nodes, env := parseNodes(t, r.Stdout)
+	wantNodes, wantEnv := expect(tree, 3, 6)
+	require.Equal(t, wantNodes, nodes)
+	require.Equal(t, wantEnv, env)
+}
