@@ -277,7 +277,7 @@ install_go() {
 install_kubelet() {
 	local bin=${TOOLS_BIN}/kubelet have
 	have=$([[ -x $bin ]] && "$GO" version -m "$bin" 2>/dev/null |
-		awk -v m="$KUBERNETES_MODULE" '$1 == "dep" && $2 == m { print $3 }' || true)
+		awk -v m="$KUBERNETES_MODULE" '($1 == "mod" || $1 == "dep") && $2 == m { print $3 }' || true)
 	if [[ $have == "$KUBELET_VERSION" ]]; then
 		say present "go kubelet ${KUBELET_VERSION} (${bin})"
 		return 0
@@ -307,7 +307,7 @@ install_kubelet() {
 			"${KUBERNETES_MODULE}/cmd/kubelet"
 	) || { rm -rf "$work"; die "building kubelet ${KUBELET_VERSION} failed (work dir removed)"; }
 	rm -rf "$work"
-	have=$("$GO" version -m "$bin" 2>/dev/null | awk -v m="$KUBERNETES_MODULE" '$1 == "dep" && $2 == m { print $3 }')
+	have=$("$GO" version -m "$bin" 2>/dev/null | awk -v m="$KUBERNETES_MODULE" '($1 == "mod" || $1 == "dep") && $2 == m { print $3 }')
 	[[ $have == "$KUBELET_VERSION" ]] || die "built ${bin} but it reports ${KUBERNETES_MODULE} '${have}', want ${KUBELET_VERSION}"
 	say installed "go kubelet ${KUBELET_VERSION} (${bin}, $((SECONDS - start)) s)"
 }
