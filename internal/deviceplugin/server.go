@@ -166,7 +166,7 @@ func (p *Plugin) register(ctx context.Context, kubeletSock string) error {
 	if err != nil {
 		return fmt.Errorf("connecting: %w", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{

@@ -237,7 +237,7 @@ resolvConf: ""
 
 	k.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		// The kubelet serves a self-signed certificate on loopback.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test client of a local kubelet with a self-signed certificate
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
 	require.Eventually(t, func() bool {
 		select {
@@ -434,5 +434,4 @@ func TestKubeletDevicePlugin(t *testing.T) {
 	nodes, _ = parseNodes(t, c.MustCrictl(t, "exec", id, "sh", "-c", listXPUs).Stdout)
 	wantNodes, _ = expect(tree, got...)
 	require.Equal(t, wantNodes, nodes)
-
 }
