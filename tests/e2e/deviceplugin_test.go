@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -321,4 +323,73 @@ func TestDevicePluginContainerd2Annotations(t *testing.T) {
 	wantNodes, wantEnv := expect(tree, 3, 6)
 	require.Equal(t, wantNodes, nodes)
 	require.Equal(t, wantEnv, env)
+}
+
+// TestDevicePluginContainerd2ShimEnvvar: the plugin's envvar answer
+// (XPU_VISIBLE_DEVICES) as a CRI container variable on containerd 2.x with
+// xpu-container-runtime as the runtime handler and
+// accept-envvar-when-unprivileged = true: the shim gives the container
+// exactly the allocated XPUs (containerd does not touch the variable, so the
+// shim is what resolves it).
+func TestDevicePluginContainerd2ShimEnvvar(t *testing.T) {
+	tree := FakeHost(t, fakehost.P800x8())
+	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
+	shim, _ := shimRuntime(t, tree, "accept-envvar-when-unprivileged = true\n")
+	c := harness.NewContainerd(t, harness.WithContainerdConfig(`[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.xpu]
+  runtime_type = "io.containerd.runc.v2"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.xpu.options]
+    BinaryName = "`+shim+`"`))
+	image := importCRIImages(t, c)
+	ctx := testCtx(t)
+
+	dir := kubeletDir(t)
+	k, err := kubelettest.Start(dir)
+	require.NoError(t, err)
+	t.Cleanup(k.Stop)
+	// No spec check for envvar: the shim in jit mode needs none.
+	plugin := startDevicePlugin(t, tree, dir, "--device-list-strategy", "envvar", "--cdi-spec-dir", t.TempDir())
+	reg, err := k.WaitRegistration(ctx)
+	require.NoError(t, err, plugin.log.String())
+	devs, err := reg.NextDevices(ctx)
+	require.NoError(t, err)
+	require.Len(t, devs, 8)
+	require.Equal(t, pluginapi.Healthy, devs[7].Health, plugin.log.String())
+
+	resp, err := allocate(ctx, reg, "0", "7")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"XPU_VISIBLE_DEVICES": "0,7"}, resp.Envs)
+
+	pod, ctr := criPod(t, "xpu-dp-envvar", image, resp)
+	id := strings.TrimSpace(c.MustCrictl(t, "run", "--runtime", "xpu", ctr, pod).Stdout)
+	nodes, _ := parseNodes(t, c.MustCrictl(t, "exec", id, "sh", "-c", listXPUs).Stdout)
+	// The shim edits the container's own process; crictl exec starts others
+	// from containerd's copy of the spec, so read that process's variables
+	// from the host.
+	env := containerProcessEnv(t, c, id)
+	wantNodes, wantEnv := expectWithVisible(tree, 0, 7)
+	require.Equal(t, wantNodes, nodes)
+	require.Equal(t, wantEnv, env)
+}
+
+// containerProcessEnv returns the XPU variables of the main process of a CRI
+// container, sorted.
+func containerProcessEnv(t *testing.T, c *harness.Containerd, id string) []string {
+	t.Helper()
+	var out struct {
+		Info struct {
+			Pid int `json:"pid"`
+		} `json:"info"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.MustCrictl(t, "inspect", id).Stdout), &out))
+	require.NotZero(t, out.Info.Pid)
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", out.Info.Pid))
+	require.NoError(t, err)
+	var env []string
+	for _, e := range strings.Split(string(data), "\x00") {
+		if strings.HasPrefix(e, "XPU") {
+			env = append(env, e)
+		}
+	}
+	sort.Strings(env)
+	return env
 }
