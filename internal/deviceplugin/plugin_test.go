@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -273,6 +274,7 @@ func TestReRegistersWhenTheKubeletRestarts(t *testing.T) {
 	_, err := r.reg.NextDevices(ctx)
 	require.NoError(t, err)
 	require.FileExists(t, p.SocketPath())
+	require.Eventually(t, func() bool { return log.count("registered baidu.com/xpu with the kubelet") == 1 }, 5*time.Second, 10*time.Millisecond, log.String())
 
 	for i := range 2 {
 		// The restart removes the plugin's socket and re-creates kubelet.sock.
@@ -285,10 +287,12 @@ func TestReRegistersWhenTheKubeletRestarts(t *testing.T) {
 		resp, err := reg.Client.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"1"}}}})
 		require.NoError(t, err)
 		require.Equal(t, "baidu.com/xpu=1", resp.ContainerResponses[0].CdiDevices[0].Name)
+		// The plugin logs after Register returned, which is after the
+		// kubelet saw it: wait for that before the next restart (a restart
+		// during Register is a failed registration, retried).
+		require.Eventually(t, func() bool { return log.count("registered baidu.com/xpu with the kubelet") == i+2 }, 5*time.Second, 10*time.Millisecond, log.String())
 	}
 	require.Equal(t, 2, log.count("registering again"), log.String())
-	// Logged after Register returned, which is when the kubelet saw it.
-	require.Eventually(t, func() bool { return log.count("registered baidu.com/xpu with the kubelet") == 3 }, 5*time.Second, 10*time.Millisecond, log.String())
 }
 
 func TestWaitsForTheKubeletAndStopsCleanly(t *testing.T) {
@@ -443,4 +447,35 @@ func TestSpecChecks(t *testing.T) {
 		require.Equal(t, 1, log.count("warning: CDI spec of kind baidu.com/xpu is stale against this host; run `xpu-cdi validate`"), log.String())
 		require.Contains(t, log.String(), "/dev/xpu0 is 243:0 on this host but the spec says 244:0")
 	})
+}
+
+// TestRetriesARefusingKubelet: a kubelet.sock nobody serves (a kubelet that
+// died) is retried, logged once, and registration happens once it serves.
+func TestRetriesARefusingKubelet(t *testing.T) {
+	tree := fakeTree(t, fakehost.P800x8())
+	log := &logBuffer{}
+	p, _ := newPlugin(t, tree, log)
+	// A socket file without a listener: connection refused.
+	k, err := kubelettest.Start(p.o.pluginDir)
+	require.NoError(t, err)
+	k.Stop()
+	l, err := net.Listen("unix", filepath.Join(p.o.pluginDir, KubeletSocketName))
+	require.NoError(t, err)
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, l.Close())
+
+	r := &running{plugin: p, done: make(chan error, 1)}
+	r.run(t)
+	require.Eventually(t, func() bool { return log.count("registering baidu.com/xpu with the kubelet at") == 1 }, 10*time.Second, 10*time.Millisecond, log.String())
+	time.Sleep(200 * time.Millisecond) // several retries
+	require.Equal(t, 1, log.count("registering baidu.com/xpu with the kubelet at"), "logged once:\n%s", log.String())
+
+	k, err = kubelettest.Start(p.o.pluginDir)
+	require.NoError(t, err)
+	t.Cleanup(k.Stop)
+	reg, err := k.WaitRegistration(ctxT(t))
+	require.NoError(t, err)
+	devs, err := reg.NextDevices(ctxT(t))
+	require.NoError(t, err)
+	require.Len(t, devs, 8)
 }

@@ -47,12 +47,14 @@ func (p *Plugin) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			p.o.log.Warnf("registering %s with the kubelet at %s: %v; retrying in %s", p.o.resourceName, kubeletSock, err, p.o.watchInterval)
+			// Logged when the error first appears or changes, not at every retry.
+			p.note("register", fmt.Sprintf("registering %s with the kubelet at %s: %v; retrying every %s", p.o.resourceName, kubeletSock, err, p.o.watchInterval), p.o.log.Warnf, "")
 			if !sleep(ctx, p.o.watchInterval) {
 				return nil
 			}
 			continue
 		}
+		p.note("register", "", p.o.log.Warnf, "")
 		p.o.log.Infof("registered %s with the kubelet at %s (endpoint %s, strategy %s)", p.o.resourceName, kubeletSock, srv.path, p.o.strategy)
 		why := p.watch(ctx, kubelet, srv)
 		srv.stop()
@@ -103,7 +105,7 @@ func (p *Plugin) watch(ctx context.Context, kubelet os.FileInfo, srv *server) st
 			return fmt.Sprintf("%s was removed (the kubelet restarted)", srv.path)
 		}
 		if fi, err := os.Stat(kubeletSock); err != nil || !os.SameFile(fi, kubelet) {
-			return fmt.Sprintf("%s was re-created (the kubelet restarted)", kubeletSock)
+			return fmt.Sprintf("%s was removed or re-created (the kubelet stopped or restarted)", kubeletSock)
 		}
 		select {
 		case <-srv.done:
