@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin/kubelettest"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 func TestHealthOf(t *testing.T) {
@@ -478,4 +480,56 @@ func TestRetriesARefusingKubelet(t *testing.T) {
 	devs, err := reg.NextDevices(ctxT(t))
 	require.NoError(t, err)
 	require.Len(t, devs, 8)
+}
+
+// TestDeviceSetChanges: enabling SR-IOV VFs replaces a PF by its VFs in the
+// list; the kubelet is sent the new list. The host is switched between two
+// fake trees, as a driver reload or `echo 3 > sriov_numvfs` changes it.
+func TestDeviceSetChanges(t *testing.T) {
+	noVFs := fakehost.R200SRIOV()
+	noVFs.Devices = noVFs.Devices[:2] // PF 0 and PF 1, VFs not enabled
+	before := fakeTree(t, noVFs)
+	after := fakeTree(t, fakehost.R200SRIOV()) // PF 0 with VFs xpu2-4, PF 1
+	var mu sync.Mutex
+	current := before
+	log := &logBuffer{}
+	p, err := New(WithStrategy(StrategyEnvvar), WithPluginDir(shortDir(t)), WithLogger(log),
+		WithHealthInterval(30*time.Millisecond), WithWatchInterval(20*time.Millisecond),
+		WithDiscover(func() (*discover.Host, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return discover.Discover(current.DiscoverOptions()...)
+		}))
+	require.NoError(t, err)
+	r := start(t, p)
+	ctx := ctxT(t)
+	devs, err := r.reg.NextDevices(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"0": pluginapi.Healthy, "1": pluginapi.Healthy}, health(devs))
+
+	mu.Lock()
+	current = after
+	mu.Unlock()
+	devs, err = r.reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 4 })
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"1": pluginapi.Healthy, "2": pluginapi.Healthy, "3": pluginapi.Healthy, "4": pluginapi.Healthy}, health(devs))
+	for _, d := range devs {
+		want := int64(0) // the VFs share PF 0's NUMA node
+		if d.ID == "1" {
+			want = 1
+		}
+		require.Equal(t, want, d.Topology.Nodes[0].ID, d.ID)
+	}
+	_, err = r.reg.Client.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"0"}}}})
+	require.ErrorContains(t, err, `device "0" is not a device of this node (advertised: 1,2,3,4)`)
+}
+
+func TestAPIDevicesTopology(t *testing.T) {
+	got := apiDevices([]Device{
+		{ID: "0", NUMANode: 1, Health: pluginapi.Healthy},
+		{ID: "1", NUMANode: -1, Health: pluginapi.Unhealthy},
+	})
+	require.Equal(t, []*pluginapi.NUMANode{{ID: 1}}, got[0].Topology.Nodes)
+	require.Nil(t, got[1].Topology, "no NUMA node known: no topology, so the kubelet does not align on a wrong node")
+	require.Equal(t, pluginapi.Unhealthy, got[1].Health)
 }
