@@ -67,7 +67,8 @@ func (p *Plugin) Devices() []Device {
 func (p *Plugin) SocketPath() string { return filepath.Join(p.o.pluginDir, p.o.socketName()) }
 
 // note logs msg with logf when it differs from the last message of topic;
-// an empty msg clears the topic (logged with clearf when it was set).
+// an empty msg clears the topic (logging cleared, if not empty, when the
+// topic was set).
 func (p *Plugin) note(topic, msg string, logf func(string, ...any), cleared string) {
 	p.mu.Lock()
 	last := p.notes[topic]
@@ -130,7 +131,8 @@ func (p *Plugin) scan() []Device {
 		reason := fmt.Sprintf("%s/dev/xpuctrl is missing: no XPU is usable without it", strings.TrimSuffix(h.DevRoot, "/"))
 		markUnhealthy(devs, func(string) bool { return false }, reason)
 	}
-	if p.specs != nil {
+	// Without a device there is nothing to resolve: no spec is needed.
+	if p.specs != nil && len(devs) > 0 {
 		p.checkSpecs(h, devs)
 	}
 	return devs

@@ -364,6 +364,7 @@ func TestNoXPUAdvertisesZero(t *testing.T) {
 			if tc.log != "" {
 				require.Contains(t, log.String(), tc.log)
 			}
+			require.NotContains(t, log.String(), "no CDI spec", "no device, no spec needed")
 			select {
 			case err := <-r.done:
 				t.Fatalf("Run ended: %v", err)
