@@ -156,8 +156,9 @@ func unmountUnder(t *testing.T, dir string) {
 	}
 }
 
-// startKubelet starts kubelet v1.34 standalone against containerd c.
-func startKubelet(t *testing.T, c *harness.Containerd) *testKubelet {
+// startKubelet starts kubelet v1.34 standalone against containerd c, with
+// extra command line arguments.
+func startKubelet(t *testing.T, c *harness.Containerd, extra ...string) *testKubelet {
 	t.Helper()
 	bin := harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "kubelet"))
 	dir, err := os.MkdirTemp("", "xe2e-kubelet-")
@@ -206,8 +207,11 @@ resolvConf: ""
 
 	saveSysctls(t)
 	cleanContainerLogs(t)
-	cmd := exec.Command(bin, "--config", cfgPath, "--root-dir", root, "--cert-dir", filepath.Join(dir, "pki"),
-		"--hostname-override", kubeletNode, "--v", "2")
+	args := []string{
+		"--config", cfgPath, "--root-dir", root, "--cert-dir", filepath.Join(dir, "pki"),
+		"--hostname-override", kubeletNode, "--v", "2",
+	}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})
