@@ -228,7 +228,12 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range req.GetContainerRequests() {
 		ids := cr.GetDevicesIds()
+		seen := make(map[string]bool, len(ids))
 		for _, id := range ids {
+			if seen[id] {
+				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is requested twice for one container", p.o.resourceName, id)
+			}
+			seen[id] = true
 			d, ok := byID[id]
 			if !ok {
 				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is not a device of this node (advertised: %s)", p.o.resourceName, id, knownIDs(devs))

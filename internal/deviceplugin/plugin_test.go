@@ -150,6 +150,7 @@ func TestAllocateBadIDs(t *testing.T) {
 		{[]string{"0", "xpu1"}, codes.InvalidArgument, `device "xpu1" is not a device of this node`},
 		{[]string{""}, codes.InvalidArgument, `device "" is not a device of this node`},
 		{[]string{"1", "2"}, codes.FailedPrecondition, `baidu.com/xpu device "2" is Unhealthy: the driver reports state ERROR`},
+		{[]string{"1", "3", "1"}, codes.InvalidArgument, `baidu.com/xpu device "1" is requested twice for one container`},
 	} {
 		t.Run(strings.Join(tc.ids, ","), func(t *testing.T) {
 			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
