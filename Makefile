@@ -11,15 +11,18 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # (blackfriday) cost about 1 ms at every start of the hook (docs/benchmarks.md).
 BUILD_TAGS := urfave_cli_no_docs
 GOBUILD  := CGO_ENABLED=0 $(GO) build -trimpath -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)"
-COMMANDS := xpu-cdi xpu-runtime-hook xpu-container-runtime
+COMMANDS := xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin
 TOOLS    := /usr/local/lib/xpu-cdi-tools/bin
 GOLANGCI ?= $(TOOLS)/golangci-lint
+# The OCI image of the binaries (deployments/Containerfile, FROM scratch).
+IMAGE    ?= localhost/xpu-cdi:$(subst +,_,$(VERSION))
+PODMAN   ?= podman
 # CI has 90 minutes for everything; go test's per-binary limit is raised
 # for the end-to-end packages that start real engines.
 TEST_TIMEOUT ?= 45m
 
 .DEFAULT_GOAL := help
-.PHONY: help build deps test unit e2e lint bench demo clean
+.PHONY: help build deps test unit e2e lint bench demo image clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,7 +41,7 @@ test: deps ## Run every test: unit, end-to-end with real Podman/containerd/CRI-O
 	$(GO) test -count=1 -p 2 -timeout $(TEST_TIMEOUT) ./...
 
 unit: ## Run the tests that need neither root nor a container engine to be meaningful
-	$(GO) test -count=1 ./pkg/... ./internal/... ./cmd/...
+	$(GO) test -count=1 ./pkg/... ./internal/... ./cmd/... ./deployments/...
 
 e2e: deps ## Run only the end-to-end tests (real engines; root)
 	XPU_E2E_REQUIRE=1 $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -v ./tests/...
@@ -53,6 +56,11 @@ bench: ## Run the benchmarks and write bench/results.md
 
 demo: ## Build, create a demo Kunlun host in a temp dir, discover it, generate a spec and use it with Podman
 	hack/demo.sh
+
+image: build ## Build the OCI image $(IMAGE) of the static binaries FROM scratch with Podman (nothing pulled)
+	$(PODMAN) build --pull=never --no-cache -f deployments/Containerfile \
+		--label org.opencontainers.image.version=$(VERSION) --label org.opencontainers.image.revision=$(COMMIT) \
+		-t $(IMAGE) $(BINDIR)
 
 clean: ## Remove build outputs
 	rm -rf $(BINDIR) dist _output

@@ -10,7 +10,7 @@
 # Go tools go to a dedicated directory (default /usr/local/lib/xpu-cdi-tools/bin, override with
 # XPU_CDI_TOOLS_BIN) so containerd 2.x never shadows Debian's containerd 1.6 in /usr/bin.
 #
-# Usage: hack/install-deps.sh [--only go|apt] [--quiet]
+# Usage: hack/install-deps.sh [--only go|apt|kubelet] [--quiet]
 set -euo pipefail
 
 readonly TOOLS_BIN="${XPU_CDI_TOOLS_BIN:-/usr/local/lib/xpu-cdi-tools/bin}"
@@ -28,6 +28,11 @@ readonly GOLANGCI_VERSION="v2.15.0"
 readonly CRIO_MODULE="github.com/cri-o/cri-o"
 readonly CRIO_VERSION="v1.34.0"
 readonly CRIO_TAGS="containers_image_openpgp,containers_image_ostree_stub,exclude_graphdriver_btrfs,btrfs_noversion"
+# The kubelet of the device plugin's end-to-end test (standalone, no API server). k8s.io/kubernetes is
+# not meant to be a dependency: a throwaway wrapper module requires it and replaces each of its staging
+# modules (./staging/src/k8s.io/NAME in its go.mod) with k8s.io/NAME at the matching v0 version.
+readonly KUBERNETES_MODULE="k8s.io/kubernetes"
+readonly KUBELET_VERSION="v1.34.2"
 
 # Engines and runtime pieces: installed with their recommended packages (fuse-overlayfs, slirp4netns,
 # uidmap, ... are what Podman is tested with on Debian).
@@ -40,15 +45,16 @@ quiet=0
 
 usage() {
 	cat <<EOF
-Usage: $0 [--only go|apt] [--quiet]
+Usage: $0 [--only go|apt|kubelet] [--quiet]
 
 Installs, only when missing:
-  apt: ${APT_ENGINES[*]} ${APT_TOOLS[*]}
-  go:  containerd, ctr, containerd-shim-runc-v2 ${CONTAINERD_VERSION}, crictl ${CRICTL_VERSION},
-       golangci-lint ${GOLANGCI_VERSION}, crio ${CRIO_VERSION} (go build in the module) and its
-       pinns (make -C pinns) into ${TOOLS_BIN}
+  apt:     ${APT_ENGINES[*]} ${APT_TOOLS[*]}
+  go:      containerd, ctr, containerd-shim-runc-v2 ${CONTAINERD_VERSION}, crictl ${CRICTL_VERSION},
+           golangci-lint ${GOLANGCI_VERSION}, crio ${CRIO_VERSION} (go build in the module) and its
+           pinns (make -C pinns), kubelet ${KUBELET_VERSION} into ${TOOLS_BIN}
+  kubelet: only the kubelet (part of go; its first build takes several minutes)
 
-  --only go|apt  install only that group
+  --only go|apt|kubelet  install only that group
   --quiet        print only what was installed (and errors)
 EOF
 }
@@ -94,8 +100,8 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 case $only in
-"" | go | apt) ;;
-*) die "--only takes go or apt, not '$only'" ;;
+"" | go | apt | kubelet) ;;
+*) die "--only takes go, apt or kubelet, not '$only'" ;;
 esac
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -273,6 +279,7 @@ install_go() {
 	go_tool "$CRICTL_MODULE" "$CRICTL_VERSION" "" "${CRICTL_MODULE}/cmd/crictl"
 	go_tool "$GOLANGCI_MODULE" "$GOLANGCI_VERSION" "" "${GOLANGCI_MODULE}/cmd/golangci-lint"
 	install_crio
+	install_kubelet
 }
 
 # install_crio builds CRI-O's crio (Go) and pinns (a small static C program) from the module the proxy
@@ -319,9 +326,52 @@ install_crio() {
 	say installed "c pinns ${CRIO_VERSION} (${pinns})"
 }
 
+# install_kubelet builds the kubelet (static) unless ${TOOLS_BIN}/kubelet reports ${KUBELET_VERSION}.
+install_kubelet() {
+	local bin=${TOOLS_BIN}/kubelet have
+	have=$([[ -x $bin ]] && "$GO" version -m "$bin" 2>/dev/null |
+		awk -v m="$KUBERNETES_MODULE" '($1 == "mod" || $1 == "dep") && $2 == m { print $3 }' || true)
+	if [[ $have == "$KUBELET_VERSION" ]]; then
+		say present "go kubelet ${KUBELET_VERSION} (${bin})"
+		return 0
+	fi
+	local start=$SECONDS work
+	work=$(mktemp -d /tmp/xpu-cdi-kubelet-build.XXXXXX)
+	(
+		set -euo pipefail
+		cd "$work"
+		export GOFLAGS
+		GOFLAGS=$(printf '%s\n' ${GOFLAGS:-} | grep -v '^-mod=' | tr '\n' ' ' || true)
+		export GOWORK=off
+		printf 'module xpu-cdi.invalid/kubelet-build\n\ngo 1.24.0\n\nrequire %s %s\n' \
+			"$KUBERNETES_MODULE" "$KUBELET_VERSION" >go.mod
+		local gomod staging=() name
+		gomod=$("$GO" mod download -json "${KUBERNETES_MODULE}@${KUBELET_VERSION}" |
+			sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+		[[ -f $gomod ]] || { echo "no go.mod for ${KUBERNETES_MODULE}@${KUBELET_VERSION}" >&2; exit 1; }
+		mapfile -t staging < <(awk '$2 == "=>" && $3 ~ /^\.\/staging\/src\// { print $1 }' "$gomod")
+		[[ ${#staging[@]} -gt 0 ]] || { echo "no staging replacements in $gomod" >&2; exit 1; }
+		for name in "${staging[@]}"; do
+			"$GO" mod edit -replace "${name}=${name}@v0.${KUBELET_VERSION#v1.}"
+		done
+		run "$GO" get "${KUBERNETES_MODULE}/cmd/kubelet@${KUBELET_VERSION}"
+		CGO_ENABLED=0 run "$GO" build -trimpath -o "$bin" \
+			-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=${KUBELET_VERSION}" \
+			"${KUBERNETES_MODULE}/cmd/kubelet"
+	) || { rm -rf "$work"; die "building kubelet ${KUBELET_VERSION} failed (work dir removed)"; }
+	rm -rf "$work"
+	have=$("$GO" version -m "$bin" 2>/dev/null | awk -v m="$KUBERNETES_MODULE" '($1 == "mod" || $1 == "dep") && $2 == m { print $3 }')
+	[[ $have == "$KUBELET_VERSION" ]] || die "built ${bin} but it reports ${KUBERNETES_MODULE} '${have}', want ${KUBELET_VERSION}"
+	say installed "go kubelet ${KUBELET_VERSION} (${bin}, $((SECONDS - start)) s)"
+}
+
 if [[ -z $only || $only == apt ]]; then
 	install_apt
 fi
 if [[ -z $only || $only == go ]]; then
 	install_go
+elif [[ $only == kubelet ]]; then
+	find_go
+	mkdir -p "$TOOLS_BIN"
+	install_kubelet
 fi

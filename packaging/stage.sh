@@ -2,7 +2,7 @@
 # Stage everything the .deb and the .rpm contain into one directory, so both
 # packages are built from the very same files:
 #
-#   DIR/bin/        xpu-cdi, xpu-runtime-hook, xpu-container-runtime (static)
+#   DIR/bin/        xpu-cdi, xpu-runtime-hook, xpu-container-runtime, xpu-device-plugin (static)
 #   DIR/config.toml default /etc/xpu-container-toolkit/config.toml
 #   DIR/man/        man pages (help2man from --help, or a short fallback)
 #   DIR/doc/        README.md and docs/*.md
@@ -27,7 +27,7 @@ rm -rf "$out"
 mkdir -p "$out"/{bin,man,doc,systemd,udev}
 out=$(cd "$out" && pwd)
 
-binaries=(xpu-cdi xpu-runtime-hook xpu-container-runtime)
+binaries=(xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin)
 for b in "${binaries[@]}"; do
 	if [ -n "${PREBUILT_BINDIR:-}" ]; then
 		if [ -x "$PREBUILT_BINDIR/$b" ]; then
@@ -65,6 +65,7 @@ describe() {
 	xpu-cdi) echo "generate and refresh CDI specs for Baidu Kunlun XPUs" ;;
 	xpu-runtime-hook) echo "OCI hooks for containers given Baidu Kunlun XPUs" ;;
 	xpu-container-runtime) echo "runc shim that gives Baidu Kunlun XPUs to containers" ;;
+	xpu-device-plugin) echo "Kubernetes device plugin that offers Baidu Kunlun XPUs as CDI devices" ;;
 	esac
 }
 for bin in "$out"/bin/*; do

@@ -140,7 +140,7 @@ func stagedBinaries(t *testing.T, p builtPackages) []string {
 		names = append(names, e.Name())
 	}
 	require.Contains(t, names, "xpu-cdi")
-	for _, want := range []string{"xpu-runtime-hook", "xpu-container-runtime"} {
+	for _, want := range []string{"xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin"} {
 		if _, err := os.Stat(filepath.Join(repoRoot(t), "cmd", want)); err == nil {
 			matches, _ := filepath.Glob(filepath.Join(repoRoot(t), "cmd", want, "*.go"))
 			if len(matches) > 0 {

@@ -1,0 +1,163 @@
+package deviceplugin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin/kubelettest"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// logBuffer is a logger.Interface that keeps every line.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBuffer) add(level, format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, level+": "+fmt.Sprintf(format, args...))
+}
+
+func (l *logBuffer) Debugf(f string, a ...any) { l.add("debug", f, a...) }
+func (l *logBuffer) Infof(f string, a ...any)  { l.add("info", f, a...) }
+func (l *logBuffer) Warnf(f string, a ...any)  { l.add("warning", f, a...) }
+func (l *logBuffer) Errorf(f string, a ...any) { l.add("error", f, a...) }
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// count returns how many lines contain s.
+func (l *logBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// fakeTree builds h; the nodes are real where the test runs as root, else
+// the tree's node stater stands for them.
+func fakeTree(t *testing.T, h fakehost.Host) *fakehost.Tree {
+	t.Helper()
+	return fakehosttest.Build(t, h)
+}
+
+func discoverTree(tree *fakehost.Tree) DiscoverFunc {
+	return func() (*discover.Host, error) { return discover.Discover(tree.DiscoverOptions()...) }
+}
+
+// writeSpec writes the spec xpu-cdi generate would write for tree into dir.
+func writeSpec(t *testing.T, tree *fakehost.Tree, dir string) string {
+	t.Helper()
+	h, err := discover.Discover(tree.DiscoverOptions()...)
+	require.NoError(t, err)
+	spec, _, err := cdi.New(h, cdi.WithNameStrategies(cdi.NameByIndex))
+	require.NoError(t, err)
+	path := filepath.Join(dir, "baidu.com-xpu.yaml")
+	require.NoError(t, cdi.WriteFile(path, spec, cdi.FormatYAML))
+	return path
+}
+
+// shortDir is a temporary directory with a path short enough for unix
+// sockets (t.TempDir() paths carry the test name).
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "xdp")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// newPlugin builds a plugin on tree with a spec of its devices in a
+// temporary spec directory and fast intervals.
+func newPlugin(t *testing.T, tree *fakehost.Tree, log *logBuffer, opts ...Option) (*Plugin, string) {
+	t.Helper()
+	specDir := t.TempDir()
+	writeSpec(t, tree, specDir)
+	base := []Option{
+		WithDiscover(discoverTree(tree)),
+		WithSpecDirs(specDir),
+		WithPluginDir(shortDir(t)),
+		WithHealthInterval(50 * time.Millisecond),
+		WithWatchInterval(20 * time.Millisecond),
+		WithLogger(log),
+	}
+	p, err := New(append(base, opts...)...)
+	require.NoError(t, err)
+	return p, specDir
+}
+
+// running is a plugin served by Run, registered with a test kubelet.
+type running struct {
+	plugin  *Plugin
+	kubelet *kubelettest.Kubelet
+	reg     *kubelettest.Plugin
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func ctxT(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// start starts the test kubelet in p's directory, then p, and waits for
+// the registration.
+func start(t *testing.T, p *Plugin) *running {
+	t.Helper()
+	k, err := kubelettest.Start(p.o.pluginDir)
+	require.NoError(t, err)
+	t.Cleanup(k.Stop)
+	r := &running{plugin: p, kubelet: k, done: make(chan error, 1)}
+	r.run(t)
+	r.reg, err = k.WaitRegistration(ctxT(t))
+	require.NoError(t, err)
+	return r
+}
+
+func (r *running) run(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- r.plugin.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return 10 s after its context ended")
+		}
+	})
+}
+
+// health returns ID -> health of a device list.
+func health(devs []*pluginapi.Device) map[string]string {
+	out := map[string]string{}
+	for _, d := range devs {
+		out[d.GetID()] = d.GetHealth()
+	}
+	return out
+}

@@ -1,0 +1,274 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// Plugin is the device plugin service. Create it with New, start it with Run.
+type Plugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+
+	o     *options
+	specs *specChecker
+
+	mu      sync.Mutex
+	devices []Device
+	// changed is closed (and replaced) whenever devices change: every
+	// ListAndWatch stream waits on it.
+	changed chan struct{}
+	// stopped is closed when Run ends, to end the streams.
+	stopped chan struct{}
+	// notes holds the last message logged per topic, so that a condition is
+	// logged when it appears or changes, not at every health check.
+	notes map[string]string
+}
+
+var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
+
+// New returns a plugin configured by opts. It reads nothing yet.
+func New(opts ...Option) (*Plugin, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{
+		o:       o,
+		changed: make(chan struct{}),
+		stopped: make(chan struct{}),
+		notes:   map[string]string{},
+	}
+	if o.strategy.UsesCDISpec() {
+		p.specs = newSpecChecker(o.kind, o.specDirs)
+	}
+	return p, nil
+}
+
+// Devices returns what the plugin advertises now.
+func (p *Plugin) Devices() []Device {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.devices)
+}
+
+// SocketPath is the plugin's socket.
+func (p *Plugin) SocketPath() string { return filepath.Join(p.o.pluginDir, p.o.socketName()) }
+
+// note logs msg with logf when it differs from the last message of topic;
+// an empty msg clears the topic (logging cleared, if not empty, when the
+// topic was set).
+func (p *Plugin) note(topic, msg string, logf func(string, ...any), cleared string) {
+	p.mu.Lock()
+	last := p.notes[topic]
+	p.notes[topic] = msg
+	p.mu.Unlock()
+	switch {
+	case msg == last:
+	case msg != "":
+		logf("%s", msg)
+	case cleared != "":
+		p.o.log.Infof("%s", cleared)
+	}
+}
+
+// Refresh reads the host and the CDI specs again and, when what the kubelet
+// would see changed, updates the device list and wakes the ListAndWatch
+// streams. It reports whether the list changed.
+func (p *Plugin) Refresh() bool {
+	devs := p.scan()
+	p.mu.Lock()
+	same := p.devices != nil && sameDevices(p.devices, devs)
+	if !same {
+		p.devices = devs
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}
+	p.mu.Unlock()
+	if !same {
+		healthy := 0
+		for _, d := range devs {
+			if d.Health == pluginapi.Healthy {
+				healthy++
+			}
+		}
+		p.o.log.Infof("advertising %d %s device(s), %d healthy: %s", len(devs), p.o.resourceName, healthy, describe(devs))
+	}
+	return !same
+}
+
+// scan builds the device list from the host and the specs. It never fails:
+// what cannot be read gives zero devices or Unhealthy ones, and a log line.
+func (p *Plugin) scan() []Device {
+	h, err := p.o.discover()
+	if err != nil {
+		msg := fmt.Sprintf("no XPU can be advertised: %v", err)
+		if errors.Is(err, discover.ErrNoDevices) {
+			msg = fmt.Sprintf("advertising no %s: %v (is the kunlun kernel module loaded? In a container, the host's /dev, /proc and /sys must be under --dev-root)", p.o.resourceName, firstLine(err))
+		}
+		p.note("discover", msg, p.o.log.Warnf, "")
+		return []Device{}
+	}
+	p.note("discover", "", p.o.log.Warnf, "")
+	devs := devicesOf(h)
+	if len(devs) == 0 {
+		p.note("compute", fmt.Sprintf("advertising no %s: every XPU under %s is a physical function with SR-IOV VFs enabled and no VF node exists", p.o.resourceName, h.DevRoot), p.o.log.Warnf, "")
+	} else {
+		p.note("compute", "", p.o.log.Warnf, "")
+	}
+	if h.Control == nil && len(devs) > 0 {
+		reason := fmt.Sprintf("%s/dev/xpuctrl is missing: no XPU is usable without it", strings.TrimSuffix(h.DevRoot, "/"))
+		markUnhealthy(devs, func(string) bool { return false }, reason)
+	}
+	// Without a device there is nothing to resolve: no spec is needed.
+	if p.specs != nil && len(devs) > 0 {
+		p.checkSpecs(h, devs)
+	}
+	return devs
+}
+
+// checkSpecs marks Unhealthy the devices no spec names (the engine could not
+// resolve them) and warns about specs that do not match the host.
+func (p *Plugin) checkSpecs(h *discover.Host, devs []Device) {
+	names, stale, err := p.specs.check(h)
+	if err != nil {
+		p.note("spec-errors", fmt.Sprintf("CDI spec errors (engines ignore these specs): %v", err), p.o.log.Warnf, "")
+	} else {
+		p.note("spec-errors", "", p.o.log.Warnf, "")
+	}
+	if len(names) == 0 {
+		p.note("spec", fmt.Sprintf("no CDI spec of kind %s in %s: containers given an XPU would fail to start, so every device is Unhealthy until one exists; create it with: %s",
+			p.o.kind, strings.Join(p.o.specDirs, ", "), p.specHint()), p.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every device", p.o.kind))
+	} else {
+		var missing []string
+		for _, d := range devs {
+			if !names[d.ID] {
+				missing = append(missing, d.ID)
+			}
+		}
+		msg := ""
+		if len(missing) > 0 {
+			msg = fmt.Sprintf("the CDI specs of kind %s in %s do not name device(s) %s: they are Unhealthy until the spec is regenerated (%s; check with xpu-cdi validate)",
+				p.o.kind, strings.Join(p.o.specDirs, ", "), strings.Join(missing, ","), p.specHint())
+		}
+		p.note("spec", msg, p.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every device", p.o.kind))
+	}
+	markUnhealthy(devs, func(id string) bool { return names[id] }, fmt.Sprintf("no CDI spec of kind %s names it", p.o.kind))
+	msg := ""
+	if len(stale) > 0 {
+		msg = fmt.Sprintf("CDI spec of kind %s is stale against this host; run `xpu-cdi validate` for details and regenerate it: %s", p.o.kind, strings.Join(stale, "; "))
+	}
+	p.note("stale", msg, p.o.log.Warnf, "")
+}
+
+func (p *Plugin) specHint() string {
+	if p.o.kind == DefaultKind {
+		return SpecHint
+	}
+	vendor, class, _ := strings.Cut(p.o.kind, "/")
+	return fmt.Sprintf("xpu-cdi generate --vendor %s --class %s --output /var/run/cdi/%s-%s.yaml", vendor, class, vendor, class)
+}
+
+// GetDevicePluginOptions implements the device plugin API.
+func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return apiOptions(), nil
+}
+
+// ListAndWatch sends the device list, then again at every change, until the
+// kubelet closes the stream or the plugin stops.
+func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
+	for {
+		p.mu.Lock()
+		devs, changed := p.devices, p.changed
+		p.mu.Unlock()
+		if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: apiDevices(devs)}); err != nil {
+			return fmt.Errorf("sending the device list: %w", err)
+		}
+		select {
+		case <-changed:
+		case <-stream.Context().Done():
+			return nil
+		case <-p.stopped:
+			return nil
+		}
+	}
+}
+
+// GetPreferredAllocation implements the device plugin API (see preferred).
+func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	devs := p.Devices()
+	resp := &pluginapi.PreferredAllocationResponse{}
+	for _, cr := range req.GetContainerRequests() {
+		ids := preferred(devs, cr.GetAvailableDeviceIDs(), cr.GetMustIncludeDeviceIDs(), int(cr.GetAllocationSize()))
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
+	}
+	return resp, nil
+}
+
+// Allocate answers with the devices per strategy. An ID that is not
+// advertised, or advertised Unhealthy, fails the whole request with an
+// error naming it.
+func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	devs := p.Devices()
+	byID := make(map[string]Device, len(devs))
+	for _, d := range devs {
+		byID[d.ID] = d
+	}
+	resp := &pluginapi.AllocateResponse{}
+	for _, cr := range req.GetContainerRequests() {
+		ids := cr.GetDevicesIds()
+		seen := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			if seen[id] {
+				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is requested twice for one container", p.o.resourceName, id)
+			}
+			seen[id] = true
+			d, ok := byID[id]
+			if !ok {
+				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is not a device of this node (advertised: %s)", p.o.resourceName, id, knownIDs(devs))
+			}
+			if d.Health != pluginapi.Healthy {
+				return nil, status.Errorf(codes.FailedPrecondition, "%s device %q is %s: %s", p.o.resourceName, id, d.Health, d.Reason)
+			}
+		}
+		cresp, err := containerResponse(p.o.strategy, p.o.kind, ids)
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, cresp)
+		p.o.log.Infof("allocated %s %s (%s)", p.o.resourceName, strings.Join(ids, ","), p.o.strategy)
+	}
+	return resp, nil
+}
+
+// PreStartContainer is not used (the options say so); it answers empty.
+func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+func knownIDs(devs []Device) string {
+	if len(devs) == 0 {
+		return "none"
+	}
+	out := make([]string, len(devs))
+	for i, d := range devs {
+		out[i] = d.ID
+	}
+	return strings.Join(out, ",")
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}

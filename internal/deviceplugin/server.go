@@ -1,0 +1,193 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// registerTimeout bounds one Register call (the kubelet dials the plugin
+// back before it answers).
+const registerTimeout = 10 * time.Second
+
+// Run serves the plugin until ctx ends: it reads the host, waits for the
+// kubelet's socket, serves the device plugin API on its own socket in the
+// plugin directory, registers, and registers again whenever the kubelet
+// restarts (its socket is re-created, or the plugin's socket is removed,
+// which the kubelet does to every plugin socket when it starts). The host
+// is read again at the health interval. When ctx ends the plugin's socket is
+// removed and Run returns nil. It fails only when it cannot create its
+// socket.
+func (p *Plugin) Run(ctx context.Context) error {
+	defer close(p.stopped)
+	p.Refresh()
+	go p.healthLoop(ctx)
+
+	kubeletSock := filepath.Join(p.o.pluginDir, KubeletSocketName)
+	for {
+		kubelet, ok := p.waitForKubelet(ctx, kubeletSock)
+		if !ok {
+			return nil
+		}
+		srv, err := p.serve()
+		if err != nil {
+			return err
+		}
+		if err := p.register(ctx, kubeletSock); err != nil {
+			srv.stop()
+			if ctx.Err() != nil {
+				return nil
+			}
+			// Logged when the error first appears or changes, not at every retry.
+			p.note("register", fmt.Sprintf("registering %s with the kubelet at %s: %v; retrying every %s", p.o.resourceName, kubeletSock, err, p.o.watchInterval), p.o.log.Warnf, "")
+			if !sleep(ctx, p.o.watchInterval) {
+				return nil
+			}
+			continue
+		}
+		p.note("register", "", p.o.log.Warnf, "")
+		p.o.log.Infof("registered %s with the kubelet at %s (endpoint %s, strategy %s)", p.o.resourceName, kubeletSock, srv.path, p.o.strategy)
+		why := p.watch(ctx, kubelet, srv)
+		srv.stop()
+		if ctx.Err() != nil {
+			p.o.log.Infof("stopped; removed %s", srv.path)
+			return nil
+		}
+		p.o.log.Infof("%s: registering again", why)
+	}
+}
+
+func (p *Plugin) healthLoop(ctx context.Context) {
+	t := time.NewTicker(p.o.healthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.Refresh()
+		}
+	}
+}
+
+// waitForKubelet returns the kubelet socket's file info once it exists.
+func (p *Plugin) waitForKubelet(ctx context.Context, path string) (os.FileInfo, bool) {
+	logged := false
+	for {
+		fi, err := os.Stat(path)
+		if err == nil && fi.Mode().Type() == fs.ModeSocket {
+			return fi, true
+		}
+		if !logged {
+			p.o.log.Infof("waiting for the kubelet: %s does not exist yet (is the kubelet running, and is --device-plugin-path its device plugin directory?)", path)
+			logged = true
+		}
+		if !sleep(ctx, p.o.watchInterval) {
+			return nil, false
+		}
+	}
+}
+
+// watch returns, with the reason, when the kubelet restarted or ctx ended.
+func (p *Plugin) watch(ctx context.Context, kubelet os.FileInfo, srv *server) string {
+	kubeletSock := filepath.Join(p.o.pluginDir, KubeletSocketName)
+	for sleep(ctx, p.o.watchInterval) {
+		if fi, err := os.Stat(srv.path); err != nil || !os.SameFile(fi, srv.info) {
+			return fmt.Sprintf("%s was removed (the kubelet restarted)", srv.path)
+		}
+		if fi, err := os.Stat(kubeletSock); err != nil || !os.SameFile(fi, kubelet) {
+			return fmt.Sprintf("%s was removed or re-created (the kubelet stopped or restarted)", kubeletSock)
+		}
+		select {
+		case <-srv.done:
+			return "the plugin's gRPC server stopped"
+		default:
+		}
+	}
+	return "stopping"
+}
+
+// server is one gRPC server on the plugin's socket.
+type server struct {
+	grpc *grpc.Server
+	path string
+	info os.FileInfo
+	done chan struct{}
+}
+
+// serve creates the plugin's socket (replacing a stale one) and serves the
+// API on it.
+func (p *Plugin) serve() (*server, error) {
+	path := p.SocketPath()
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("creating the device plugin socket in %s (--device-plugin-path must be the kubelet's device plugin directory, writable by the plugin): %w", p.o.pluginDir, err)
+	}
+	// The socket is removed by stop, only if it is still this one.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	info, err := os.Stat(path)
+	if err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("device plugin socket %s: %w", path, err)
+	}
+	s := &server{grpc: grpc.NewServer(), path: path, info: info, done: make(chan struct{})}
+	pluginapi.RegisterDevicePluginServer(s.grpc, p)
+	go func() {
+		defer close(s.done)
+		if err := s.grpc.Serve(l); err != nil {
+			p.o.log.Errorf("device plugin server on %s: %v", path, err)
+		}
+	}()
+	return s, nil
+}
+
+// stop ends the streams and removes the socket if it is still the server's.
+func (s *server) stop() {
+	s.grpc.Stop()
+	<-s.done
+	if fi, err := os.Stat(s.path); err == nil && os.SameFile(fi, s.info) {
+		_ = os.Remove(s.path)
+	}
+}
+
+// register calls the kubelet's Registration service.
+func (p *Plugin) register(ctx context.Context, kubeletSock string) error {
+	conn, err := grpc.NewClient("unix://"+kubeletSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("connecting: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
+		Version:      pluginapi.Version,
+		Endpoint:     p.o.socketName(),
+		ResourceName: p.o.resourceName,
+		Options:      apiOptions(),
+	})
+	return err
+}
+
+// sleep waits d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,54 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+// TestMakeImage runs `make image` (deployments/Containerfile, FROM scratch)
+// with a private Podman storage: nothing is pulled, the image holds the four
+// static binaries and runs the device plugin by default.
+func TestMakeImage(t *testing.T) {
+	p := harness.NewPodman(t)
+	harness.RequiresTool(t, "make")
+	bin := t.TempDir()
+	// The harness's Podman (private root and configuration) as $(PODMAN).
+	dir := filepath.Dir(p.ConfPath)
+	wrapper := filepath.Join(t.TempDir(), "podman")
+	require.NoError(t, os.WriteFile(wrapper, []byte(fmt.Sprintf(`#!/bin/sh
+export CONTAINERS_CONF=%[1]s CONTAINERS_STORAGE_CONF=%[2]s CONTAINERS_REGISTRIES_CONF=%[3]s
+exec podman --root %[4]s --runroot %[5]s "$@"
+`, p.ConfPath, filepath.Join(dir, "storage.conf"), filepath.Join(dir, "registries.conf"), p.Root, p.RunRoot)), 0o755))
+
+	const image = "localhost/xpu-cdi:e2e"
+	// make image runs make build (static binaries into BINDIR) first.
+	cmd := exec.Command("make", "image", "PODMAN="+wrapper, "IMAGE="+image, "BINDIR="+bin)
+	cmd.Dir = moduleRoot(t)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "make image:\n%s", out)
+	require.Contains(t, string(out), "FROM scratch")
+
+	r := p.MustRun(t, "image", "inspect", "--format", "{{len .RootFS.Layers}} {{.Config.Entrypoint}}", image)
+	require.Equal(t, "1 [/usr/bin/xpu-device-plugin]", strings.TrimSpace(r.Stdout), "one layer: the binaries, nothing from a base image")
+
+	r = p.MustRun(t, "run", "--rm", image, "--version")
+	require.Contains(t, r.Stdout, "xpu-device-plugin version")
+	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook"} {
+		r = p.MustRun(t, "run", "--rm", "--entrypoint", "/usr/bin/"+name, image, "--version")
+		require.Contains(t, r.Stdout+r.Stderr, name, name)
+	}
+	// The shim runs (static) and looks for runc, which the image does not have.
+	r = p.Run(t, "run", "--rm", "--entrypoint", "/usr/bin/xpu-container-runtime", image, "--version")
+	require.Contains(t, r.Stderr, "xpu-container-runtime: no low-level OCI runtime found", r.String())
+	// No shell: FROM scratch.
+	r = p.Run(t, "run", "--rm", "--entrypoint", "/bin/sh", image, "-c", "true")
+	require.NotZero(t, r.ExitCode, r.String())
+}

@@ -1,0 +1,441 @@
+package e2e
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+// kubeletPluginDir is the kubelet's device plugin directory: the kubelet
+// hard-codes it (v1beta1.DevicePluginPath), whatever its --root-dir.
+const kubeletPluginDir = "/var/lib/kubelet/device-plugins"
+
+// kubeletNode is the node name of the test kubelet; static pods are named
+// <name>-<node>.
+const kubeletNode = "xpu-e2e-node"
+
+// kubeletSysctls are the kernel tunables the kubelet sets when it starts
+// (protectKernelDefaults: false); the test restores them.
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// testKubelet is a standalone kubelet (no API server) running static pods
+// from a manifest directory against a containerd 2.x.
+type testKubelet struct {
+	manifests string
+	port      int
+	healthz   int
+	log       string
+	client    *http.Client
+}
+
+// freePort returns a TCP port nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// claimPluginDir makes sure no other kubelet uses the device plugin
+// directory and removes what the test created there at the end.
+func claimPluginDir(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(kubeletPluginDir, "kubelet.sock")); err == nil {
+		if c, err := net.Dial("unix", filepath.Join(kubeletPluginDir, "kubelet.sock")); err == nil {
+			c.Close()
+			t.Fatalf("a kubelet is already serving %s: this test needs the machine's device plugin directory to itself", kubeletPluginDir)
+		}
+	}
+	var created []string
+	for _, d := range []string{"/var/lib/kubelet", kubeletPluginDir} {
+		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+			require.NoError(t, os.Mkdir(d, 0o750))
+			created = append(created, d)
+		}
+	}
+	t.Cleanup(func() {
+		// The kubelet's checkpoint and sockets; then what the test created.
+		entries, _ := os.ReadDir(kubeletPluginDir)
+		for _, e := range entries {
+			_ = os.Remove(filepath.Join(kubeletPluginDir, e.Name()))
+		}
+		for i := len(created) - 1; i >= 0; i-- {
+			if err := os.Remove(created[i]); err != nil {
+				t.Errorf("removing %s: %v", created[i], err)
+			}
+		}
+	})
+}
+
+// kubeletContainerLogs is where the kubelet links container logs, whatever
+// its configuration (kubelet.DefaultContainerLogsDir).
+const kubeletContainerLogs = "/var/log/containers"
+
+// cleanContainerLogs removes the test node's links from
+// /var/log/containers at the end, and the directory if the test made it.
+func cleanContainerLogs(t *testing.T) {
+	t.Helper()
+	_, err := os.Stat(kubeletContainerLogs)
+	existed := err == nil
+	t.Cleanup(func() {
+		links, _ := filepath.Glob(filepath.Join(kubeletContainerLogs, "*-"+kubeletNode+"_*"))
+		for _, l := range links {
+			_ = os.Remove(l)
+		}
+		if !existed {
+			if err := os.Remove(kubeletContainerLogs); err != nil {
+				t.Errorf("removing %s: %v", kubeletContainerLogs, err)
+			}
+		}
+	})
+}
+
+// saveSysctls restores the kubelet's kernel tunables at the end.
+func saveSysctls(t *testing.T) {
+	t.Helper()
+	saved := map[string][]byte{}
+	for _, s := range kubeletSysctls {
+		data, err := os.ReadFile("/proc/sys/" + s)
+		require.NoError(t, err)
+		saved[s] = data
+	}
+	t.Cleanup(func() {
+		for s, v := range saved {
+			if err := os.WriteFile("/proc/sys/"+s, v, 0o644); err != nil {
+				t.Errorf("restoring sysctl %s to %s: %v", s, strings.TrimSpace(string(v)), err)
+			}
+		}
+	})
+}
+
+// unmountUnder detaches every mount below dir (the kubelet makes its root
+// directory a shared bind mount of itself).
+func unmountUnder(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Errorf("reading mountinfo: %v", err)
+		return
+	}
+	defer f.Close()
+	var mounts []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
+			mounts = append(mounts, fields[4])
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(mounts[i], syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("unmounting %s: %v", mounts[i], err)
+		}
+	}
+}
+
+// startKubelet starts kubelet v1.34 standalone against containerd c, with
+// extra command line arguments.
+func startKubelet(t *testing.T, c *harness.Containerd, extra ...string) *testKubelet {
+	t.Helper()
+	bin := harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "kubelet"))
+	dir, err := os.MkdirTemp("", "xe2e-kubelet-")
+	require.NoError(t, err)
+	k := &testKubelet{
+		manifests: filepath.Join(dir, "manifests"),
+		port:      freePort(t),
+		healthz:   freePort(t),
+		log:       filepath.Join(dir, "kubelet.log"),
+	}
+	require.NoError(t, os.Mkdir(k.manifests, 0o755))
+	root := filepath.Join(dir, "root")
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failSwapOn: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+cgroupDriver: cgroupfs
+staticPodPath: %[1]q
+fileCheckFrequency: 1s
+syncFrequency: 5s
+address: 127.0.0.1
+port: %[2]d
+healthzBindAddress: 127.0.0.1
+healthzPort: %[3]d
+readOnlyPort: 0
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+containerRuntimeEndpoint: unix://%[4]s
+podLogsDir: %[5]q
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+resolvConf: ""
+`, k.manifests, k.port, k.healthz, c.Address, filepath.Join(dir, "pod-logs"))
+	cfgPath := filepath.Join(dir, "kubelet.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
+	logFile, err := os.Create(k.log)
+	require.NoError(t, err)
+
+	saveSysctls(t)
+	cleanContainerLogs(t)
+	args := []string{
+		"--config", cfgPath, "--root-dir", root, "--cert-dir", filepath.Join(dir, "pki"),
+		"--hostname-override", kubeletNode, "--v", "2",
+	}
+	cmd := exec.Command(bin, append(args, extra...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logFile.Close()
+		if t.Failed() {
+			data, _ := os.ReadFile(k.log)
+			lines := strings.Split(string(data), "\n")
+			if len(lines) > 80 {
+				lines = lines[len(lines)-80:]
+			}
+			t.Logf("kubelet log %s, last lines:\n%s", k.log, strings.Join(lines, "\n"))
+		}
+		unmountUnder(t, dir)
+		if !t.Failed() {
+			_ = os.RemoveAll(dir)
+		}
+	})
+
+	k.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		// The kubelet serves a self-signed certificate on loopback.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	require.Eventually(t, func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+		}
+		resp, err := k.client.Get("http://127.0.0.1:" + strconv.Itoa(k.healthz) + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 90*time.Second, 250*time.Millisecond)
+	select {
+	case <-done:
+		data, _ := os.ReadFile(k.log)
+		t.Fatalf("the kubelet exited:\n%s", data)
+	default:
+	}
+	return k
+}
+
+// staticPod writes a static pod whose container asks for xpus XPUs.
+func (k *testKubelet) staticPod(t *testing.T, name, image string, xpus int) {
+	t.Helper()
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: default
+spec:
+  hostNetwork: true
+  restartPolicy: Never
+  containers:
+    - name: main
+      image: %[2]s
+      imagePullPolicy: Never
+      command: ["sleep", "2147483647"]
+      resources:
+        limits:
+          baidu.com/xpu: %[3]d
+`, name, image, xpus)
+	require.NoError(t, os.WriteFile(filepath.Join(k.manifests, name+".yaml"), []byte(pod), 0o644))
+}
+
+// pod returns the kubelet's view of a static pod (GET /pods).
+func (k *testKubelet) pod(name string) (*corev1.Pod, error) {
+	resp, err := k.client.Get("https://127.0.0.1:" + strconv.Itoa(k.port) + "/pods")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var list corev1.PodList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, fmt.Errorf("decoding /pods: %w", err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == name+"-"+kubeletNode {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no pod %s-%s", name, kubeletNode)
+}
+
+// waitRefused waits until the kubelet rejected a pod at admission and
+// returns its status reason and message.
+func (k *testKubelet) waitRefused(t *testing.T, name string) (string, string) {
+	t.Helper()
+	var reason, msg string
+	require.Eventually(t, func() bool {
+		p, err := k.pod(name)
+		if err != nil || p.Status.Phase != corev1.PodFailed {
+			return false
+		}
+		reason, msg = p.Status.Reason, p.Status.Message
+		return true
+	}, 60*time.Second, 250*time.Millisecond, "pod %s was not refused", name)
+	return reason, msg
+}
+
+// runningContainer waits for the main container of a static pod and returns
+// its CRI ID.
+func runningContainer(t *testing.T, c *harness.Containerd, name string) string {
+	t.Helper()
+	var id string
+	require.Eventually(t, func() bool {
+		r := c.Crictl(t, "ps", "--quiet", "--state", "Running", "--name", "^main$", "--label", "io.kubernetes.pod.name="+name+"-"+kubeletNode)
+		id = strings.TrimSpace(r.Stdout)
+		return r.Success() && id != "" && !strings.Contains(id, "\n")
+	}, 90*time.Second, 500*time.Millisecond, "no running container for pod %s", name)
+	return id
+}
+
+// cdiDevicesOf returns the CDI_devices of a CRI container (crictl inspect).
+func cdiDevicesOf(t *testing.T, c *harness.Containerd, id string) []string {
+	t.Helper()
+	var out struct {
+		Info struct {
+			Config struct {
+				CDIDevices []struct {
+					Name string `json:"name"`
+				} `json:"CDI_devices"`
+			} `json:"config"`
+		} `json:"info"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.MustCrictl(t, "inspect", id).Stdout), &out))
+	var names []string
+	for _, d := range out.Info.Config.CDIDevices {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// indexOf returns the N of VENDOR/xpu=N.
+func indexOf(t *testing.T, name string) int {
+	t.Helper()
+	_, n, ok := strings.Cut(name, "=")
+	require.True(t, ok, name)
+	i, err := strconv.Atoi(n)
+	require.NoError(t, err, name)
+	return i
+}
+
+// TestKubeletDevicePlugin runs kubelet v1.34 standalone (static pods, no API
+// server) against containerd 2.x with the real xpu-device-plugin on a fake
+// 8-XPU host: a pod asking for one XPU runs with exactly the allocated one
+// (the CRI CDI_devices field holds its name), a pod asking for more than is
+// free is refused by the kubelet's admission, and a device turning unhealthy
+// is no longer allocatable.
+func TestKubeletDevicePlugin(t *testing.T) {
+	harness.RequiresRoot(t)
+	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "kubelet"))
+	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
+	tree := FakeHost(t, fakehost.P800x8())
+	c := harness.NewContainerd(t)
+	vendor := harness.UniqueVendor(t)
+	c.WriteSpec(t, GenerateSpec(t, tree, vendor), vendor)
+	image := importCRIImages(t, c)
+	claimPluginDir(t)
+
+	// The plugin first: it waits for the kubelet and registers when it comes.
+	plugin := startDevicePlugin(t, tree, kubeletPluginDir, "--vendor", vendor, "--cdi-spec-dir", c.SpecDir())
+	require.Eventually(t, func() bool { return strings.Contains(plugin.log.String(), "waiting for the kubelet") }, 30*time.Second, 50*time.Millisecond)
+	k := startKubelet(t, c)
+	require.Eventually(t, func() bool { return strings.Contains(plugin.log.String(), "registered baidu.com/xpu with the kubelet") },
+		60*time.Second, 100*time.Millisecond, "the plugin did not register:\n%s", plugin.log.String())
+
+	// One XPU: runs with exactly the allocated device.
+	k.staticPod(t, "xpu-one", image, 1)
+	id := runningContainer(t, c, "xpu-one")
+	cdi := cdiDevicesOf(t, c, id)
+	require.Len(t, cdi, 1, "the CRI container must carry the CDI name the plugin answered")
+	require.True(t, strings.HasPrefix(cdi[0], vendor+"/xpu="), cdi[0])
+	first := indexOf(t, cdi[0])
+	nodes, env := parseNodes(t, c.MustCrictl(t, "exec", id, "sh", "-c", listXPUs).Stdout)
+	wantNodes, wantEnv := expect(tree, first)
+	require.Equal(t, wantNodes, nodes)
+	require.Equal(t, wantEnv, env)
+	require.Contains(t, plugin.log.String(), fmt.Sprintf("allocated baidu.com/xpu %d (cdi-cri)", first))
+
+	// More than is free (7 of 8): refused at admission.
+	k.staticPod(t, "xpu-eight", image, 8)
+	reason, msg := k.waitRefused(t, "xpu-eight")
+	t.Logf("8 XPUs with 7 free: %s: %s", reason, msg)
+	require.Equal(t, "UnexpectedAdmissionError", reason)
+	require.Contains(t, msg, "requested number of devices unavailable for baidu.com/xpu. Requested: 8, Available: 7")
+
+	// A free device turns unhealthy: 7 are no longer allocatable, 6 are.
+	bad := (first + 1) % 8
+	require.NoError(t, os.WriteFile(tree.Path(fmt.Sprintf("/proc/xpu/dev%d/state", bad)), []byte("ERROR\n"), 0o666))
+	require.Eventually(t, func() bool {
+		return strings.Contains(plugin.log.String(), fmt.Sprintf("%d (numa %d, Unhealthy: the driver reports state ERROR)", bad, bad/4))
+	}, 30*time.Second, 100*time.Millisecond, plugin.log.String())
+	// The kubelet takes the new list on its ListAndWatch stream.
+	time.Sleep(2 * time.Second)
+	k.staticPod(t, "xpu-seven", image, 7)
+	reason, msg = k.waitRefused(t, "xpu-seven")
+	t.Logf("7 XPUs with 7 free, one of them unhealthy: %s: %s", reason, msg)
+	require.Equal(t, "UnexpectedAdmissionError", reason)
+	require.Contains(t, msg, "requested number of devices unavailable for baidu.com/xpu. Requested: 7, Available: 6")
+
+	k.staticPod(t, "xpu-six", image, 6)
+	id = runningContainer(t, c, "xpu-six")
+	cdi = cdiDevicesOf(t, c, id)
+	require.Len(t, cdi, 6)
+	var got []int
+	for _, n := range cdi {
+		i := indexOf(t, n)
+		require.NotEqual(t, first, i, "the device of xpu-one is not given twice")
+		require.NotEqual(t, bad, i, "the unhealthy device is not given")
+		got = append(got, i)
+	}
+	nodes, _ = parseNodes(t, c.MustCrictl(t, "exec", id, "sh", "-c", listXPUs).Stdout)
+	wantNodes, _ = expect(tree, got...)
+	require.Equal(t, wantNodes, nodes)
+}
