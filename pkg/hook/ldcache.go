@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
 )
@@ -249,41 +249,9 @@ func writeConf(root *rootfs.Root, etc *os.File, folders []string, _ options) err
 }
 
 // readAt reads the small regular file name in dir without following a
-// symlink, and returns its content and permissions. It uses the bare
-// descriptor (no *os.File: no poller registration, no finalizer).
+// symlink, and returns its content and permissions.
 func readAt(dir *os.File, name string) ([]byte, os.FileMode, error) {
-	p := dir.Name() + "/" + name
-	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, 0, &os.PathError{Op: "open", Path: p, Err: err}
-	}
-	defer func() { _ = unix.Close(fd) }() // read-only
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, 0, &os.PathError{Op: "stat", Path: p, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, 0, fmt.Errorf("%s: %w (mode %#o)", p, rootfs.ErrNotRegular, st.Mode&unix.S_IFMT)
-	}
-	if st.Size > maxPathFile {
-		return nil, 0, fmt.Errorf("%s: %w: %d bytes, at most %d are read", p, errTooLarge, st.Size, maxPathFile)
-	}
-	buf := make([]byte, st.Size)
-	n := 0
-	for n < len(buf) {
-		m, err := unix.Pread(fd, buf[n:], int64(n))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, 0, &os.PathError{Op: "read", Path: p, Err: err}
-		}
-		if m == 0 {
-			return buf[:n], os.FileMode(st.Mode & 0o777), io.EOF // shrank meanwhile
-		}
-		n += m
-	}
-	return buf, os.FileMode(st.Mode & 0o777), nil
+	return fdio.ReadFileAt(int(dir.Fd()), name, dir.Name()+"/"+name, unix.O_NOFOLLOW, maxPathFile)
 }
 
 // updateMuslPath appends folders to /etc/ld-musl-<arch>.path when that file

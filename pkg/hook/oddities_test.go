@@ -141,7 +141,7 @@ func TestImageOdditiesWarnAndSkip(t *testing.T) {
 				require.NoError(t, os.WriteFile(p, nil, 0o644))
 				require.NoError(t, os.Truncate(p, maxPathFile+1))
 			},
-			wantWarn: "larger than the hook reads",
+			wantWarn: "file too large",
 			check: func(t *testing.T, root string) {
 				fi, err := os.Stat(filepath.Join(root, "etc/ld-musl-x86_64.path"))
 				require.NoError(t, err)

@@ -5,12 +5,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
 )
-
-// errTooLarge is wrapped by the error for an image file larger than the
-// hook reads.
-var errTooLarge = errors.New("larger than the hook reads")
 
 // imageShaped reports whether err comes from the layout of the container
 // image (or of the mounts its author or the pod author chose) rather than
@@ -24,7 +21,7 @@ func imageShaped(err error) bool {
 	for _, target := range []error{
 		unix.ENOENT, unix.ENOTDIR, unix.EISDIR, unix.ELOOP, unix.EXDEV, unix.EBUSY, unix.ENOTEMPTY,
 		unix.EEXIST, unix.ENAMETOOLONG, unix.EROFS,
-		rootfs.ErrNotRegular, rootfs.ErrCrossesMount, ErrExists, errTooLarge,
+		rootfs.ErrNotRegular, rootfs.ErrCrossesMount, ErrExists, fdio.ErrTooLarge,
 	} {
 		if errors.Is(err, target) {
 			return true

@@ -3,7 +3,6 @@ package rootfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 // Root is an open handle on the top of a directory tree.
@@ -199,7 +200,7 @@ func (r *Root) OpenDir(unsafePath string) (*os.File, error) {
 }
 
 // ErrNotRegular is returned by OpenFile for anything but a regular file.
-var ErrNotRegular = errors.New("not a regular file")
+var ErrNotRegular = fdio.ErrNotRegular
 
 // OpenFile opens the regular file at unsafePath inside the root for reading.
 // Symlinks are followed, inside the root.
@@ -265,20 +266,7 @@ func (f *File) Size() int64 { return f.size }
 // ReadAt reads len(p) bytes at off, as io.ReaderAt: fewer only with an
 // error, io.EOF at the end of the file.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
-	n := 0
-	for n < len(p) {
-		m, err := unix.Pread(f.fd, p[n:], off+int64(n))
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case err != nil:
-			return n, &os.PathError{Op: "read", Path: f.name, Err: err}
-		case m == 0:
-			return n, io.EOF
-		}
-		n += m
-	}
-	return n, nil
+	return fdio.ReadFullAt(f.fd, f.name, p, off)
 }
 
 // Close closes the file.
