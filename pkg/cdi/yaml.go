@@ -15,8 +15,8 @@ import (
 // valid YAML double-quoted scalars.
 //
 // It exists for speed: the YAML library's emitter holds every event of the
-// document and takes about 50 ms and 40 MB for the spec of a 256-device
-// host, this takes a few milliseconds (docs/benchmarks.md).
+// document in memory, which on hosts with many devices costs more than the
+// rest of generate (figures in docs/benchmarks.md).
 func encodeYAML(v any) ([]byte, error) {
 	data, err := json.Marshal(v)
 	if err != nil {

@@ -25,8 +25,9 @@
 //     readers see either the old or the new content. It does not fsync: the
 //     files it writes live in a container's root while the container is
 //     being created, where a crash ends that creation and the next one
-//     writes them again (as engines write /etc/hosts); the two fsyncs were a
-//     quarter of the hook's time on a disk-backed root (docs/benchmarks.md).
+//     writes them again (as engines write /etc/hosts), while fsyncs would be
+//     a large part of the hook's time on a disk-backed root
+//     (docs/benchmarks.md).
 //
 // It does not protect against a process that concurrently rewrites the tree
 // while we walk it beyond what the kernel's RESOLVE_IN_ROOT guarantees (the

@@ -176,8 +176,8 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 		return Result{}, fmt.Errorf("encoding the OCI spec for %s: %w", path, err)
 	}
 	// Atomic for the runtime that reads it next; no fsync: the bundle only
-	// lives for this creation, and the two fsyncs were a third of the
-	// shim's own time per create (docs/benchmarks.md).
+	// lives for this creation, where fsyncs would be a large part of the
+	// shim's own time (docs/benchmarks.md).
 	if err := atomicfile.WriteFile(path, out, atomicfile.WithKeepMode(), atomicfile.WithoutSync()); err != nil {
 		return Result{}, err
 	}

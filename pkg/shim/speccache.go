@@ -27,15 +27,15 @@ import (
 
 // The spec cache.
 //
-// In cdi mode every create used to parse every spec file of the spec
-// directories with the CDI library (YAML, then validation): two thirds of
-// the shim's own work per create (docs/benchmarks.md). The cache keeps, for
+// Without it, cdi mode would parse every spec file of the spec directories
+// with the CDI library (YAML, then validation) at every create, most of the
+// shim's own work (docs/benchmarks.md). The cache keeps, for
 // one kind and one list of spec directories, what that parse resolved: the
 // container edits of every device of the kind and of the specs they come
 // from. An entry starts with a snapshot of exactly what the library reads:
 // the name and content of every .json and .yaml file of the directories, in
 // the library's order. A create reads those files again and compares them
-// with the snapshot byte for byte, which costs a fraction of parsing them;
+// with the snapshot byte for byte, which is much cheaper than parsing them;
 // any change of a byte, a name or a directory makes a miss, and a miss
 // parses with the library as before and replaces the entry. So a hit gives
 // the edits the library would give for the same files, and the cache needs
@@ -119,8 +119,9 @@ func newSpecCache(dir, kind string, specDirs []string) *specCache {
 
 // path is the entry file: one per kind and directory list. Two lists
 // whose names collide would share a file and only miss more: the snapshot
-// in the entry holds the kind and the directories. (FNV, not SHA-256: the
-// crypto packages' initialisation alone cost the shim 0.1 ms per start.)
+// in the entry holds the kind and the directories. FNV, not a
+// cryptographic hash: the name only spreads entries, the snapshot decides,
+// and the crypto packages' initialisation would run at every shim start.
 func (c *specCache) path() string {
 	h := fnv.New128a()
 	writeField(h, specCacheFormat)
