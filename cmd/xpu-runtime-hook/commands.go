@@ -7,8 +7,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
-	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
+	"github.com/xpu-cdi/xpu-cdi/internal/hook"
+	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 )
 
 // subcommand is one hook subcommand: which of the library flags it takes

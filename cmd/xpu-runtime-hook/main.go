@@ -22,8 +22,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
-	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
+	"github.com/xpu-cdi/xpu-cdi/internal/hook"
+	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 )
 
 // Stamped at build time with -ldflags -X main.version=... -X main.commit=...

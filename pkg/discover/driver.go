@@ -12,9 +12,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/lookup"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
-	"github.com/xpu-cdi/xpu-cdi/pkg/lookup"
 )
 
 // RuntimeFamily names the XRE runtime every XPU program links against:

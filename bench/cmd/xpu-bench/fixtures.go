@@ -12,7 +12,7 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
 // fixtures are built once and shared by the sections that need them.
@@ -45,7 +45,7 @@ func (b *bench) fixtures() (*fixtures, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", fx.specPath, err)
 	}
-	if fx.spec, err = cdi.Parse(data); err != nil {
+	if fx.spec, err = cdispec.Parse(data); err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", fx.specPath, err)
 	}
 	if fx.ldCache, err = buildGlibcRootfs(fx.rootfs); err != nil {
@@ -80,7 +80,7 @@ func (b *bench) generateVendorSpec(vendor, host, dst string, extra ...string) er
 // rootfs, as `runc spec` makes it but without a terminal and with a
 // writable root (an image root is writable; the hook then has work to do).
 // With request it asks for device 0 of the bench vendor through a
-// cdi.k8s.io annotation, as Kubernetes device plugins do.
+// cdispec.k8s.io annotation, as Kubernetes device plugins do.
 func (b *bench) bundleConfig(rootfs string, request bool) ([]byte, error) {
 	dir, err := os.MkdirTemp(b.shm, "spec-")
 	if err != nil {
