@@ -233,14 +233,14 @@ func TestRefreshRemovesOwnSpecWhenXPUsAreGone(t *testing.T) {
 func TestList(t *testing.T) {
 	root := fakeHost(t, fakehost.R200SRIOV())
 	dir := t.TempDir()
-	_, _, err := run(t, append([]string{"generate", "-o", filepath.Join(dir, "x.yaml"), "--vendor", "list.xpu-cdispec.test"}, roots(root)...)...)
+	_, _, err := run(t, append([]string{"generate", "-o", filepath.Join(dir, "x.yaml"), "--vendor", "list.xpu-cdi.test"}, roots(root)...)...)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("kind: [\n"), 0o644))
 	stdout, logs, err := run(t, "list", "--spec-dir", dir)
 	require.NoError(t, err)
-	require.Contains(t, stdout, "list.xpu-cdispec.test/xpu=1\n")
-	require.Contains(t, stdout, "list.xpu-cdispec.test/xpu=all\n")
-	require.NotContains(t, stdout, "list.xpu-cdispec.test/xpu=0\n", "the PF with VFs is not offered")
+	require.Contains(t, stdout, "list.xpu-cdi.test/xpu=1\n")
+	require.Contains(t, stdout, "list.xpu-cdi.test/xpu=all\n")
+	require.NotContains(t, stdout, "list.xpu-cdi.test/xpu=0\n", "the PF with VFs is not offered")
 	require.Contains(t, logs, "broken.yaml")
 }
 

@@ -18,29 +18,6 @@ type Locator interface {
 	Locate(name string) ([]string, error)
 }
 
-// First returns a Locator asking each of ls in turn and answering with the
-// first that finds something. Errors other than ErrNotFound stop the search.
-func First(ls ...Locator) Locator {
-	return first(ls)
-}
-
-type first []Locator
-
-var _ Locator = first(nil)
-
-func (f first) Locate(name string) ([]string, error) {
-	for _, l := range f {
-		found, err := l.Locate(name)
-		if err == nil && len(found) > 0 {
-			return found, nil
-		}
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, err
-		}
-	}
-	return nil, fmt.Errorf("%s: %w", name, ErrNotFound)
-}
-
 // Resolve returns the host path of the in-root path p below root, with every
 // symlink resolved inside root.
 func Resolve(root, p string) (string, error) {

@@ -14,13 +14,13 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
-// ErrUnprivilegedEnv is returned when a container without CAP_SYS_ADMIN
+// errUnprivilegedEnv is returned when a container without CAP_SYS_ADMIN
 // asks for XPUs through XPU_VISIBLE_DEVICES and the configuration does not
 // accept that.
-var ErrUnprivilegedEnv = errors.New("XPU_VISIBLE_DEVICES is refused for unprivileged containers")
+var errUnprivilegedEnv = errors.New("XPU_VISIBLE_DEVICES is refused for unprivileged containers")
 
-// ErrConfig wraps a configuration problem that stops an XPU request.
-var ErrConfig = errors.New("the shim configuration is unusable")
+// errConfig wraps a configuration problem that stops an XPU request.
+var errConfig = errors.New("the shim configuration is unusable")
 
 type options struct {
 	log          logger.Interface
@@ -45,9 +45,9 @@ func WithConfigError(path string, err error) Option {
 	return func(o *options) { o.configPath, o.configErr = path, err }
 }
 
-// WithDiscoverOptions adds options to the jit mode's discovery (tests use
+// withDiscoverOptions adds options to the jit mode's discovery (tests use
 // a stat seam for fake hosts).
-func WithDiscoverOptions(opts ...discover.Option) Option {
+func withDiscoverOptions(opts ...discover.Option) Option {
 	return func(o *options) { o.discoverOpts = append(o.discoverOpts, opts...) }
 }
 
@@ -69,7 +69,7 @@ func ConfigPath(bundle string) string { return filepath.Join(bundle, "config.jso
 // annotation key in the text. A \u escape could hide either, so its presence
 // means a full parse.
 func mayRequest(data []byte) bool {
-	return bytes.Contains(data, []byte(VisibleDevicesEnv)) ||
+	return bytes.Contains(data, []byte(visibleDevicesEnv)) ||
 		bytes.Contains(data, []byte("cdi.k8s.io/")) ||
 		bytes.Contains(data, []byte(`\u`))
 }
@@ -99,27 +99,27 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 		return Result{}, fmt.Errorf("parsing the bundle's OCI spec %s: %w", path, err)
 	}
 	spec := doc.spec()
-	req, err := ReadRequest(spec, c.Kind())
+	req, err := readRequest(spec, c.Kind())
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(req.Foreign) > 0 {
 		o.log.Infof("%s: leaving CDI devices of other kinds to their own runtime: %s", path, strings.Join(req.Foreign, ", "))
 	}
-	envAsks := req.HasEnv && !EnvNone(req.Env)
+	envAsks := req.HasEnv && !envNone(req.Env)
 	if len(req.Annotated) == 0 && !envAsks {
 		o.log.Debugf("%s asks for no XPU", path)
 		return Result{}, nil
 	}
 	if o.configErr != nil {
-		return Result{}, fmt.Errorf("the container asks for XPUs (%s) but %w: %w", req.describe(), ErrConfig, o.configErr)
+		return Result{}, fmt.Errorf("the container asks for XPUs (%s) but %w: %w", req.describe(), errConfig, o.configErr)
 	}
 
 	names := append([]string(nil), req.Annotated...)
 	if envAsks {
 		switch {
-		case req.Privileged || c.AcceptEnvvarWhenUnprivileged:
-			envNames, err := EnvNames(req.Env, c.Kind())
+		case req.privileged || c.AcceptEnvvarWhenUnprivileged:
+			envNames, err := envNames(req.Env, c.Kind())
 			if err != nil {
 				return Result{}, err
 			}
@@ -127,21 +127,21 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 		case len(req.Annotated) > 0:
 			// The annotations come from the orchestrator; the variable may
 			// come from the image. It is rewritten below to what was granted.
-			o.log.Warnf("%s: ignoring %s=%s of an unprivileged container; it gets the devices of its cdi.k8s.io annotations", path, VisibleDevicesEnv, req.Env)
+			o.log.Warnf("%s: ignoring %s=%s of an unprivileged container; it gets the devices of its cdi.k8s.io annotations", path, visibleDevicesEnv, req.Env)
 		case c.FailOnRefusedEnvvar:
 			return Result{}, fmt.Errorf("%w: the container asks for %s=%s but does not hold CAP_SYS_ADMIN "+
 				"(an image can set the variable, so only privileged containers may use it by default). "+
 				"To allow it, set accept-envvar-when-unprivileged = true in %s, run the container privileged, "+
 				"or ask for the devices with a cdi.k8s.io annotation; to start such containers without XPUs "+
 				"instead of failing, set fail-on-refused-envvar = false",
-				ErrUnprivilegedEnv, VisibleDevicesEnv, req.Env, o.configFile())
+				errUnprivilegedEnv, visibleDevicesEnv, req.Env, o.configFile())
 		default:
 			// Framework images bake the variable in; a container that
 			// wants no XPU must still run where the shim is the default
 			// runtime. Nothing in the bundle is changed.
 			o.log.Warnf("%s: ignoring %s=%s: the container does not hold CAP_SYS_ADMIN and an image can set the variable; "+
 				"it starts without XPUs (accept-envvar-when-unprivileged = true in %s accepts the variable, "+
-				"fail-on-refused-envvar = true makes this an error)", path, VisibleDevicesEnv, req.Env, o.configFile())
+				"fail-on-refused-envvar = true makes this an error)", path, visibleDevicesEnv, req.Env, o.configFile())
 			return Result{}, nil
 		}
 	}
@@ -158,7 +158,7 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 	}
 	if len(unknown) > 0 {
 		return Result{}, fmt.Errorf("%w %s (asked for by %s); valid names of %s (%s mode): %s",
-			ErrUnknownDevice, strings.Join(unknown, ", "), req.describe(), c.Kind(), r.mode(),
+			errUnknownDevice, strings.Join(unknown, ", "), req.describe(), c.Kind(), r.mode(),
 			strings.Join(sortNames(r.names()), ", "))
 	}
 	edits, err := r.inject(spec, names)
@@ -222,13 +222,13 @@ func newResolver(c *config.Config, o *options, names []string) (*editsResolver, 
 }
 
 // describe names what the container asked for, for messages.
-func (r Request) describe() string {
+func (r request) describe() string {
 	var parts []string
 	if len(r.Annotated) > 0 {
 		parts = append(parts, "cdi.k8s.io annotations "+strings.Join(r.Annotated, ","))
 	}
-	if r.HasEnv && !EnvNone(r.Env) {
-		parts = append(parts, VisibleDevicesEnv+"="+r.Env)
+	if r.HasEnv && !envNone(r.Env) {
+		parts = append(parts, visibleDevicesEnv+"="+r.Env)
 	}
 	return strings.Join(parts, " and ")
 }

@@ -21,7 +21,7 @@ import (
 func fakeHost(t *testing.T, h fakehost.Host) (*fakehost.Tree, Option) {
 	t.Helper()
 	tree := fakehosttest.Build(t, h, fakehost.WithoutMknod())
-	return tree, WithDiscoverOptions(discover.WithNodeStater(tree.NodeStater()))
+	return tree, withDiscoverOptions(discover.WithNodeStater(tree.NodeStater()))
 }
 
 func jitConfig(root string) *config.Config {
@@ -141,7 +141,7 @@ func TestModifyBundle(t *testing.T) {
 			require.Equal(t, tc.want, res.Devices)
 
 			got := readBundle(t, dir)
-			require.Equal(t, []string{joinInts(tc.want)}, envValues(got.Process.Env, VisibleDevicesEnv))
+			require.Equal(t, []string{joinInts(tc.want)}, envValues(got.Process.Env, visibleDevicesEnv))
 			var wantNodes []string
 			if tc.wantNodes != nil {
 				wantNodes = tc.wantNodes
@@ -228,18 +228,18 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 		wantErr     []string
 	}{
 		{
-			description: "unknown index", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,9"), wantIs: ErrUnknownDevice,
+			description: "unknown index", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,9"), wantIs: errUnknownDevice,
 			wantErr: []string{"unknown XPU device baidu.com/xpu=9", "XPU_VISIBLE_DEVICES=0,9", "valid names of baidu.com/xpu (jit mode): 0, 1, 2, 3, 4, 5, 6, 7, 0000:01:00.0", "all"},
 		},
 		{
-			description: "unknown annotated name", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "baidu.com/xpu=gpu0"}), wantIs: ErrUnknownDevice,
+			description: "unknown annotated name", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "baidu.com/xpu=gpu0"}), wantIs: errUnknownDevice,
 			wantErr: []string{"baidu.com/xpu=gpu0", "cdi.k8s.io annotations"},
 		},
 		{description: "malformed env entry", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,-x"), wantErr: []string{`"-x" is not a valid device name`}},
 		{description: "env name of another kind", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=nvidia.com/gpu=0"), wantErr: []string{`"nvidia.com/gpu=0" is not a device of kind baidu.com/xpu`}},
 		{description: "bad qualified name", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=baidu.com/=0"), wantErr: []string{"not a valid qualified CDI device name"}},
 		{
-			description: "unprivileged env refused with fail-on-refused-envvar", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,3"), wantIs: ErrUnprivilegedEnv,
+			description: "unprivileged env refused with fail-on-refused-envvar", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,3"), wantIs: errUnprivilegedEnv,
 			config:  func(c *config.Config) { c.FailOnRefusedEnvvar = true },
 			wantErr: []string{"does not hold CAP_SYS_ADMIN", "accept-envvar-when-unprivileged = true in /etc/test-config.toml", "fail-on-refused-envvar = false"},
 			opts:    []Option{WithConfigError("/etc/test-config.toml", nil)},
@@ -247,7 +247,7 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 		{description: "bad annotation", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "xpu0"}), wantErr: []string{"cdi.k8s.io annotations"}},
 		{description: "malformed config.json", raw: []byte(`{"process": {"env": ["XPU_VISIBLE_DEVICES=0"]`), wantErr: []string{"parsing the bundle's OCI spec", "config.json"}},
 		{
-			description: "config error with a request", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), wantIs: ErrConfig,
+			description: "config error with a request", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), wantIs: errConfig,
 			opts: []Option{WithConfigError("/etc/x.toml", os.ErrPermission)}, wantErr: []string{"asks for XPUs (XPU_VISIBLE_DEVICES=0)", "permission denied"},
 		},
 		{
@@ -318,7 +318,7 @@ func TestEnvNames(t *testing.T) {
 		{in: "o.io/x=3", err: true},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := EnvNames(tc.in, "k.io/x")
+			got, err := envNames(tc.in, "k.io/x")
 			if tc.err {
 				require.Error(t, err)
 				return

@@ -242,7 +242,7 @@ func TestJITIndexRequestsOnEveryShape(t *testing.T) {
 					dir, _ := writeBundle(t, bundleSpec(true, nil, env))
 					_, err := ModifyBundle(dir, c)
 					if err != nil {
-						require.ErrorIs(t, err, ErrUnknownDevice, env)
+						require.ErrorIs(t, err, errUnknownDevice, env)
 						results[mode] = strings.Replace(err.Error(), "("+string(mode)+" mode)", "(MODE mode)", 1)
 						continue
 					}

@@ -13,13 +13,13 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
-// VisibleDevicesEnv is the variable a container asks for XPUs with, and
+// visibleDevicesEnv is the variable a container asks for XPUs with, and
 // that the shim sets to the indices of the devices it got.
-const VisibleDevicesEnv = "XPU_VISIBLE_DEVICES"
+const visibleDevicesEnv = "XPU_VISIBLE_DEVICES"
 
-// Request is what a container asks for.
-type Request struct {
-	// Annotated are the qualified names of the kind from cdispec.k8s.io
+// request is what a container asks for.
+type request struct {
+	// Annotated are the qualified names of the kind from cdi.k8s.io
 	// annotations, in annotation key order.
 	Annotated []string
 	// Foreign are annotated names of other kinds; the shim leaves them alone.
@@ -28,14 +28,14 @@ type Request struct {
 	// environment), HasEnv whether it is set at all.
 	Env    string
 	HasEnv bool
-	// Privileged is true when CAP_SYS_ADMIN is in the bounding set.
-	Privileged bool
+	// privileged is true when CAP_SYS_ADMIN is in the bounding set.
+	privileged bool
 }
 
-// ReadRequest reads the XPU request of a container. Only the annotation
+// readRequest reads the XPU request of a container. Only the annotation
 // syntax can be wrong here; names are checked when they are resolved.
-func ReadRequest(spec *oci.Spec, kind string) (Request, error) {
-	var r Request
+func readRequest(spec *oci.Spec, kind string) (request, error) {
+	var r request
 	// The library parses a map in Go's random order; one key at a time, in
 	// key order, gives the same devices in an order that does not change
 	// from one create to the next.
@@ -43,7 +43,7 @@ func ReadRequest(spec *oci.Spec, kind string) (Request, error) {
 	for _, k := range slices.Sorted(maps.Keys(spec.Annotations)) {
 		_, n, err := cdiapi.ParseAnnotations(map[string]string{k: spec.Annotations[k]})
 		if err != nil {
-			return r, fmt.Errorf("reading the cdispec.k8s.io annotations of the container: %s: %w", k, err)
+			return r, fmt.Errorf("reading the cdi.k8s.io annotations of the container: %s: %w", k, err)
 		}
 		names = append(names, n...)
 	}
@@ -57,12 +57,12 @@ func ReadRequest(spec *oci.Spec, kind string) (Request, error) {
 	}
 	if spec.Process != nil {
 		for _, e := range spec.Process.Env {
-			if v, ok := strings.CutPrefix(e, VisibleDevicesEnv+"="); ok {
+			if v, ok := strings.CutPrefix(e, visibleDevicesEnv+"="); ok {
 				r.Env, r.HasEnv = v, true
 			}
 		}
 	}
-	r.Privileged = Privileged(spec)
+	r.privileged = Privileged(spec)
 	return r, nil
 }
 
@@ -79,8 +79,8 @@ func Privileged(spec *oci.Spec) bool {
 	return slices.Contains(spec.Process.Capabilities.Bounding, "CAP_SYS_ADMIN")
 }
 
-// EnvNone reports whether an XPU_VISIBLE_DEVICES value asks for nothing.
-func EnvNone(v string) bool {
+// envNone reports whether an XPU_VISIBLE_DEVICES value asks for nothing.
+func envNone(v string) bool {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "", "none", "void":
 		return true
@@ -88,11 +88,11 @@ func EnvNone(v string) bool {
 	return false
 }
 
-// EnvNames turns an XPU_VISIBLE_DEVICES value into qualified names of kind:
+// envNames turns an XPU_VISIBLE_DEVICES value into qualified names of kind:
 // "all", indices, PCI addresses and serials become kind=NAME; qualified
 // names are kept. A malformed entry is an error naming it.
-func EnvNames(v, kind string) ([]string, error) {
-	if EnvNone(v) {
+func envNames(v, kind string) ([]string, error) {
+	if envNone(v) {
 		return nil, nil
 	}
 	var out []string
@@ -107,16 +107,16 @@ func EnvNames(v, kind string) ([]string, error) {
 		if strings.Contains(tok, "=") {
 			vendor, class, name, err := parser.ParseQualifiedName(tok)
 			if err != nil {
-				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", VisibleDevicesEnv, v, tok, err)
+				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", visibleDevicesEnv, v, tok, err)
 			}
 			if cdispec.Kind(vendor, class) != kind {
-				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", VisibleDevicesEnv, v, tok, kind)
+				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", visibleDevicesEnv, v, tok, kind)
 			}
 			out = append(out, parser.QualifiedName(vendor, class, name))
 			continue
 		}
 		if err := parser.ValidateDeviceName(tok); err != nil {
-			return nil, fmt.Errorf("%s=%s: %q is not a valid device name: %w", VisibleDevicesEnv, v, tok, err)
+			return nil, fmt.Errorf("%s=%s: %q is not a valid device name: %w", visibleDevicesEnv, v, tok, err)
 		}
 		out = append(out, kind+"="+tok)
 	}
@@ -127,7 +127,7 @@ func EnvNames(v, kind string) ([]string, error) {
 // environment: the first entry is replaced in place, later ones are removed,
 // and it is appended when absent.
 func setVisibleDevices(p *oci.Process, value string) {
-	key := VisibleDevicesEnv
+	key := visibleDevicesEnv
 	entry := key + "=" + value
 	out := p.Env[:0:0]
 	done := false

@@ -22,8 +22,8 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
-// ErrUnknownDevice is returned for a requested name that no device has.
-var ErrUnknownDevice = errors.New("unknown XPU device")
+// errUnknownDevice is returned for a requested name that no device has.
+var errUnknownDevice = errors.New("unknown XPU device")
 
 // editsResolver resolves qualified names to the container edits of the
 // devices and of the specs they come from: the specs of the CDI spec
@@ -63,7 +63,7 @@ func (r *editsResolver) inject(spec *oci.Spec, names []string) (*cdiapi.Containe
 	for _, n := range names {
 		i, ok := r.devices[n]
 		if !ok {
-			return nil, fmt.Errorf("%w %s", ErrUnknownDevice, n)
+			return nil, fmt.Errorf("%w %s", errUnknownDevice, n)
 		}
 		devices = append(devices, cdicompat.Resolved{
 			Spec: i[0],

@@ -64,7 +64,7 @@ func TestJITNarrowFallsBack(t *testing.T) {
 			log := &recorder{}
 			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log))
 			if tc.wantErr != "" {
-				require.ErrorIs(t, err, ErrUnknownDevice)
+				require.ErrorIs(t, err, errUnknownDevice)
 				require.EqualError(t, err, tc.wantErr)
 				require.True(t, log.has("discovering the whole host"), log.lines)
 				return

@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// ErrNoRuntime is returned when no configured low-level runtime exists.
-var ErrNoRuntime = errors.New("no low-level OCI runtime found")
+// errNoRuntime is returned when no configured low-level runtime exists.
+var errNoRuntime = errors.New("no low-level OCI runtime found")
 
 // FindRuntime returns the absolute path of the first candidate that exists
 // and is not the shim itself (self is the shim's executable, normally
@@ -35,7 +35,7 @@ func FindRuntime(candidates []string, path string, self string) (string, error) 
 		tried = append(tried, c)
 	}
 	return "", fmt.Errorf("%w: tried %s with PATH=%s; install runc or set low-level-runtimes in the shim's config.toml",
-		ErrNoRuntime, strings.Join(tried, ", "), path)
+		errNoRuntime, strings.Join(tried, ", "), path)
 }
 
 // expand lists where candidate c may live: itself when it is a path, every

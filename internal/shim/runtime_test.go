@@ -46,7 +46,7 @@ func TestFindRuntime(t *testing.T) {
 		t.Run(tc.description, func(t *testing.T) {
 			got, err := FindRuntime(tc.candidates, path, self)
 			if tc.wantErr != nil {
-				require.ErrorIs(t, err, ErrNoRuntime)
+				require.ErrorIs(t, err, errNoRuntime)
 				for _, w := range tc.wantErr {
 					require.ErrorContains(t, err, w)
 				}
@@ -60,5 +60,5 @@ func TestFindRuntime(t *testing.T) {
 	// A hard link to the shim is the shim too.
 	require.NoError(t, os.Link(self, filepath.Join(bin2, "crun")))
 	_, err := FindRuntime([]string{"crun"}, bin2, self)
-	require.ErrorIs(t, err, ErrNoRuntime)
+	require.ErrorIs(t, err, errNoRuntime)
 }

@@ -108,7 +108,7 @@ func TestSpecCacheMissThenHit(t *testing.T) {
 
 	// Unknown names are still unknown on a hit, with the valid ones listed.
 	_, _, err = modify(t, c, "7")
-	require.ErrorIs(t, err, ErrUnknownDevice)
+	require.ErrorIs(t, err, errUnknownDevice)
 	require.ErrorContains(t, err, "valid names of vendor.test/xpu (cdi mode): 0, 1")
 }
 
@@ -190,12 +190,12 @@ func TestSpecCacheInjectsAsTheLibrary(t *testing.T) {
 			got, log, err := modify(t, c, names...)
 			require.NoError(t, err, names)
 			require.True(t, log.has("conflicting device"), "the library's complaint is passed on: %v", log.lines)
-			got.Process.Env = slicesDelete(got.Process.Env, VisibleDevicesEnv+"=")
+			got.Process.Env = slicesDelete(got.Process.Env, visibleDevicesEnv+"=")
 			require.Equal(t, roundTrip(t, want), roundTrip(t, got), names)
 		}
 	}
 	_, _, err = modify(t, c, "2")
-	require.ErrorIs(t, err, ErrUnknownDevice, "a conflicting device is nobody's")
+	require.ErrorIs(t, err, errUnknownDevice, "a conflicting device is nobody's")
 }
 
 func slicesDelete(env []string, prefix string) []string {

@@ -13,12 +13,12 @@ import (
 // This file is the one place where the project's own values become CDI
 // container edits.
 
-// MountOptions are the options of every driver file bind mount.
-var MountOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
+// mountOptions are the options of every driver file bind mount.
+var mountOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
 
-// HookEnv is the environment a hook gets when its Hook has none: hooks never
+// hookEnv is the environment a hook gets when its Hook has none: hooks never
 // inherit the runtime's (or the image's) environment.
-var HookEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+var hookEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 
 // DeviceEnvPrefix starts the per-device variable XPU_CDI_DEVICE_<N>=<PCI
 // address>: one key per device, so that any combination of requested devices
@@ -63,7 +63,7 @@ func bindMount(hostPath, containerPath string) *specs.Mount {
 		HostPath:      hostPath,
 		ContainerPath: containerPath,
 		Type:          "bind",
-		Options:       append([]string(nil), MountOptions...),
+		Options:       append([]string(nil), mountOptions...),
 	}
 }
 
@@ -92,7 +92,7 @@ func ociHook(h Hook) (*specs.Hook, error) {
 	}
 	env := h.Env
 	if len(env) == 0 {
-		env = HookEnv
+		env = hookEnv
 	}
 	args := h.Args
 	if len(args) == 0 {

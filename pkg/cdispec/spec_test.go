@@ -135,7 +135,7 @@ func TestNames(t *testing.T) {
 // devices it got, whatever the order.
 func TestMultiDeviceRequests(t *testing.T) {
 	tree, host := discoverShape(t, fakehost.P800x8())
-	spec, _, err := cdispec.New(host, cdispec.WithKind("test.xpu-cdispec.dev", "xpu"))
+	spec, _, err := cdispec.New(host, cdispec.WithKind("test.xpu-cdi.dev", "xpu"))
 	require.NoError(t, err)
 	dir := t.TempDir()
 	require.NoError(t, cdispec.WriteFile(filepath.Join(dir, "test.yaml"), spec, cdispec.FormatYAML))
@@ -155,7 +155,7 @@ func TestMultiDeviceRequests(t *testing.T) {
 		t.Run(strings.Join(tc.request, "+"), func(t *testing.T) {
 			var qualified []string
 			for _, r := range tc.request {
-				qualified = append(qualified, "test.xpu-cdispec.dev/xpu="+r)
+				qualified = append(qualified, "test.xpu-cdi.dev/xpu="+r)
 			}
 			s := &oci.Spec{Process: &oci.Process{Env: []string{"PATH=/bin"}}, Linux: &oci.Linux{}}
 			unresolved, err := cache.InjectDevices(s, qualified...)

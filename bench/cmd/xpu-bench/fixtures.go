@@ -80,7 +80,7 @@ func (b *bench) generateVendorSpec(vendor, host, dst string, extra ...string) er
 // rootfs, as `runc spec` makes it but without a terminal and with a
 // writable root (an image root is writable; the hook then has work to do).
 // With request it asks for device 0 of the bench vendor through a
-// cdispec.k8s.io annotation, as Kubernetes device plugins do.
+// cdi.k8s.io annotation, as Kubernetes device plugins do.
 func (b *bench) bundleConfig(rootfs string, request bool) ([]byte, error) {
 	dir, err := os.MkdirTemp(b.shm, "spec-")
 	if err != nil {
