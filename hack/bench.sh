@@ -3,7 +3,7 @@
 # with plain runc and Podman; print one table and write it to bench/results.md (docs/benchmarks.md).
 #
 # Runs as root (runc, Podman, device nodes). Installs what it needs, builds static binaries into a
-# temporary directory, runs the Go benchmarks of pkg/discover, pkg/cdi and pkg/hook, then
+# temporary directory, runs the Go benchmarks of pkg/discover, pkg/cdispec and internal/hook, then
 # bench/cmd/xpu-bench. Everything it creates (containers, bundles, fake hosts, Podman storage, the test
 # CDI spec in /var/run/cdi) is removed when it ends, also on Ctrl-C.
 #
@@ -59,10 +59,10 @@ fi
 only=${XPU_BENCH_ONLY:-}
 gobench=()
 if [[ -z $only || ,$only, == *,gobench,* ]]; then
-	echo "bench: go test -bench (pkg/discover, pkg/cdi, pkg/hook)" >&2
+	echo "bench: go test -bench (pkg/discover, pkg/cdispec, internal/hook)" >&2
 	# The discover and cdi benchmarks build their fake hosts on /dev/shm themselves.
 	if "$GO" test -run '^$' -bench . -benchmem -benchtime 300ms -count 1 \
-		./pkg/discover ./pkg/cdi ./pkg/hook >"$work/gobench.txt" 2>&1; then
+		./pkg/discover ./pkg/cdispec ./internal/hook >"$work/gobench.txt" 2>&1; then
 		gobench=(--gobench "$work/gobench.txt")
 	else
 		cat "$work/gobench.txt" >&2

@@ -15,7 +15,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -64,7 +64,7 @@ func TestGenerateWritesAValidSpec(t *testing.T) {
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(data, []byte("{")), "format from the .json extension")
-	require.NoError(t, cdi.ValidateFile(out))
+	require.NoError(t, cdispec.ValidateFile(out))
 	entries, err := os.ReadDir(filepath.Dir(out))
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "no temporary file left behind")
@@ -315,7 +315,7 @@ func TestXRE5InfoAndGenerate(t *testing.T) {
 	_, logs, err = run(t, append([]string{"generate", "--no-hooks", "--output", out}, roots(root)...)...)
 	require.NoError(t, err)
 	require.NotContains(t, logs, "level=warning", "a healthy 5.x host gives no warning")
-	require.NoError(t, cdi.ValidateFile(out))
+	require.NoError(t, cdispec.ValidateFile(out))
 }
 
 // TestInfoPrintsProblemsOnce checks that a host's warnings appear once,
@@ -376,7 +376,7 @@ func TestXRE5BrokenDriverFiles(t *testing.T) {
 			require.NoError(t, err, "warnings do not change the exit status")
 			warning := strings.ReplaceAll(tc.warning, "%ROOT%", tree.Root)
 			require.Equal(t, 1, strings.Count(logs, warning), logs)
-			require.NoError(t, cdi.ValidateFile(out))
+			require.NoError(t, cdispec.ValidateFile(out))
 			data, err := os.ReadFile(out)
 			require.NoError(t, err)
 			for _, m := range tc.mounts {

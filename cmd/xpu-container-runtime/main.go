@@ -24,8 +24,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/config"
-	"github.com/xpu-cdi/xpu-cdi/pkg/shim"
+	"github.com/xpu-cdi/xpu-cdi/internal/config"
+	"github.com/xpu-cdi/xpu-cdi/internal/shim"
 )
 
 // Stamped at build time with -ldflags -X.

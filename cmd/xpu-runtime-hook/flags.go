@@ -6,7 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
-	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
+	"github.com/xpu-cdi/xpu-cdi/internal/hook"
 )
 
 // libraryFlags are the --folder and --link flags of update-ldcache,

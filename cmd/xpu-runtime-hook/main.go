@@ -22,8 +22,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/hook"
-	"github.com/xpu-cdi/xpu-cdi/pkg/rootfs"
+	"github.com/xpu-cdi/xpu-cdi/internal/hook"
+	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 )
 
 // Stamped at build time with -ldflags -X main.version=... -X main.commit=...
@@ -98,11 +98,9 @@ func newApp(log *logrus.Logger, stdin io.Reader, stderr io.Writer) *cli.App {
 			log.Warnf("unknown subcommand %q ignored (an older xpu-runtime-hook than the spec expects?)", c.Args().First())
 			return nil
 		},
-		Commands: []*cli.Command{
-			setupLibrariesCommand(log, stdin),
-			updateLDCacheCommand(log, stdin),
-			createSymlinksCommand(log, stdin),
-		},
+	}
+	for _, s := range subcommands {
+		app.Commands = append(app.Commands, s.command(log, stdin))
 	}
 	for _, c := range app.Commands {
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
@@ -111,19 +109,6 @@ func newApp(log *logrus.Logger, stdin io.Reader, stderr io.Writer) *cli.App {
 		}
 	}
 	return app
-}
-
-// inRoot is a subcommand's action: it opens the container root named by the
-// state on stdin, runs do in it and closes it.
-func inRoot(stdin io.Reader, do func(*rootfs.Root) error) cli.ActionFunc {
-	return func(*cli.Context) error {
-		root, err := openContainerRoot(stdin)
-		if err != nil {
-			return err
-		}
-		defer root.Close()
-		return do(root)
-	}
 }
 
 // openContainerRoot reads the state from stdin and opens the root it names.

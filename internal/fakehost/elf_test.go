@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 )
 
 func soname(t *testing.T, path string) string {

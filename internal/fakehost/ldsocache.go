@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 )
 
 // ldFlags are the cache flags ldconfig gives x86-64 glibc shared objects.

@@ -17,22 +17,22 @@ var ErrNoComputeDevice = errors.New("no Kunlun XPU can be given to containers")
 // ErrNoControlNode is returned by Host.CheckUsable when /dev/xpuctrl is missing.
 var ErrNoControlNode = errors.New("control node /dev/xpuctrl not found")
 
-// A Source adds what it can read about the host to h. It returns an error
+// A source adds what it can read about the host to h. It returns an error
 // only when discovery cannot go on at all; partial knowledge is recorded as
 // problems on the devices or warnings on the host.
-type Source interface {
+type source interface {
 	Discover(h *Host) error
 }
 
-// SourceFunc adapts a function to Source.
-type SourceFunc func(h *Host) error
+// sourceFunc adapts a function to Source.
+type sourceFunc func(h *Host) error
 
 // Discover implements Source.
-func (f SourceFunc) Discover(h *Host) error { return f(h) }
+func (f sourceFunc) Discover(h *Host) error { return f(h) }
 
-// Chain returns a Source that runs srcs in order and stops at the first error.
-func Chain(srcs ...Source) Source {
-	return SourceFunc(func(h *Host) error {
+// chain returns a Source that runs srcs in order and stops at the first error.
+func chain(srcs ...source) source {
+	return sourceFunc(func(h *Host) error {
 		for _, s := range srcs {
 			if err := s.Discover(h); err != nil {
 				return err
@@ -57,15 +57,15 @@ func Discover(opts ...Option) (*Host, error) {
 		return nil, fmt.Errorf("driver root %q: %w", o.driverRoot, err)
 	}
 	h := &Host{DevRoot: devRoot, DriverRoot: driverRoot}
-	nodes := NewNodeSource(devRoot, o.stater)
+	nodes := newNodeSource(devRoot, o.stater)
 	if o.indices != nil {
-		nodes = NewIndexedNodeSource(devRoot, o.stater, o.indices)
+		nodes = newIndexedNodeSource(devRoot, o.stater, o.indices)
 	}
-	src := Chain(
+	src := chain(
 		nodes,
-		NewProcSource(devRoot),
-		NewSysfsSource(devRoot),
-		NewDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log),
+		newProcSource(devRoot),
+		newSysfsSource(devRoot),
+		newDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log),
 	)
 	if err := src.Discover(h); err != nil {
 		return nil, err

@@ -11,8 +11,8 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
-	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
 )
 
 func build(t *testing.T, h fakehost.Host) *fakehost.Tree {

@@ -24,4 +24,8 @@
 // With WithIndices, /dev is not listed and only the entries of the selected
 // devices are read.
 // Not guaranteed: consistency with a host that changes while it is read.
+//
+// Stability: this package is part of xpu-cdi's public surface (with
+// cdispec, runtimeconfig and logger); its exported names change only with
+// a major version. Everything else of the module lives under internal/.
 package discover

@@ -12,18 +12,18 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/lookup"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
-	"github.com/xpu-cdi/xpu-cdi/pkg/lookup"
 )
 
 // RuntimeFamily names the XRE runtime every XPU program links against:
 // libxpurt.so.1 on XRE 4, libxpurt.so.2 on XRE 5; any major is accepted.
 const RuntimeFamily = "libxpurt.so"
 
-// XRELink is the version link of an XRE install
+// xreLink is the version link of an XRE install
 // (/usr/local/xpu -> /usr/local/xpu-<version>).
-const XRELink = "/usr/local/xpu"
+const xreLink = "/usr/local/xpu"
 
 // ToolPath is where xpu-smi is put in containers: /usr/bin is on every
 // default PATH, even of images that leave out /usr/local/bin.
@@ -51,14 +51,14 @@ type driverSource struct {
 	log       logger.Interface
 }
 
-var _ Source = (*driverSource)(nil)
+var _ source = (*driverSource)(nil)
 
-// NewDriverSource returns the Source of driver files: the shared libraries of
+// newDriverSource returns the Source of driver files: the shared libraries of
 // the XRE library directories (xreDirs, in-root paths, searched in order:
 // a library family found in one directory is not taken from a later one),
 // the driver libraries the root's ld.so.cache knows, and the first xpu-smi
 // of toolPaths.
-func NewDriverSource(root string, xreDirs, toolPaths []string, log logger.Interface) Source {
+func newDriverSource(root string, xreDirs, toolPaths []string, log logger.Interface) source {
 	return &driverSource{root: root, xreDirs: xreDirs, toolPaths: toolPaths, log: logger.OrDiscard(log)}
 }
 
@@ -126,21 +126,21 @@ func (s *driverSource) Discover(h *Host) error {
 func (s *driverSource) readXRELink(h *Host, res *lookup.Resolver) {
 	uses := false
 	for _, d := range s.xreDirs {
-		if d == XRELink || strings.HasPrefix(d, XRELink+"/") {
+		if d == xreLink || strings.HasPrefix(d, xreLink+"/") {
 			uses = true
 		}
 	}
 	if !uses {
 		return
 	}
-	fi, err := os.Lstat(filepath.Join(s.root, XRELink))
+	fi, err := os.Lstat(filepath.Join(s.root, xreLink))
 	if err != nil {
-		s.log.Debugf("XRE link %s: %v", XRELink, err)
+		s.log.Debugf("XRE link %s: %v", xreLink, err)
 		return
 	}
-	host, err := res.Resolve(XRELink)
+	host, err := res.Resolve(xreLink)
 	if err != nil {
-		h.warnf("XRE link %s under driver root %s cannot be resolved (%v): no XRE libraries from it", XRELink, s.root, err)
+		h.warnf("XRE link %s under driver root %s cannot be resolved (%v): no XRE libraries from it", xreLink, s.root, err)
 		return
 	}
 	target := s.inRoot(host)
@@ -154,10 +154,10 @@ func (s *driverSource) readXRELink(h *Host, res *lookup.Resolver) {
 		default:
 			what = fmt.Sprintf("cannot be read (%v)", err)
 		}
-		h.warnf("XRE link %s under driver root %s points to %s, which %s: no XRE libraries from it (reinstall the XRE or fix the link)", XRELink, s.root, target, what)
+		h.warnf("XRE link %s under driver root %s points to %s, which %s: no XRE libraries from it (reinstall the XRE or fix the link)", xreLink, s.root, target, what)
 		return
 	}
-	h.XRELink = XRELink
+	h.XRELink = xreLink
 	if fi.Mode()&os.ModeSymlink != 0 {
 		h.XRETarget = target
 	}
@@ -202,7 +202,7 @@ func (s *driverSource) cacheLibraries(h *Host, res *lookup.Resolver, seen map[st
 		}
 		if h.XRETarget != "" {
 			if dir := versionDir(s.inRoot(host)); dir != "" && dir != h.XRETarget {
-				leftOut = append(leftOut, fmt.Sprintf("%s (ld.so.cache) left out: it is in %s, a stale XRE version directory (%s names %s)", inRoot, dir, XRELink, h.XRETarget))
+				leftOut = append(leftOut, fmt.Sprintf("%s (ld.so.cache) left out: it is in %s, a stale XRE version directory (%s names %s)", inRoot, dir, xreLink, h.XRETarget))
 				continue
 			}
 		}
@@ -251,7 +251,7 @@ func (s *driverSource) noteRuntime(h *Host, owner map[string]string) {
 		why = "from " + lookup.CachePath + ": no XRE directory has it"
 	}
 	if h.XRETarget != "" {
-		why += "; " + XRELink + " -> " + h.XRETarget
+		why += "; " + xreLink + " -> " + h.XRETarget
 	}
 	h.notef("runtime library: %s (%s)", strings.Join(runtime, ", "), why)
 }

@@ -2,10 +2,10 @@ package discover
 
 // PCI IDs of the Kunlun family (see docs/design.md for sources).
 const (
-	VendorKunlun   uint16 = 0x1d22
-	DeviceKunlunPF uint16 = 0x3684 // Kunlun1 and Kunlun2 physical functions
-	DeviceKunlunVF uint16 = 0x3685 // Kunlun2 SR-IOV virtual function
-	DeviceP800     uint16 = 0x3688 // reported by third parties for P800 (Kunlun3)
+	vendorKunlun   uint16 = 0x1d22
+	deviceKunlunPF uint16 = 0x3684 // Kunlun1 and Kunlun2 physical functions
+	deviceKunlunVF uint16 = 0x3685 // Kunlun2 SR-IOV virtual function
+	deviceP800     uint16 = 0x3688 // reported by third parties for P800 (Kunlun3)
 
 	subsystemVendorKunlun2 uint16 = 0x0002
 )
@@ -22,21 +22,21 @@ var kunlun2Boards = map[uint16]string{
 	8: "RG800-PRO",
 }
 
-// ModelFor names the board from its PCI IDs. family is the procfs DeviceName,
+// modelFor names the board from its PCI IDs. family is the procfs DeviceName,
 // which is the only source telling K100 from K200. parentModel is used for
 // VFs. It never fails: unknown IDs give ModelUnknown.
-func ModelFor(p *PCI, family, parentModel string) string {
+func modelFor(p *PCI, family, parentModel string) string {
 	if p == nil {
 		if family == "K100" || family == "K200" {
 			return family
 		}
 		return ModelUnknown
 	}
-	if p.VendorID != VendorKunlun {
+	if p.VendorID != vendorKunlun {
 		return ModelUnknown
 	}
 	switch p.DeviceID {
-	case DeviceKunlunPF:
+	case deviceKunlunPF:
 		if p.SubsystemVendor == subsystemVendorKunlun2 {
 			if m, ok := kunlun2Boards[p.SubsystemDevice]; ok {
 				return m
@@ -47,12 +47,12 @@ func ModelFor(p *PCI, family, parentModel string) string {
 			return family
 		}
 		return ModelUnknown
-	case DeviceKunlunVF:
+	case deviceKunlunVF:
 		if parentModel != "" && parentModel != ModelUnknown {
 			return parentModel + " VF"
 		}
 		return "Kunlun2 VF"
-	case DeviceP800:
+	case deviceP800:
 		return "P800"
 	}
 	return ModelUnknown

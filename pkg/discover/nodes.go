@@ -42,21 +42,21 @@ type nodeSource struct {
 	indices []int
 }
 
-var _ Source = (*nodeSource)(nil)
+var _ source = (*nodeSource)(nil)
 
-// NewNodeSource returns the Source that creates the host's devices from the
+// newNodeSource returns the Source that creates the host's devices from the
 // /dev/xpuN nodes under devRoot.
-func NewNodeSource(devRoot string, stater NodeStater) Source {
+func newNodeSource(devRoot string, stater NodeStater) source {
 	return &nodeSource{devRoot: devRoot, stater: stater}
 }
 
-// NewIndexedNodeSource is NewNodeSource for the /dev/xpuN nodes of the given
+// newIndexedNodeSource is NewNodeSource for the /dev/xpuN nodes of the given
 // indices only: it stats those nodes and /dev/xpuctrl by name instead of
 // listing /dev. A device whose node does not exist is left out, as
 // NewNodeSource leaves it out; negative indices and indices that no node
 // name can carry are ignored. The sources after it only add facts to the
 // devices it created, so the whole discovery reads nothing of the others.
-func NewIndexedNodeSource(devRoot string, stater NodeStater, indices []int) Source {
+func newIndexedNodeSource(devRoot string, stater NodeStater, indices []int) source {
 	sel := slices.Clone(indices)
 	if sel == nil {
 		sel = []int{}

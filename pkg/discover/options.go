@@ -31,10 +31,6 @@ func WithLogger(l logger.Interface) Option { return func(o *options) { o.log = l
 // nodes cannot be real (tests that do not run as root).
 func WithNodeStater(s NodeStater) Option { return func(o *options) { o.stater = s } }
 
-// WithXREDirs replaces the XRE library directories searched below the driver
-// root (default DefaultXREDirs).
-func WithXREDirs(dirs ...string) Option { return func(o *options) { o.xreDirs = dirs } }
-
 // WithIndices restricts discovery to the /dev/xpuN devices of these
 // indices: their nodes are stat'ed by name (/dev is not listed) and only
 // their procfs and sysfs entries are read. Everything host-wide is read as
@@ -55,14 +51,14 @@ func WithIndices(indices ...int) Option {
 	}
 }
 
-// DefaultXREDirs are the library directories of the XRE, relative to the
+// defaultXREDirs are the library directories of the XRE, relative to the
 // driver root, in the order they are searched: so (XRE 5), lib64 (XRE 4),
 // lib, the order the tools for P800 use. /usr/local/xpu is the version link
 // of the XRE install.
-var DefaultXREDirs = []string{"/usr/local/xpu/so", "/usr/local/xpu/lib64", "/usr/local/xpu/lib"}
+var defaultXREDirs = []string{"/usr/local/xpu/so", "/usr/local/xpu/lib64", "/usr/local/xpu/lib"}
 
-// DefaultToolPaths are the places xpu-smi is looked for, in order.
-var DefaultToolPaths = []string{
+// defaultToolPaths are the places xpu-smi is looked for, in order.
+var defaultToolPaths = []string{
 	"/usr/local/bin/xpu-smi",
 	"/usr/local/xpu/bin/xpu-smi",
 	"/usr/local/xpu/bin/xpu_smi",
@@ -87,10 +83,10 @@ func newOptions(opts []Option) *options {
 		o.stater = statNode{}
 	}
 	if o.xreDirs == nil {
-		o.xreDirs = DefaultXREDirs
+		o.xreDirs = defaultXREDirs
 	}
 	if o.toolPaths == nil {
-		o.toolPaths = DefaultToolPaths
+		o.toolPaths = defaultToolPaths
 	}
 	return o
 }

@@ -17,16 +17,16 @@ type procSource struct {
 	devRoot string
 }
 
-var _ Source = (*procSource)(nil)
+var _ source = (*procSource)(nil)
 
-// NewProcSource returns the Source reading /proc/xpu below devRoot.
-func NewProcSource(devRoot string) Source {
+// newProcSource returns the Source reading /proc/xpu below devRoot.
+func newProcSource(devRoot string) source {
 	return &procSource{devRoot: devRoot}
 }
 
-// ProcInfo is the content of /proc/xpu/devN/info. Kunlun2 writes
+// procInfo is the content of /proc/xpu/devN/info. Kunlun2 writes
 // "Key:\tValue", Kunlun1 "Key: Value"; unknown keys are ignored.
-type ProcInfo struct {
+type procInfo struct {
 	DeviceName      string
 	DeviceAddr      string
 	DeviceSN        string
@@ -35,10 +35,10 @@ type ProcInfo struct {
 	CPLDVersion     string
 }
 
-// ParseProcInfo parses the info file of one device. It fails only when no
+// parseProcInfo parses the info file of one device. It fails only when no
 // line carries a known key.
-func ParseProcInfo(data []byte) (ProcInfo, error) {
-	var info ProcInfo
+func parseProcInfo(data []byte) (procInfo, error) {
+	var info procInfo
 	known := 0
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
@@ -68,10 +68,10 @@ func ParseProcInfo(data []byte) (ProcInfo, error) {
 		known++
 	}
 	if err := sc.Err(); err != nil {
-		return ProcInfo{}, err
+		return procInfo{}, err
 	}
 	if known == 0 {
-		return ProcInfo{}, errors.New("no known key (DeviceName, DeviceAddr, DeviceSN, DriverVersion)")
+		return procInfo{}, errors.New("no known key (DeviceName, DeviceAddr, DeviceSN, DriverVersion)")
 	}
 	return info, nil
 }
@@ -153,7 +153,7 @@ func (s *procSource) device(procDir string, d *Device) {
 	data, err := dir.read("info")
 	if err != nil {
 		d.problemf("procfs: %v", trimPathError(err, filepath.Join(dirPath, "info")))
-	} else if info, err := ParseProcInfo(data); err != nil {
+	} else if info, err := parseProcInfo(data); err != nil {
 		d.problemf("procfs: parsing %s/info: %v", dirPath, err)
 	} else {
 		d.Family = info.DeviceName

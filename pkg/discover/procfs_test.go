@@ -10,34 +10,34 @@ func TestParseProcInfo(t *testing.T) {
 	for _, tc := range []struct {
 		description string
 		data        string
-		want        ProcInfo
+		want        procInfo
 		wantErr     string
 	}{
 		{
 			description: "Kunlun2: key, colon, TAB, value",
 			data:        "DeviceName:\tKunlun2\nDeviceAddr:\t0000:01:00.0\nDeviceSN:\t02K00Y6217V00009\nDriverVersion:\t4.33.0\n",
-			want:        ProcInfo{DeviceName: "Kunlun2", DeviceAddr: "0000:01:00.0", DeviceSN: "02K00Y6217V00009", DriverVersion: "4.33.0"},
+			want:        procInfo{DeviceName: "Kunlun2", DeviceAddr: "0000:01:00.0", DeviceSN: "02K00Y6217V00009", DriverVersion: "4.33.0"},
 		},
 		{
 			description: "Kunlun1: one space, firmware and CPLD, CPLD padded",
 			data:        "DeviceName: K200\nDeviceAddr: 0000:3b:00.0\nDeviceSN: 22f\nFirmwareVersion: 0001.0000.0020\nCPLDVersion:     21\nDriverVersion: 4.33.0\n",
-			want:        ProcInfo{DeviceName: "K200", DeviceAddr: "0000:3b:00.0", DeviceSN: "22f", FirmwareVersion: "0001.0000.0020", CPLDVersion: "21", DriverVersion: "4.33.0"},
+			want:        procInfo{DeviceName: "K200", DeviceAddr: "0000:3b:00.0", DeviceSN: "22f", FirmwareVersion: "0001.0000.0020", CPLDVersion: "21", DriverVersion: "4.33.0"},
 		},
 		{
 			description: "unknown keys and lines without a colon are ignored",
 			data:        "Garbage line\nNewKey:\tvalue\nDeviceName:\tKunlun3\n",
-			want:        ProcInfo{DeviceName: "Kunlun3"},
+			want:        procInfo{DeviceName: "Kunlun3"},
 		},
 		{
 			description: "the value may contain colons (PCI address)",
 			data:        "DeviceAddr: 0000:81:00.0\r\n",
-			want:        ProcInfo{DeviceAddr: "0000:81:00.0"},
+			want:        procInfo{DeviceAddr: "0000:81:00.0"},
 		},
 		{description: "empty", data: "", wantErr: "no known key"},
 		{description: "no known key", data: "Foo: bar\n", wantErr: "no known key"},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
-			got, err := ParseProcInfo([]byte(tc.data))
+			got, err := parseProcInfo([]byte(tc.data))
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return
@@ -52,7 +52,7 @@ func FuzzParseProcInfo(f *testing.F) {
 	f.Add([]byte("DeviceName:\tKunlun2\nDeviceAddr:\t0000:01:00.0\n"))
 	f.Add([]byte("DeviceName: K200\nCPLDVersion:     21\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		info, err := ParseProcInfo(data)
+		info, err := parseProcInfo(data)
 		if err != nil {
 			return
 		}
@@ -86,19 +86,19 @@ func TestParseNodeName(t *testing.T) {
 
 func TestModelFor(t *testing.T) {
 	pf := func(dev, sv, sd uint16) *PCI {
-		return &PCI{VendorID: VendorKunlun, DeviceID: dev, SubsystemVendor: sv, SubsystemDevice: sd}
+		return &PCI{VendorID: vendorKunlun, DeviceID: dev, SubsystemVendor: sv, SubsystemDevice: sd}
 	}
-	require.Equal(t, "R200", ModelFor(pf(0x3684, 2, 1), "Kunlun2", ""))
-	require.Equal(t, "RG800-PRO", ModelFor(pf(0x3684, 2, 8), "Kunlun2", ""))
-	require.Equal(t, ModelUnknown, ModelFor(pf(0x3684, 2, 99), "Kunlun2", ""))
-	require.Equal(t, "K200", ModelFor(pf(0x3684, 0, 0), "K200", ""))
-	require.Equal(t, ModelUnknown, ModelFor(pf(0x3684, 0, 0), "", ""))
-	require.Equal(t, "R200 VF", ModelFor(pf(0x3685, 2, 1), "Kunlun2", "R200"))
-	require.Equal(t, "Kunlun2 VF", ModelFor(pf(0x3685, 2, 1), "Kunlun2", ""))
-	require.Equal(t, "P800", ModelFor(pf(0x3688, 0, 0), "Kunlun3", ""))
-	require.Equal(t, ModelUnknown, ModelFor(pf(0x3699, 0, 0), "", ""), "an unknown Kunlun ID is not an error")
-	require.Equal(t, ModelUnknown, ModelFor(&PCI{VendorID: 0x10de}, "", ""))
-	require.Equal(t, "K100", ModelFor(nil, "K100", ""))
+	require.Equal(t, "R200", modelFor(pf(0x3684, 2, 1), "Kunlun2", ""))
+	require.Equal(t, "RG800-PRO", modelFor(pf(0x3684, 2, 8), "Kunlun2", ""))
+	require.Equal(t, ModelUnknown, modelFor(pf(0x3684, 2, 99), "Kunlun2", ""))
+	require.Equal(t, "K200", modelFor(pf(0x3684, 0, 0), "K200", ""))
+	require.Equal(t, ModelUnknown, modelFor(pf(0x3684, 0, 0), "", ""))
+	require.Equal(t, "R200 VF", modelFor(pf(0x3685, 2, 1), "Kunlun2", "R200"))
+	require.Equal(t, "Kunlun2 VF", modelFor(pf(0x3685, 2, 1), "Kunlun2", ""))
+	require.Equal(t, "P800", modelFor(pf(0x3688, 0, 0), "Kunlun3", ""))
+	require.Equal(t, ModelUnknown, modelFor(pf(0x3699, 0, 0), "", ""), "an unknown Kunlun ID is not an error")
+	require.Equal(t, ModelUnknown, modelFor(&PCI{VendorID: 0x10de}, "", ""))
+	require.Equal(t, "K100", modelFor(nil, "K100", ""))
 }
 
 func TestIsPCIAddress(t *testing.T) {

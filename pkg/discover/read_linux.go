@@ -3,13 +3,14 @@ package discover
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 // maxAttrSize bounds what is read of one kernel text file: attributes are a
@@ -67,26 +68,12 @@ func readSmall(path string) ([]byte, error) {
 // device, a socket or a directory: opened without blocking and refused
 // before any read, so a FIFO planted in a driver root cannot hang
 // generate, nor the shim's jit mode.
-var ErrNotRegular = errors.New("not a regular file")
+var ErrNotRegular = fdio.ErrNotRegular
 
-// openRegularAt opens name in dirfd for reading without blocking (O_NONBLOCK:
-// opening a FIFO without a writer returns at once) and refuses anything
-// but a regular file; path names it in errors.
+// openRegularAt is fdio.OpenRegularAt for discovery's readers.
 func openRegularAt(dirfd int, name, path string, flags int) (int, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK|flags, 0)
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		_ = unix.Close(fd)
-		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		_ = unix.Close(fd)
-		return -1, fmt.Errorf("%s: %w (mode %#o)", path, ErrNotRegular, st.Mode&unix.S_IFMT)
-	}
-	return fd, nil
+	fd, _, err := fdio.OpenRegularAt(dirfd, name, path, flags)
+	return fd, err
 }
 
 func readSmallAt(dirfd int, name, path string) ([]byte, error) {
@@ -172,21 +159,7 @@ func (d *libDir) openFile(name, path string) (*elfFile, error) {
 func (d *libDir) close() { _ = d.f.Close() }
 
 func (f *elfFile) ReadAt(b []byte, off int64) (int, error) {
-	read := 0
-	for read < len(b) {
-		n, err := unix.Pread(f.fd, b[read:], off+int64(read))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return read, &os.PathError{Op: "read", Path: f.path, Err: err}
-		}
-		if n == 0 {
-			return read, io.EOF
-		}
-		read += n
-	}
-	return read, nil
+	return fdio.ReadFullAt(f.fd, f.path, b, off)
 }
 
 func (f *elfFile) Close() error { return unix.Close(f.fd) }

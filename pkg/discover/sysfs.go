@@ -17,10 +17,10 @@ type sysfsSource struct {
 	devRoot string
 }
 
-var _ Source = (*sysfsSource)(nil)
+var _ source = (*sysfsSource)(nil)
 
-// NewSysfsSource returns the Source reading /sys/class/xpu below devRoot.
-func NewSysfsSource(devRoot string) Source {
+// newSysfsSource returns the Source reading /sys/class/xpu below devRoot.
+func newSysfsSource(devRoot string) source {
 	return &sysfsSource{devRoot: devRoot}
 }
 
@@ -54,7 +54,7 @@ func (s *sysfsSource) Discover(h *Host) error {
 			h.warnf("%s not readable (%v): devices get no PCI facts", classDir, trimPathError(err, classDir))
 		}
 		for _, d := range h.Devices {
-			d.Model = ModelFor(nil, d.Family, "")
+			d.Model = modelFor(nil, d.Family, "")
 		}
 		if h.noProcXPU && h.noClassXPU && len(h.Devices) > 0 {
 			h.notef("no PCI address for %s: neither /proc/xpu/devN/info nor /sys/class/xpu/xpuN exists to map a node to its PCI function, and xpu-cdi does not guess one; the devices are named by index only",
@@ -68,22 +68,22 @@ func (s *sysfsSource) Discover(h *Host) error {
 	}
 	for _, d := range h.Devices {
 		if d.PCI != nil && d.PCI.Function == FunctionPF {
-			d.Model = ModelFor(d.PCI, d.Family, "")
+			d.Model = modelFor(d.PCI, d.Family, "")
 			models[d.PCI.Address] = d.Model
 		}
 	}
 	for _, d := range h.Devices {
 		switch {
 		case d.PCI == nil:
-			d.Model = ModelFor(nil, d.Family, "")
+			d.Model = modelFor(nil, d.Family, "")
 		case d.PCI.Function == FunctionVF:
 			parent, ok := models[d.PCI.Parent]
 			if !ok {
 				parent = s.parentModel(d.PCI.Parent)
 			}
-			d.Model = ModelFor(d.PCI, d.Family, parent)
+			d.Model = modelFor(d.PCI, d.Family, parent)
 		case d.PCI.Function != FunctionPF:
-			d.Model = ModelFor(d.PCI, d.Family, "")
+			d.Model = modelFor(d.PCI, d.Family, "")
 		}
 		if d.PCI != nil && d.ProcAddress != "" && d.ProcAddress != d.PCI.Address {
 			d.problemf("procfs says PCI address %s, sysfs says %s", d.ProcAddress, d.PCI.Address)
@@ -152,8 +152,8 @@ func (s *sysfsSource) device(d *Device) {
 		return
 	}
 	p.Address = addr
-	if p.VendorID != VendorKunlun {
-		d.problemf("sysfs: %s has PCI vendor 0x%04x, not Kunlun (0x%04x)", addr, p.VendorID, VendorKunlun)
+	if p.VendorID != vendorKunlun {
+		d.problemf("sysfs: %s has PCI vendor 0x%04x, not Kunlun (0x%04x)", addr, p.VendorID, vendorKunlun)
 	}
 	switch parent, err := s.pciAddressOf(fn, "physfn"); {
 	case err == nil:
@@ -191,7 +191,7 @@ func (s *sysfsSource) parentModel(addr string) string {
 	if err != nil {
 		return ""
 	}
-	return ModelFor(p, "", "")
+	return modelFor(p, "", "")
 }
 
 // readPCI reads the ID files of a PCI function directory.

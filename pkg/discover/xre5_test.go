@@ -14,8 +14,8 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
-	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
 )
 
 // libraryPaths maps the container path of each discovered library to its

@@ -2,6 +2,9 @@
 // pkg/ accept. Libraries never configure logging themselves: the commands
 // pass a *logrus.Logger (which satisfies Interface) or nothing, in which case
 // Discard is used and the library stays silent.
+//
+// Stability: part of xpu-cdi's public surface, because the options of
+// discover and runtimeconfig take an Interface.
 package logger
 
 // Interface is the subset of logrus.FieldLogger the libraries use.

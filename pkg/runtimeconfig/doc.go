@@ -25,4 +25,8 @@
 // comments; keys are re-encoded in sorted order, values kept as written).
 // The containerd main file is never re-encoded: only the imports line is
 // inserted or rewritten, so its comments and layout survive.
+//
+// Stability: this package is part of xpu-cdi's public surface (with
+// discover, cdispec and logger); its exported names change only with
+// a major version. Everything else of the module lives under internal/.
 package runtimeconfig

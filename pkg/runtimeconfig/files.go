@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/atomicfile"
+	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
 )
 
 // newFileMode is the mode of a configuration file this package creates.

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -207,7 +207,7 @@ func TestKilledWrites(t *testing.T) {
 			got, err := os.ReadFile(path)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(got, a) || bytes.Equal(got, b), "a mix of old and new: %q", got)
-			_, err = cdi.Parse(got)
+			_, err = cdispec.Parse(got)
 			require.NoError(t, err)
 		})
 		t.Logf("%d generate runs, %d killed mid-run, the spec always whole", rounds, killed)

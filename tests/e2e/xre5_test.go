@@ -13,7 +13,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
-	"github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 

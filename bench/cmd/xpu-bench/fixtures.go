@@ -12,7 +12,7 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
 // fixtures are built once and shared by the sections that need them.
@@ -45,7 +45,7 @@ func (b *bench) fixtures() (*fixtures, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", fx.specPath, err)
 	}
-	if fx.spec, err = cdi.Parse(data); err != nil {
+	if fx.spec, err = cdispec.Parse(data); err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", fx.specPath, err)
 	}
 	if fx.ldCache, err = buildGlibcRootfs(fx.rootfs); err != nil {

@@ -80,11 +80,11 @@ func (g *goBench) median() time.Duration {
 	return time.Duration((v[n/2-1] + v[n/2]) / 2)
 }
 
+// modulePath is cut from the package names of the rows.
+const modulePath = "github.com/xpu-cdi/xpu-cdi"
+
 func (g *goBench) row() Row {
-	pkg := g.pkg
-	if i := strings.Index(pkg, "/pkg/"); i >= 0 {
-		pkg = pkg[i+1:]
-	}
+	pkg := strings.TrimPrefix(g.pkg, modulePath+"/")
 	return Row{
 		Section: "1b",
 		Name:    fmt.Sprintf("go test -bench %s %s", pkg, strings.TrimPrefix(g.name, "Benchmark")),

@@ -9,7 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
-	shimconfig "github.com/xpu-cdi/xpu-cdi/pkg/config"
+	shimconfig "github.com/xpu-cdi/xpu-cdi/internal/config"
 )
 
 // NewCommand returns `xpu-cdi config` with its `default` subcommand.

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
-	shimconfig "github.com/xpu-cdi/xpu-cdi/pkg/config"
+	shimconfig "github.com/xpu-cdi/xpu-cdi/internal/config"
 )
 
 func TestConfigDefault(t *testing.T) {

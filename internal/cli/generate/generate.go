@@ -11,7 +11,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
 type options struct {
@@ -19,8 +19,8 @@ type options struct {
 	output       string
 	format       string
 	strategies   cli.StringSlice
-	spec         cdi.Settings
-	parsedFormat cdi.Format
+	spec         cdispec.Settings
+	parsedFormat cdispec.Format
 }
 
 // NewCommand returns `xpu-cdi generate`.
@@ -50,21 +50,21 @@ func (o *options) flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the spec to `FILE` (atomically, mode 0644, creating the directory); default: stdout", EnvVars: []string{"XPU_CDI_OUTPUT"}, Destination: &o.output},
 		&cli.StringFlag{Name: "format", Usage: "spec encoding: yaml or json; default: from the --output extension, else yaml", EnvVars: []string{"XPU_CDI_FORMAT"}, Destination: &o.format},
-		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdi.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.spec.Vendor},
-		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind", Value: cdi.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.spec.Class},
+		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.spec.Vendor},
+		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.spec.Class},
 		&cli.StringSliceFlag{Name: "device-name-strategy", Usage: "how devices are named: index, bdf, serial (repeatable); default: all three", EnvVars: []string{"XPU_CDI_DEVICE_NAME_STRATEGY"}, Destination: &o.strategies},
 		&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.spec.NodesOnly},
-		&cli.StringFlag{Name: "hook-path", Usage: "path of xpu-runtime-hook on the host, named by the spec's hooks", Value: cdi.DefaultHookPath, EnvVars: []string{"XPU_CDI_HOOK_PATH"}, Destination: &o.spec.HookPath},
+		&cli.StringFlag{Name: "hook-path", Usage: "path of xpu-runtime-hook on the host, named by the spec's hooks", Value: cdispec.DefaultHookPath, EnvVars: []string{"XPU_CDI_HOOK_PATH"}, Destination: &o.spec.HookPath},
 		&cli.BoolFlag{Name: "no-hooks", Usage: "emit no hooks: programs in the container then need LD_LIBRARY_PATH set to the XRE folders (/usr/local/xpu/lib64 on XRE 4, /usr/local/xpu/so on XRE 5) to load the XRE", EnvVars: []string{"XPU_CDI_NO_HOOKS"}, Destination: &o.spec.NoHooks},
 		&cli.BoolFlag{Name: "no-all-device", Usage: `do not add the "all" device`, EnvVars: []string{"XPU_CDI_NO_ALL_DEVICE"}, Destination: &o.spec.NoAllDevice},
 	}
 }
 
 func (o *options) validate() error {
-	if err := cdi.ValidateKind(o.spec.Vendor, o.spec.Class); err != nil {
+	if err := cdispec.ValidateKind(o.spec.Vendor, o.spec.Class); err != nil {
 		return fmt.Errorf("--vendor/--class: %w", err)
 	}
-	names, err := cdi.ParseNameStrategies(flagutil.SplitList(o.strategies.Value()))
+	names, err := cdispec.ParseNameStrategies(flagutil.SplitList(o.strategies.Value()))
 	if err != nil {
 		return fmt.Errorf("--device-name-strategy: %w", err)
 	}
@@ -76,26 +76,26 @@ func (o *options) validate() error {
 	}
 	switch {
 	case o.format != "":
-		f, err := cdi.ParseFormat(o.format)
+		f, err := cdispec.ParseFormat(o.format)
 		if err != nil {
 			return fmt.Errorf("--format: %w", err)
 		}
 		o.parsedFormat = f
 		if o.output != "" {
-			if ext, err := cdi.FormatForPath(o.output); err != nil {
+			if ext, err := cdispec.FormatForPath(o.output); err != nil {
 				return fmt.Errorf("--output: %w", err)
 			} else if ext != f {
 				return fmt.Errorf("--output %s does not end in .%s as --format %s requires", o.output, f, f)
 			}
 		}
 	case o.output != "":
-		f, err := cdi.FormatForPath(o.output)
+		f, err := cdispec.FormatForPath(o.output)
 		if err != nil {
 			return fmt.Errorf("--output: %w", err)
 		}
 		o.parsedFormat = f
 	default:
-		o.parsedFormat = cdi.FormatYAML
+		o.parsedFormat = cdispec.FormatYAML
 	}
 	return nil
 }
@@ -111,7 +111,7 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	for _, n := range host.Notes {
 		log.Debug(n)
 	}
-	spec, warnings, err := cdi.New(host, o.spec.Options()...)
+	spec, warnings, err := cdispec.New(host, o.spec.Options()...)
 	if err != nil {
 		return fmt.Errorf("building the spec for %s: %w", host.DevRoot, err)
 	}
@@ -124,17 +124,17 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 		}
 	}
 	if o.output == "" {
-		if err := cdi.ValidateSpec(spec); err != nil {
+		if err := cdispec.ValidateSpec(spec); err != nil {
 			return err
 		}
-		data, err := cdi.Encode(spec, o.parsedFormat)
+		data, err := cdispec.Encode(spec, o.parsedFormat)
 		if err != nil {
 			return err
 		}
 		_, err = stdout.Write(data)
 		return err
 	}
-	if err := cdi.WriteFile(o.output, spec, o.parsedFormat); err != nil {
+	if err := cdispec.WriteFile(o.output, spec, o.parsedFormat); err != nil {
 		return err
 	}
 	log.Infof("wrote CDI spec %s (kind %s, %d devices, cdiVersion %s)", o.output, spec.Kind, len(spec.Devices), spec.Version)

@@ -10,7 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -51,7 +51,7 @@ func (o *options) refresh(stdout io.Writer, log *logrus.Logger) error {
 		return err
 	}
 	log.Infof("%v", err)
-	return removeOwnSpec(o.output, cdi.Kind(o.spec.Vendor, o.spec.Class), log)
+	return removeOwnSpec(o.output, cdispec.Kind(o.spec.Vendor, o.spec.Class), log)
 }
 
 // removeOwnSpec removes the spec at path if it is one of ours (same kind).
@@ -64,7 +64,7 @@ func removeOwnSpec(path, kind string, log *logrus.Logger) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
-	raw, err := cdi.Parse(data)
+	raw, err := cdispec.Parse(data)
 	if err != nil || raw.Kind != kind {
 		log.Warnf("%s is not an %s spec written by xpu-cdi; left in place", path, kind)
 		return nil

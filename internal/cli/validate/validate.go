@@ -15,7 +15,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
 type options struct {
@@ -41,8 +41,8 @@ a driver reload (which may change the major) is reported as stale, with the comm
 Exit status 1 when any spec fails.`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "spec-dir", Usage: "spec directory searched when no FILE is given (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
-			&cli.StringFlag{Name: "vendor", Value: cdi.DefaultVendor, Usage: "vendor of the specs searched when no FILE is given", EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
-			&cli.StringFlag{Name: "class", Value: cdi.DefaultClass, Usage: "class of the specs searched when no FILE is given", EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
+			&cli.StringFlag{Name: "vendor", Value: cdispec.DefaultVendor, Usage: "vendor of the specs searched when no FILE is given", EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
+			&cli.StringFlag{Name: "class", Value: cdispec.DefaultClass, Usage: "class of the specs searched when no FILE is given", EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
 		},
 		Action: func(c *cli.Context) error {
 			files := c.Args().Slice()
@@ -51,7 +51,7 @@ Exit status 1 when any spec fails.`,
 				if len(dirs) == 0 {
 					dirs = cdiapi.DefaultSpecDirs
 				}
-				files = findSpecs(dirs, cdi.Kind(o.vendor, o.class))
+				files = findSpecs(dirs, cdispec.Kind(o.vendor, o.class))
 				if len(files) == 0 {
 					return fmt.Errorf("no %s/%s spec found in %v; create one with: xpu-cdi generate --output /etc/cdi/%s-%s.yaml", o.vendor, o.class, dirs, o.vendor, o.class)
 				}
@@ -83,7 +83,7 @@ func findSpecs(dirs []string, kind string) []string {
 				if err != nil {
 					continue
 				}
-				if raw, err := cdi.Parse(data); err == nil && raw.Kind == kind {
+				if raw, err := cdispec.Parse(data); err == nil && raw.Kind == kind {
 					out = append(out, m)
 				}
 			}
@@ -94,7 +94,7 @@ func findSpecs(dirs []string, kind string) []string {
 
 // check validates one file and prints its verdict; it reports success.
 func check(w io.Writer, path string) bool {
-	if err := cdi.ValidateFile(path); err != nil {
+	if err := cdispec.ValidateFile(path); err != nil {
 		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false
 	}
@@ -103,7 +103,7 @@ func check(w io.Writer, path string) bool {
 		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false
 	}
-	raw, err := cdi.Parse(data)
+	raw, err := cdispec.Parse(data)
 	if err != nil {
 		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false

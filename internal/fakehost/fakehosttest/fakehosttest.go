@@ -32,8 +32,8 @@ func Build(t testing.TB, h fakehost.Host, opts ...fakehost.Option) *fakehost.Tre
 }
 
 // BuildOnTmpfs is Build in a directory on /dev/shm where there is one:
-// benchmarks build hosts with thousands of files, which on the shared disk
-// cost about 0.4 ms each.
+// benchmarks build hosts with thousands of files, whose creation on a disk
+// would dominate their set-up.
 func BuildOnTmpfs(t testing.TB, h fakehost.Host, opts ...fakehost.Option) *fakehost.Tree {
 	t.Helper()
 	parent := ""

@@ -1,0 +1,73 @@
+package fdio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// OpenRegularAt opens name relative to dirfd (unix.AT_FDCWD for a path)
+// read-only, without blocking and with flags added (unix.O_NOFOLLOW, say),
+// and refuses anything but a regular file. path names the file in errors.
+// It returns the descriptor and what fstat said of it.
+func OpenRegularAt(dirfd int, name, path string, flags int) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK|flags, 0)
+	if err != nil {
+		return -1, st, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		_ = unix.Close(fd)
+		return -1, st, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		_ = unix.Close(fd)
+		return -1, st, fmt.Errorf("%s: %w (mode %#o)", path, ErrNotRegular, st.Mode&unix.S_IFMT)
+	}
+	return fd, st, nil
+}
+
+// ReadFullAt reads len(b) bytes of fd at off, as io.ReaderAt does: fewer
+// only with an error, io.EOF at the end of the file. path names the file in
+// errors.
+func ReadFullAt(fd int, path string, b []byte, off int64) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Pread(fd, b[n:], off+int64(n))
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return n, &os.PathError{Op: "read", Path: path, Err: err}
+		case m == 0:
+			return n, io.EOF
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// ReadFileAt reads the regular file name relative to dirfd (opened as
+// OpenRegularAt does) whole, and returns it with its permission bits. A
+// file of more than limit bytes is refused (ErrTooLarge); one that shrinks
+// while it is read is returned as far as it goes; one that grows is read
+// up to the size it had when opened.
+func ReadFileAt(dirfd int, name, path string, flags int, limit int64) ([]byte, os.FileMode, error) {
+	fd, st, err := OpenRegularAt(dirfd, name, path, flags)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { _ = unix.Close(fd) }() // read-only
+	if st.Size > limit {
+		return nil, 0, fmt.Errorf("%s: %w: %d bytes, at most %d are read", path, ErrTooLarge, st.Size, limit)
+	}
+	buf := make([]byte, st.Size)
+	n, err := ReadFullAt(fd, path, buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, 0, err
+	}
+	return buf[:n], os.FileMode(st.Mode & 0o777), nil
+}

@@ -1,0 +1,82 @@
+package lookup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sync"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+)
+
+// CachePath is the loader cache below a root.
+const CachePath = "/etc/ld.so.cache"
+
+// Bounds on the driver root's cache: a real host's has a few thousand
+// entries in a few hundred KB.
+const (
+	// MaxCacheSize is the largest ld.so.cache read.
+	MaxCacheSize = 16 << 20
+	// MaxCacheEntries is the most entries it may declare.
+	MaxCacheEntries = 1 << 18
+)
+
+// LdcacheLocator finds libraries through the ld.so.cache of a root. The cache
+// is read once, on first use.
+type LdcacheLocator struct {
+	root   string
+	once   sync.Once
+	byName map[string][]string
+	err    error
+}
+
+var _ Locator = (*LdcacheLocator)(nil)
+
+// NewLdcacheLocator returns a Locator reading root's /etc/ld.so.cache.
+func NewLdcacheLocator(root string) *LdcacheLocator {
+	return &LdcacheLocator{root: root}
+}
+
+func (l *LdcacheLocator) load() {
+	p := filepath.Join(l.root, CachePath)
+	data, err := ldcache.ReadFile(p, MaxCacheSize)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			l.err = fmt.Errorf("%s: %w", p, ErrNotFound)
+			return
+		}
+		l.err = fmt.Errorf("reading %s: %w", p, err)
+		return
+	}
+	entries, err := ldcache.ParseMax(data, MaxCacheEntries)
+	if err != nil {
+		l.err = fmt.Errorf("parsing %s: %w", p, err)
+		return
+	}
+	l.byName = make(map[string][]string)
+	for _, e := range entries {
+		if !nativeFlags(e.Flags) {
+			continue
+		}
+		l.byName[e.Name] = append(l.byName[e.Name], e.Path)
+	}
+}
+
+// Entries returns the native entries of the cache by SONAME.
+func (l *LdcacheLocator) Entries() (map[string][]string, error) {
+	l.once.Do(l.load)
+	return l.byName, l.err
+}
+
+// Locate implements Locator for a SONAME.
+func (l *LdcacheLocator) Locate(soname string) ([]string, error) {
+	l.once.Do(l.load)
+	if l.err != nil {
+		return nil, l.err
+	}
+	if paths := l.byName[soname]; len(paths) > 0 {
+		return paths, nil
+	}
+	return nil, fmt.Errorf("%s in %s: %w", soname, CachePath, ErrNotFound)
+}

@@ -1,0 +1,356 @@
+package shim
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/config"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// fakeHost builds a fake host with plain files for nodes (so the test does
+// not depend on root) and returns the tree and the discovery seam for it;
+// the roots come from the shim's configuration.
+func fakeHost(t *testing.T, h fakehost.Host) (*fakehost.Tree, Option) {
+	t.Helper()
+	tree := fakehosttest.Build(t, h, fakehost.WithoutMknod())
+	return tree, withDiscoverOptions(discover.WithNodeStater(tree.NodeStater()))
+}
+
+func jitConfig(root string) *config.Config {
+	c := config.Default()
+	c.Mode = config.ModeJIT
+	c.DevRoot, c.DriverRoot = root, root
+	c.SpecDirs = []string{"/nonexistent-xpu-cdi-test"}
+	c.CacheDir = ""
+	return c
+}
+
+// bundleSpec is a minimal OCI spec, indented (unlike the shim's output) so
+// that an unchanged file is recognisable byte for byte.
+func bundleSpec(privileged bool, annotations map[string]string, env ...string) *oci.Spec {
+	caps := []string{"CAP_CHOWN", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
+	if privileged {
+		caps = append(caps, "CAP_SYS_ADMIN")
+	}
+	return &oci.Spec{
+		Version: oci.Version,
+		Process: &oci.Process{
+			Args:         []string{"sh"},
+			Cwd:          "/",
+			Env:          append([]string{"PATH=/usr/bin:/bin"}, env...),
+			Capabilities: &oci.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps},
+		},
+		Root:        &oci.Root{Path: "rootfs"},
+		Annotations: annotations,
+		Linux:       &oci.Linux{},
+	}
+}
+
+func writeBundle(t *testing.T, spec *oci.Spec) (string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := json.MarshalIndent(spec, "", "\t")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(ConfigPath(dir), data, 0o600))
+	return dir, data
+}
+
+func readBundle(t *testing.T, dir string) *oci.Spec {
+	t.Helper()
+	data, err := os.ReadFile(ConfigPath(dir))
+	require.NoError(t, err)
+	var s oci.Spec
+	require.NoError(t, json.Unmarshal(data, &s))
+	return &s
+}
+
+func envValues(env []string, key string) []string {
+	var out []string
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, key+"="); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func devicePaths(s *oci.Spec) []string {
+	var out []string
+	if s.Linux != nil {
+		for _, d := range s.Linux.Devices {
+			out = append(out, d.Path)
+		}
+	}
+	return out
+}
+
+func TestModifyBundle(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	host, err := discover.Discover(tree.DiscoverOptions()...)
+	require.NoError(t, err)
+	addr3 := host.Device(3).Address()
+	serial5 := host.Device(5).Serial
+	require.NotEmpty(t, addr3)
+	require.NotEmpty(t, serial5)
+	ann := func(v string) map[string]string { return map[string]string{"cdi.k8s.io/test_0": v} }
+
+	tests := []struct {
+		description string
+		spec        *oci.Spec
+		config      func(*config.Config)
+		want        []int
+		wantNodes   []string
+	}{
+		{
+			description: "privileged env indices", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,3"), want: []int{0, 3},
+			wantNodes: []string{"/dev/xpuctrl", "/dev/xpu0", "/dev/xpu3"},
+		},
+		{description: "unsorted and repeated", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=7, 2,7"), want: []int{2, 7}},
+		{description: "PCI address and serial", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES="+addr3+","+serial5), want: []int{3, 5}},
+		{description: "qualified name in env", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=baidu.com/xpu=1"), want: []int{1}},
+		{description: "all", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=all"), want: []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{description: "last env entry wins", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=1", "XPU_VISIBLE_DEVICES=2"), want: []int{2}},
+		{description: "annotation from an unprivileged container", spec: bundleSpec(false, ann("baidu.com/xpu=4,baidu.com/xpu="+addr3)), want: []int{3, 4}},
+		{description: "annotation and env combined", spec: bundleSpec(true, ann("baidu.com/xpu=6"), "XPU_VISIBLE_DEVICES=0"), want: []int{0, 6}},
+		{description: "unprivileged env ignored beside annotations", spec: bundleSpec(false, ann("baidu.com/xpu=6"), "XPU_VISIBLE_DEVICES=all"), want: []int{6}},
+		{
+			description: "unprivileged env accepted when configured", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=5"),
+			config: func(c *config.Config) { c.AcceptEnvvarWhenUnprivileged = true }, want: []int{5},
+		},
+		{description: "other kinds are left alone", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/a": "nvidia.com/gpu=0", "cdi.k8s.io/b": "baidu.com/xpu=2"}), want: []int{2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			c := jitConfig(tree.Root)
+			if tc.config != nil {
+				tc.config(c)
+			}
+			dir, _ := writeBundle(t, tc.spec)
+			res, err := ModifyBundle(dir, c, seam)
+			require.NoError(t, err)
+			require.True(t, res.Modified)
+			require.Equal(t, config.ModeJIT, res.Mode)
+			require.Equal(t, tc.want, res.Devices)
+
+			got := readBundle(t, dir)
+			require.Equal(t, []string{joinInts(tc.want)}, envValues(got.Process.Env, visibleDevicesEnv))
+			var wantNodes []string
+			if tc.wantNodes != nil {
+				wantNodes = tc.wantNodes
+			} else {
+				wantNodes = []string{"/dev/xpuctrl"}
+				for _, i := range tc.want {
+					wantNodes = append(wantNodes, "/dev/xpu"+itoa(i))
+				}
+			}
+			require.ElementsMatch(t, wantNodes, devicePaths(got))
+			// Driver libraries and the hook are there once.
+			require.NotEmpty(t, got.Mounts)
+			require.NotNil(t, got.Hooks)
+			require.Len(t, got.Hooks.CreateContainer, 1)
+			require.Equal(t, "setup-libraries", got.Hooks.CreateContainer[0].Args[1])
+			st, err := os.Stat(ConfigPath(dir))
+			require.NoError(t, err)
+			require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "mode kept")
+		})
+	}
+}
+
+func itoa(i int) string { return joinInts([]int{i}) }
+
+func TestModifyBundleNothingAsked(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	for _, tc := range []struct {
+		description string
+		spec        *oci.Spec
+	}{
+		{description: "no variable", spec: bundleSpec(false, nil)},
+		{description: "none", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=none")},
+		{description: "void", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=void")},
+		{description: "NONE", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=NONE")},
+		{description: "Void", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES= Void ")},
+		{description: "empty", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=")},
+		{description: "only other kinds", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/x": "nvidia.com/gpu=all"})},
+		{description: "other annotations", spec: bundleSpec(false, map[string]string{"io.kubernetes.pod": "x"})},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			dir, before := writeBundle(t, tc.spec)
+			c := jitConfig(tree.Root)
+			// Even a broken configuration does not matter here.
+			res, err := ModifyBundle(dir, c, seam, WithConfigError("/etc/x.toml", os.ErrPermission))
+			require.NoError(t, err)
+			require.False(t, res.Modified)
+			after, err := os.ReadFile(ConfigPath(dir))
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+		})
+	}
+}
+
+// TestModifyBundleIgnoresRefusedEnv: an unprivileged container whose image
+// sets XPU_VISIBLE_DEVICES starts without XPUs, its bundle untouched, and
+// the shim says why.
+func TestModifyBundleIgnoresRefusedEnv(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	for _, env := range []string{"XPU_VISIBLE_DEVICES=0,3", "XPU_VISIBLE_DEVICES=ALL", "XPU_VISIBLE_DEVICES=all"} {
+		t.Run(env, func(t *testing.T) {
+			dir, before := writeBundle(t, bundleSpec(false, nil, env))
+			log := &recorder{}
+			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log), WithConfigError("/etc/test-config.toml", nil))
+			require.NoError(t, err)
+			require.False(t, res.Modified)
+			after, err := os.ReadFile(ConfigPath(dir))
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+			require.True(t, log.has("it starts without XPUs"), log.lines)
+			require.True(t, log.has("fail-on-refused-envvar = true"), log.lines)
+		})
+	}
+}
+
+func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	tests := []struct {
+		description string
+		spec        *oci.Spec
+		raw         []byte
+		config      func(*config.Config)
+		opts        []Option
+		wantIs      error
+		wantErr     []string
+	}{
+		{
+			description: "unknown index", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,9"), wantIs: errUnknownDevice,
+			wantErr: []string{"unknown XPU device baidu.com/xpu=9", "XPU_VISIBLE_DEVICES=0,9", "valid names of baidu.com/xpu (jit mode): 0, 1, 2, 3, 4, 5, 6, 7, 0000:01:00.0", "all"},
+		},
+		{
+			description: "unknown annotated name", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "baidu.com/xpu=gpu0"}), wantIs: errUnknownDevice,
+			wantErr: []string{"baidu.com/xpu=gpu0", "cdi.k8s.io annotations"},
+		},
+		{description: "malformed env entry", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0,-x"), wantErr: []string{`"-x" is not a valid device name`}},
+		{description: "env name of another kind", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=nvidia.com/gpu=0"), wantErr: []string{`"nvidia.com/gpu=0" is not a device of kind baidu.com/xpu`}},
+		{description: "bad qualified name", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=baidu.com/=0"), wantErr: []string{"not a valid qualified CDI device name"}},
+		{
+			description: "unprivileged env refused with fail-on-refused-envvar", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,3"), wantIs: errUnprivilegedEnv,
+			config:  func(c *config.Config) { c.FailOnRefusedEnvvar = true },
+			wantErr: []string{"does not hold CAP_SYS_ADMIN", "accept-envvar-when-unprivileged = true in /etc/test-config.toml", "fail-on-refused-envvar = false"},
+			opts:    []Option{WithConfigError("/etc/test-config.toml", nil)},
+		},
+		{description: "bad annotation", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "xpu0"}), wantErr: []string{"cdi.k8s.io annotations"}},
+		{description: "malformed config.json", raw: []byte(`{"process": {"env": ["XPU_VISIBLE_DEVICES=0"]`), wantErr: []string{"parsing the bundle's OCI spec", "config.json"}},
+		{
+			description: "config error with a request", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), wantIs: errConfig,
+			opts: []Option{WithConfigError("/etc/x.toml", os.ErrPermission)}, wantErr: []string{"asks for XPUs (XPU_VISIBLE_DEVICES=0)", "permission denied"},
+		},
+		{
+			description: "cdi mode without a spec", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), config: func(c *config.Config) { c.Mode = config.ModeCDI },
+			wantErr: []string{"mode cdi: no CDI spec of baidu.com/xpu in /nonexistent-xpu-cdi-test", "xpu-cdi generate"},
+		},
+		{
+			description: "jit mode without XPUs", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), config: func(c *config.Config) { c.DevRoot = t.TempDir() },
+			wantIs: discover.ErrNoDevices, wantErr: []string{"discovering the XPUs of the host"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			var dir string
+			var before []byte
+			if tc.raw != nil {
+				dir, before = t.TempDir(), tc.raw
+				require.NoError(t, os.WriteFile(ConfigPath(dir), before, 0o644))
+			} else {
+				dir, before = writeBundle(t, tc.spec)
+			}
+			c := jitConfig(tree.Root)
+			if tc.config != nil {
+				tc.config(c)
+			}
+			res, err := ModifyBundle(dir, c, append([]Option{seam}, tc.opts...)...)
+			require.Error(t, err)
+			if tc.wantIs != nil {
+				require.ErrorIs(t, err, tc.wantIs)
+			}
+			for _, w := range tc.wantErr {
+				require.ErrorContains(t, err, w)
+			}
+			require.False(t, res.Modified)
+			after, err := os.ReadFile(ConfigPath(dir))
+			require.NoError(t, err)
+			require.Equal(t, before, after, "config.json changed")
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			require.Len(t, entries, 1, "no temporary file left")
+		})
+	}
+
+	t.Run("missing config.json", func(t *testing.T) {
+		_, err := ModifyBundle(t.TempDir(), jitConfig(tree.Root), seam)
+		require.ErrorIs(t, err, os.ErrNotExist)
+		require.ErrorContains(t, err, "config.json")
+	})
+}
+
+func TestEnvNames(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{in: "", want: nil},
+		{in: " none ", want: nil},
+		{in: "void", want: nil},
+		{in: "all", want: []string{"k.io/x=all"}},
+		{in: "ALL", want: []string{"k.io/x=all"}},
+		{in: "NONE", want: nil},
+		{in: " VOID", want: nil},
+		{in: "0, 1,,0000:01:00.0", want: []string{"k.io/x=0", "k.io/x=1", "k.io/x=0000:01:00.0"}},
+		{in: "k.io/x=3", want: []string{"k.io/x=3"}},
+		{in: "none,0", want: []string{"k.io/x=none", "k.io/x=0"}},
+		{in: "a b", err: true},
+		{in: "o.io/x=3", err: true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := envNames(tc.in, "k.io/x")
+			if tc.err {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestPrivileged(t *testing.T) {
+	require.True(t, Privileged(bundleSpec(true, nil)))
+	require.False(t, Privileged(bundleSpec(false, nil)))
+	require.False(t, Privileged(&oci.Spec{}))
+	require.False(t, Privileged(&oci.Spec{Process: &oci.Process{}}))
+	s := bundleSpec(false, nil)
+	s.Process.Capabilities.Effective = append(s.Process.Capabilities.Effective, "CAP_SYS_ADMIN")
+	require.False(t, Privileged(s), "only the bounding set counts")
+}
+
+func TestSetEnv(t *testing.T) {
+	p := &oci.Process{Env: []string{"A=1", "XPU_VISIBLE_DEVICES=all", "B=2", "XPU_VISIBLE_DEVICES=9"}}
+	setVisibleDevices(p, "0,3")
+	require.Equal(t, []string{"A=1", "XPU_VISIBLE_DEVICES=0,3", "B=2"}, p.Env)
+	p = &oci.Process{Env: []string{"XPU_VISIBLE_DEVICES_X=1"}}
+	setVisibleDevices(p, "1")
+	require.Equal(t, []string{"XPU_VISIBLE_DEVICES_X=1", "XPU_VISIBLE_DEVICES=1"}, p.Env)
+}
+
+func TestMayRequest(t *testing.T) {
+	require.False(t, mayRequest([]byte(`{"process":{"env":["PATH=/bin"]}}`)))
+	require.True(t, mayRequest([]byte(`{"process":{"env":["XPU_VISIBLE_DEVICES=0"]}}`)))
+	require.True(t, mayRequest([]byte(`{"annotations":{"cdi.k8s.io/x":"a/b=c"}}`)))
+	require.True(t, mayRequest([]byte(`{"process":{"env":["\u0058PU_VISIBLE_DEVICES=0"]}}`)), "escapes force a full parse")
+}

@@ -1,0 +1,288 @@
+package shim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
+	"github.com/xpu-cdi/xpu-cdi/internal/config"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// errUnknownDevice is returned for a requested name that no device has.
+var errUnknownDevice = errors.New("unknown XPU device")
+
+// editsResolver resolves qualified names to the container edits of the
+// devices and of the specs they come from: the specs of the CDI spec
+// directories (cdi mode, through the spec cache) or the spec built in memory
+// from the host (jit mode).
+type editsResolver struct {
+	how  config.Mode
+	kind string
+	// specs are the spec-wide edits, edits the distinct device edits.
+	specs, edits []lazyEdits
+	// devices are indices into specs and edits by qualified name.
+	devices map[string][2]int
+}
+
+func (r *editsResolver) mode() config.Mode { return r.how }
+
+// names lists the device names (without the kind) that can be asked for.
+func (r *editsResolver) names() []string {
+	out := make([]string, 0, len(r.devices))
+	for q := range r.devices {
+		out = append(out, strings.TrimPrefix(q, r.kind+"="))
+	}
+	return out
+}
+
+func (r *editsResolver) has(name string) bool {
+	_, ok := r.devices[name]
+	return ok
+}
+
+// inject applies the edits as the CDI library's Cache.InjectDevices does:
+// for each name in order, the edits of its spec the first time that spec
+// is met, then its own; validated, then applied at once. It returns the
+// edits it applied.
+func (r *editsResolver) inject(spec *oci.Spec, names []string) (*cdiapi.ContainerEdits, error) {
+	devices := make([]cdicompat.Resolved, 0, len(names))
+	for _, n := range names {
+		i, ok := r.devices[n]
+		if !ok {
+			return nil, fmt.Errorf("%w %s", errUnknownDevice, n)
+		}
+		devices = append(devices, cdicompat.Resolved{
+			Spec: i[0],
+			SpecEdits: func() (*specs.ContainerEdits, error) {
+				e, err := r.specs[i[0]].get()
+				if err != nil {
+					return nil, fmt.Errorf("the spec edits of %s: %w", n, err)
+				}
+				return e, nil
+			},
+			Edits: func() (*specs.ContainerEdits, error) {
+				e, err := r.edits[i[1]].get()
+				if err != nil {
+					return nil, fmt.Errorf("the edits of %s: %w", n, err)
+				}
+				return e, nil
+			},
+		})
+	}
+	edits, err := cdicompat.CollectEdits(devices)
+	if err != nil {
+		return nil, err
+	}
+	if err := edits.Validate(); err != nil {
+		return nil, fmt.Errorf("the edits of %s are invalid: %w", strings.Join(names, ", "), err)
+	}
+	if err := edits.Apply(spec); err != nil {
+		return nil, fmt.Errorf("injecting %s: %w", strings.Join(names, ", "), err)
+	}
+	return edits, nil
+}
+
+// newCDIResolver resolves the kind from the spec directories: from the
+// spec cache when it holds an entry for the spec files as they are, else
+// with the CDI library (reading the directories once, without a watcher),
+// whose result then becomes the entry. It returns a nil resolver when the
+// directories hold no device of the kind, and the library's messages about
+// spec files it could not use.
+func newCDIResolver(c *config.Config, o *options) (*editsResolver, []string, error) {
+	cache := newSpecCache(c.CacheDir, c.Kind(), c.SpecDirs)
+	var snap []byte
+	if c.CacheDir != "" {
+		var err error
+		if snap, err = cache.snapshot(); err != nil {
+			o.log.Debugf("spec cache not used: %v", err)
+		} else if e, err := cache.load(snap); err != nil {
+			o.log.Warnf("spec cache not used: %v", err)
+		} else if e != nil {
+			o.log.Debugf("spec cache hit: %s", cache.path())
+			return entryResolver(c, e), e.Errors, nil
+		}
+	}
+	if o.beforeParse != nil {
+		o.beforeParse()
+	}
+	lib, err := cdiapi.NewCache(cdiapi.WithSpecDirs(c.SpecDirs...), cdiapi.WithAutoRefresh(false))
+	if lib == nil {
+		return nil, nil, fmt.Errorf("reading the CDI specs in %s: %w", strings.Join(c.SpecDirs, ", "), err)
+	}
+	e := newSpecCacheEntry(c.Kind(), lib)
+	if snap != nil {
+		// The entry must hold what the library parsed: if a file changed
+		// between the snapshot and the parse, the edits may belong to
+		// other content than the snapshot says (and could be used, wrongly,
+		// if that content came back).
+		again, err := cache.snapshot()
+		if err != nil || !bytes.Equal(again, snap) {
+			o.log.Debugf("spec cache not written: the spec files changed while they were read")
+			return entryResolver(c, e), e.Errors, nil
+		}
+		switch err := cache.store(snap, e); {
+		case err == nil:
+		case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+			// A shim run by a user (rootless engines) cannot write
+			// root's cache: it works without, at the cost of a parse.
+			o.log.Debugf("spec cache not written: %v", err)
+		default:
+			o.log.Warnf("spec cache not written: %v", err)
+		}
+	}
+	return entryResolver(c, e), e.Errors, nil
+}
+
+func entryResolver(c *config.Config, e *specCacheEntry) *editsResolver {
+	if len(e.Devices) == 0 {
+		return nil
+	}
+	return &editsResolver{how: config.ModeCDI, kind: c.Kind(), specs: e.Specs, edits: e.Edits, devices: e.Devices}
+}
+
+// newJITResolver discovers the host and builds its spec in memory. When
+// every name asked for is a device index (the common request: "0", "2,3"),
+// only those devices are discovered, with everything spec-wide; the edits of
+// an index do not depend on the other devices, so the container gets what a
+// full discovery gives it. When that narrow discovery fails or lacks a name
+// (no such node, a PF with VFs enabled, no control node), the host is
+// discovered in full, which gives the error a full discovery gives, with
+// every valid name.
+func newJITResolver(c *config.Config, o *options, names []string) (*editsResolver, error) {
+	if indices, ok := requestedIndices(c.Kind(), names); ok {
+		r, err := discoverJIT(c, append(slices.Clip(o.discoverOpts), discover.WithIndices(indices...)))
+		if err == nil && r.hasAll(names) {
+			o.log.Debugf("jit mode: discovered XPUs %s only", joinInts(indices))
+			return r, nil
+		}
+		o.log.Debugf("jit mode: discovering XPUs %s only did not resolve %s (%v); discovering the whole host", joinInts(indices), strings.Join(names, ", "), err)
+	}
+	return discoverJIT(c, o.discoverOpts)
+}
+
+// discoverJIT discovers the host with opts (after the configured roots) and
+// builds its spec.
+func discoverJIT(c *config.Config, discoverOpts []discover.Option) (*editsResolver, error) {
+	opts := append([]discover.Option{discover.WithDevRoot(c.DevRoot), discover.WithDriverRoot(c.DriverRoot)}, discoverOpts...)
+	host, err := discover.Discover(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("discovering the XPUs of the host (dev-root %s, driver-root %s): %w", c.DevRoot, c.DriverRoot, err)
+	}
+	spec, _, err := cdispec.New(host, c.SpecSettings().Options()...)
+	if err != nil {
+		return nil, fmt.Errorf("building the CDI spec of the host (dev-root %s): %w", c.DevRoot, err)
+	}
+	r := &editsResolver{
+		how: config.ModeJIT, kind: spec.Kind,
+		specs:   []lazyEdits{{edits: &spec.ContainerEdits}},
+		edits:   make([]lazyEdits, len(spec.Devices)),
+		devices: make(map[string][2]int, len(spec.Devices)),
+	}
+	for i := range spec.Devices {
+		d := &spec.Devices[i]
+		r.edits[i].edits = &d.ContainerEdits
+		r.devices[parser.QualifiedName(c.Vendor, c.Class, d.Name)] = [2]int{0, i}
+	}
+	return r, nil
+}
+
+// maxRequestedIndex bounds the indices worth a narrow discovery; larger
+// ones cannot name a node (discover.ParseNodeName).
+const maxRequestedIndex = 1 << 20
+
+// requestedIndices returns the device indices of names when each one is
+// kind=N with N in canonical decimal form (the form of the spec's index
+// names), in order, repeats kept. ok is false when there is no name or
+// one of them is anything else: a PCI address, a serial, "all".
+func requestedIndices(kind string, names []string) ([]int, bool) {
+	if len(names) == 0 {
+		return nil, false
+	}
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		s, ok := strings.CutPrefix(n, kind+"=")
+		if !ok {
+			return nil, false
+		}
+		i, err := strconv.Atoi(s)
+		if err != nil || i < 0 || i > maxRequestedIndex || strconv.Itoa(i) != s {
+			return nil, false
+		}
+		out = append(out, i)
+	}
+	return out, true
+}
+
+// hasAll reports whether every name is a device of r.
+func (r *editsResolver) hasAll(names []string) bool {
+	for _, n := range names {
+		if !r.has(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// grantedIndices returns the sorted, distinct N of the /dev/xpuN nodes of
+// edits.
+func grantedIndices(edits *cdiapi.ContainerEdits) []int {
+	var out []int
+	for _, node := range edits.DeviceNodes {
+		if i, ok := nodeIndex(node.Path); ok && !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func nodeIndex(path string) (int, bool) {
+	s, ok := strings.CutPrefix(path, "/dev/xpu")
+	if !ok || s == "" {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	return i, err == nil && i >= 0 && strconv.Itoa(i) == s
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// sortNames orders device names for messages: indices numerically, then the
+// rest (PCI addresses, serials, "all") as strings.
+func sortNames(names []string) []string {
+	out := slices.Clone(names)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, aerr := strconv.Atoi(out[i])
+		b, berr := strconv.Atoi(out[j])
+		switch {
+		case aerr == nil && berr == nil:
+			return a < b
+		case aerr == nil:
+			return true
+		case berr == nil:
+			return false
+		}
+		return out[i] < out[j]
+	})
+	return out
+}

@@ -1,0 +1,70 @@
+package cdispec
+
+import (
+	"path"
+	"sort"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// Hook is an OCI hook to run for every container that gets a device of the
+// spec. Env is always emitted explicitly (HookEnv when empty), so a hook
+// never inherits an environment shaped by the image.
+type Hook struct {
+	// Stage is the OCI hook name, e.g. "createContainer".
+	Stage string
+	Path  string
+	// Args is the whole argv, Args[0] being the program name.
+	Args []string
+	Env  []string
+}
+
+// DefaultHookPath is where the packages install xpu-runtime-hook.
+const DefaultHookPath = "/usr/bin/xpu-runtime-hook"
+
+// hookProgram is argv[0] of the emitted hooks.
+const hookProgram = "xpu-runtime-hook"
+
+// RuntimeHooks returns the xpu-runtime-hook invocation that finishes the
+// injection of the given driver libraries inside a container: one
+// setup-libraries hook that updates the loader cache for every directory a
+// library is mounted into (so programs load libxpurt.so.N without
+// LD_LIBRARY_PATH) and creates their
+// development links (libxpurt.so -> libxpurt.so.1). One hook, not one per
+// job: each hook is a process the runtime starts and waits for on every
+// container creation. It returns nothing when there is nothing to do.
+func RuntimeHooks(hookPath string, libraries []discover.DriverFile) []Hook {
+	if hookPath == "" {
+		hookPath = DefaultHookPath
+	}
+	var (
+		folders []string
+		links   []string
+		seen    = map[string]bool{}
+	)
+	for _, l := range libraries {
+		dir := path.Dir(l.Path)
+		for _, p := range append([]string{l.Path}, l.AlsoAt...) {
+			if d := path.Dir(p); !seen[d] {
+				seen[d] = true
+				folders = append(folders, d)
+			}
+		}
+		for _, link := range l.Links {
+			links = append(links, path.Base(l.Path)+"::"+path.Join(dir, link))
+		}
+	}
+	if len(folders) == 0 && len(links) == 0 {
+		return nil
+	}
+	sort.Strings(folders)
+	sort.Strings(links)
+	args := []string{hookProgram, "setup-libraries"}
+	for _, f := range folders {
+		args = append(args, "--folder", f)
+	}
+	for _, l := range links {
+		args = append(args, "--link", l)
+	}
+	return []Hook{{Stage: "createContainer", Path: hookPath, Args: args}}
+}

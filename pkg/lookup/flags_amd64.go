@@ -1,8 +1,0 @@
-package lookup
-
-import "github.com/xpu-cdi/xpu-cdi/pkg/ldcache"
-
-// nativeFlags reports whether a cache entry is for this machine's ABI.
-func nativeFlags(f int32) bool {
-	return f == ldcache.FlagELFLibc6|ldcache.FlagX8664Lib64
-}
