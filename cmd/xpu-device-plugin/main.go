@@ -14,11 +14,12 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin"
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -93,8 +94,8 @@ SIGTERM. A node without XPU advertises zero devices (and says why) instead of ex
 
 func (o *options) flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind of the devices handed out", Value: cdi.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
-		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind of the devices handed out", Value: cdi.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
+		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind of the devices handed out", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
+		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind of the devices handed out", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
 		&cli.StringFlag{Name: "device-plugin-path", Usage: "the kubelet's device plugin `DIR` (its kubelet.sock; the plugin's socket is created there)", Value: deviceplugin.DefaultPluginDir, EnvVars: []string{"XPU_CDI_DEVICE_PLUGIN_PATH"}, Destination: &o.pluginPath},
 		&cli.StringFlag{Name: "resource-name", Usage: "extended resource to advertise (e.g. kunlunxin.com/xpu on clusters that already use it)", Value: deviceplugin.DefaultResourceName, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
 		&cli.StringFlag{Name: "device-list-strategy", Usage: "how allocated devices reach the container: cdi-cri, cdi-annotations or envvar", Value: string(deviceplugin.StrategyCDICRI), EnvVars: []string{"XPU_CDI_DEVICE_LIST_STRATEGY"}, Destination: &o.strategy},
@@ -105,7 +106,7 @@ func (o *options) flags() []cli.Flag {
 }
 
 func (o *options) validate() error {
-	if err := cdi.ValidateKind(o.vendor, o.class); err != nil {
+	if err := cdispec.ValidateKind(o.vendor, o.class); err != nil {
 		return fmt.Errorf("--vendor/--class: %w", err)
 	}
 	if err := deviceplugin.ValidateResourceName(o.resourceName); err != nil {
@@ -128,7 +129,7 @@ func (o *options) validate() error {
 func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	dirs := flagutil.SplitList(o.specDirs.Value())
 	if len(dirs) == 0 {
-		dirs = deviceplugin.DefaultSpecDirs
+		dirs = cdiapi.DefaultSpecDirs
 	}
 	p, err := deviceplugin.New(
 		deviceplugin.WithResourceName(o.resourceName),

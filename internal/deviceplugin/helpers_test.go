@@ -16,7 +16,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin/kubelettest"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdi"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -72,10 +72,10 @@ func writeSpec(t *testing.T, tree *fakehost.Tree, dir string) string {
 	t.Helper()
 	h, err := discover.Discover(tree.DiscoverOptions()...)
 	require.NoError(t, err)
-	spec, _, err := cdi.New(h, cdi.WithNameStrategies(cdi.NameByIndex))
+	spec, _, err := cdispec.New(h, cdispec.WithNameStrategies(cdispec.NameByIndex))
 	require.NoError(t, err)
 	path := filepath.Join(dir, "baidu.com-xpu.yaml")
-	require.NoError(t, cdi.WriteFile(path, spec, cdi.FormatYAML))
+	require.NoError(t, cdispec.WriteFile(path, spec, cdispec.FormatYAML))
 	return path
 }
 

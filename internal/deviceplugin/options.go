@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
@@ -25,9 +26,6 @@ const (
 	// SpecHint is the command that creates the spec the cdi-* strategies need.
 	SpecHint = "xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml"
 )
-
-// DefaultSpecDirs are the CDI spec directories engines read by default.
-var DefaultSpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
 
 // DiscoverFunc reads the host; it is discover.Discover with the plugin's roots.
 type DiscoverFunc func() (*discover.Host, error)
@@ -105,7 +103,7 @@ func newOptions(opts []Option) (*options, error) {
 		o.watchInterval = DefaultWatchInterval
 	}
 	if o.specDirs == nil {
-		o.specDirs = DefaultSpecDirs
+		o.specDirs = cdiapi.DefaultSpecDirs
 	}
 	o.log = logger.OrDiscard(o.log)
 	if err := ValidateResourceName(o.resourceName); err != nil {

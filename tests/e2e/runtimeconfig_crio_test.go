@@ -14,8 +14,8 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
-	"github.com/xpu-cdi/xpu-cdi/pkg/config"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
