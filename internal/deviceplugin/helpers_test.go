@@ -2,11 +2,8 @@ package deviceplugin
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,45 +13,10 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin/kubelettest"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
-
-// logBuffer is a logger.Interface that keeps every line.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logBuffer) add(level, format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, level+": "+fmt.Sprintf(format, args...))
-}
-
-func (l *logBuffer) Debugf(f string, a ...any) { l.add("debug", f, a...) }
-func (l *logBuffer) Infof(f string, a ...any)  { l.add("info", f, a...) }
-func (l *logBuffer) Warnf(f string, a ...any)  { l.add("warning", f, a...) }
-func (l *logBuffer) Errorf(f string, a ...any) { l.add("error", f, a...) }
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-// count returns how many lines contain s.
-func (l *logBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			n++
-		}
-	}
-	return n
-}
 
 // fakeTree builds h; the nodes are real where the test runs as root, else
 // the tree's node stater stands for them.
@@ -91,7 +53,7 @@ func shortDir(t *testing.T) string {
 
 // newPlugin builds a plugin on tree with a spec of its devices in a
 // temporary spec directory and fast intervals.
-func newPlugin(t *testing.T, tree *fakehost.Tree, log *logBuffer, opts ...Option) (*Plugin, string) {
+func newPlugin(t *testing.T, tree *fakehost.Tree, log *logtest.Recorder, opts ...Option) (*Plugin, string) {
 	t.Helper()
 	specDir := t.TempDir()
 	writeSpec(t, tree, specDir)

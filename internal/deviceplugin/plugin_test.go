@@ -18,6 +18,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin/kubelettest"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -99,7 +100,7 @@ func TestAllocateStrategies(t *testing.T) {
 		}},
 	} {
 		t.Run(string(tc.strategy)+"/"+strings.Join(tc.ids, ","), func(t *testing.T) {
-			p, _ := newPlugin(t, tree, &logBuffer{}, WithStrategy(tc.strategy))
+			p, _ := newPlugin(t, tree, &logtest.Recorder{}, WithStrategy(tc.strategy))
 			p.Refresh()
 			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
 				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: tc.ids}},
@@ -139,7 +140,7 @@ func TestAllocateBadIDs(t *testing.T) {
 	h := fakehost.P800x8()
 	h.Devices[2].State = "ERROR"
 	tree := fakeTree(t, h)
-	p, _ := newPlugin(t, tree, &logBuffer{})
+	p, _ := newPlugin(t, tree, &logtest.Recorder{})
 	p.Refresh()
 	for _, tc := range []struct {
 		ids  []string
@@ -166,7 +167,7 @@ func TestAllocateBadIDs(t *testing.T) {
 func TestPreferredAllocation(t *testing.T) {
 	// P800x8: devices 0-3 on NUMA node 0, 4-7 on node 1.
 	tree := fakeTree(t, fakehost.P800x8())
-	p, _ := newPlugin(t, tree, &logBuffer{})
+	p, _ := newPlugin(t, tree, &logtest.Recorder{})
 	p.Refresh()
 	all := []string{"0", "1", "2", "3", "4", "5", "6", "7"}
 	for _, tc := range []struct {
@@ -203,7 +204,7 @@ func TestPreferredAllocation(t *testing.T) {
 
 func TestListAndWatchTopologyAndHealthChanges(t *testing.T) {
 	tree := fakeTree(t, fakehost.P800x8())
-	log := &logBuffer{}
+	log := &logtest.Recorder{}
 	p, _ := newPlugin(t, tree, log)
 	r := start(t, p)
 	ctx := ctxT(t)
@@ -238,7 +239,7 @@ func TestListAndWatchTopologyAndHealthChanges(t *testing.T) {
 	}
 	_, err = r.reg.Client.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"2"}}}})
 	require.ErrorContains(t, err, `device "2" is Unhealthy: the driver reports state ERROR`)
-	require.Eventually(t, func() bool { return log.count("2 (numa 0, Unhealthy: the driver reports state ERROR)") == 1 }, 5*time.Second, 10*time.Millisecond, log.String())
+	require.Eventually(t, func() bool { return log.Count("2 (numa 0, Unhealthy: the driver reports state ERROR)") == 1 }, 5*time.Second, 10*time.Millisecond, log.String())
 
 	// Back to RUNNING: healthy again, and allocatable.
 	require.NoError(t, os.WriteFile(state, []byte("RUNNING\n"), 0o666))
@@ -270,14 +271,14 @@ func TestListAndWatchTopologyAndHealthChanges(t *testing.T) {
 
 func TestReRegistersWhenTheKubeletRestarts(t *testing.T) {
 	tree := fakeTree(t, fakehost.P800x8())
-	log := &logBuffer{}
+	log := &logtest.Recorder{}
 	p, _ := newPlugin(t, tree, log)
 	r := start(t, p)
 	ctx := ctxT(t)
 	_, err := r.reg.NextDevices(ctx)
 	require.NoError(t, err)
 	require.FileExists(t, p.SocketPath())
-	require.Eventually(t, func() bool { return log.count("registered baidu.com/xpu with the kubelet") == 1 }, 5*time.Second, 10*time.Millisecond, log.String())
+	require.Eventually(t, func() bool { return log.Count("registered baidu.com/xpu with the kubelet") == 1 }, 5*time.Second, 10*time.Millisecond, log.String())
 
 	for i := range 2 {
 		// The restart removes the plugin's socket and re-creates kubelet.sock.
@@ -293,21 +294,21 @@ func TestReRegistersWhenTheKubeletRestarts(t *testing.T) {
 		// The plugin logs after Register returned, which is after the
 		// kubelet saw it: wait for that before the next restart (a restart
 		// during Register is a failed registration, retried).
-		require.Eventually(t, func() bool { return log.count("registered baidu.com/xpu with the kubelet") == i+2 }, 5*time.Second, 10*time.Millisecond, log.String())
+		require.Eventually(t, func() bool { return log.Count("registered baidu.com/xpu with the kubelet") == i+2 }, 5*time.Second, 10*time.Millisecond, log.String())
 	}
-	require.Equal(t, 2, log.count("registering again"), log.String())
+	require.Equal(t, 2, log.Count("registering again"), log.String())
 }
 
 func TestWaitsForTheKubeletAndStopsCleanly(t *testing.T) {
 	tree := fakeTree(t, fakehost.P800x8())
-	log := &logBuffer{}
+	log := &logtest.Recorder{}
 	p, _ := newPlugin(t, tree, log)
 	r := &running{plugin: p, done: make(chan error, 1)}
 	r.run(t)
-	require.Eventually(t, func() bool { return log.count("waiting for the kubelet") == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return log.Count("waiting for the kubelet") == 1 }, 5*time.Second, 10*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
 	require.NoFileExists(t, p.SocketPath(), "no socket before the kubelet is there")
-	require.Equal(t, 1, log.count("waiting for the kubelet"), "logged once")
+	require.Equal(t, 1, log.Count("waiting for the kubelet"), "logged once")
 
 	k, err := kubelettest.Start(p.o.pluginDir)
 	require.NoError(t, err)
@@ -352,7 +353,7 @@ func TestNoXPUAdvertisesZero(t *testing.T) {
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			tree := fakeTree(t, tc.host())
-			log := &logBuffer{}
+			log := &logtest.Recorder{}
 			p, err := New(WithDiscover(discoverTree(tree)), WithPluginDir(shortDir(t)), WithSpecDirs(t.TempDir()),
 				WithHealthInterval(30*time.Millisecond), WithWatchInterval(20*time.Millisecond), WithLogger(log))
 			require.NoError(t, err)
@@ -361,7 +362,7 @@ func TestNoXPUAdvertisesZero(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, devs)
 			time.Sleep(200 * time.Millisecond) // several health checks
-			require.Equal(t, 1, log.count("advertising no baidu.com/xpu"), "logged once, not at every check:\n%s", log.String())
+			require.Equal(t, 1, log.Count("advertising no baidu.com/xpu"), "logged once, not at every check:\n%s", log.String())
 			if tc.log != "" {
 				require.Contains(t, log.String(), tc.log)
 			}
@@ -379,7 +380,7 @@ func TestSpecChecks(t *testing.T) {
 	tree := fakeTree(t, fakehost.P800x8())
 
 	t.Run("missing spec: Unhealthy until it exists, with the command", func(t *testing.T) {
-		log := &logBuffer{}
+		log := &logtest.Recorder{}
 		specDir := t.TempDir()
 		p, err := New(WithDiscover(discoverTree(tree)), WithPluginDir(shortDir(t)), WithSpecDirs(specDir),
 			WithHealthInterval(30*time.Millisecond), WithWatchInterval(20*time.Millisecond), WithLogger(log))
@@ -418,7 +419,7 @@ func TestSpecChecks(t *testing.T) {
 	})
 
 	t.Run("spec without some devices", func(t *testing.T) {
-		log := &logBuffer{}
+		log := &logtest.Recorder{}
 		specDir := t.TempDir()
 		path := writeSpec(t, tree, specDir)
 		data, err := os.ReadFile(path)
@@ -436,7 +437,7 @@ func TestSpecChecks(t *testing.T) {
 	})
 
 	t.Run("stale spec: warning naming xpu-cdi validate", func(t *testing.T) {
-		log := &logBuffer{}
+		log := &logtest.Recorder{}
 		specDir := t.TempDir()
 		path := writeSpec(t, tree, specDir)
 		data, err := os.ReadFile(path)
@@ -448,7 +449,7 @@ func TestSpecChecks(t *testing.T) {
 		require.NoError(t, err)
 		p.Refresh()
 		p.Refresh()
-		require.Equal(t, 1, log.count("warning: CDI spec of kind baidu.com/xpu is stale against this host; run `xpu-cdi validate`"), log.String())
+		require.Equal(t, 1, log.Count("warning: CDI spec of kind baidu.com/xpu is stale against this host; run `xpu-cdi validate`"), log.String())
 		require.Contains(t, log.String(), "/dev/xpu0 is 243:0 on this host but the spec says 244:0")
 	})
 }
@@ -457,7 +458,7 @@ func TestSpecChecks(t *testing.T) {
 // died) is retried, logged once, and registration happens once it serves.
 func TestRetriesARefusingKubelet(t *testing.T) {
 	tree := fakeTree(t, fakehost.P800x8())
-	log := &logBuffer{}
+	log := &logtest.Recorder{}
 	p, _ := newPlugin(t, tree, log)
 	// A socket file without a listener: connection refused.
 	k, err := kubelettest.Start(p.o.pluginDir)
@@ -470,9 +471,9 @@ func TestRetriesARefusingKubelet(t *testing.T) {
 
 	r := &running{plugin: p, done: make(chan error, 1)}
 	r.run(t)
-	require.Eventually(t, func() bool { return log.count("registering baidu.com/xpu with the kubelet at") == 1 }, 10*time.Second, 10*time.Millisecond, log.String())
+	require.Eventually(t, func() bool { return log.Count("registering baidu.com/xpu with the kubelet at") == 1 }, 10*time.Second, 10*time.Millisecond, log.String())
 	time.Sleep(200 * time.Millisecond) // several retries
-	require.Equal(t, 1, log.count("registering baidu.com/xpu with the kubelet at"), "logged once:\n%s", log.String())
+	require.Equal(t, 1, log.Count("registering baidu.com/xpu with the kubelet at"), "logged once:\n%s", log.String())
 
 	k, err = kubelettest.Start(p.o.pluginDir)
 	require.NoError(t, err)
@@ -494,7 +495,7 @@ func TestDeviceSetChanges(t *testing.T) {
 	after := fakeTree(t, fakehost.R200SRIOV()) // PF 0 with VFs xpu2-4, PF 1
 	var mu sync.Mutex
 	current := before
-	log := &logBuffer{}
+	log := &logtest.Recorder{}
 	p, err := New(WithStrategy(StrategyEnvvar), WithPluginDir(shortDir(t)), WithLogger(log),
 		WithHealthInterval(30*time.Millisecond), WithWatchInterval(20*time.Millisecond),
 		WithDiscover(func() (*discover.Host, error) {

@@ -1,12 +1,9 @@
 package hook
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -84,28 +81,6 @@ func names(es []ldcache.Entry) []string {
 		n = append(n, e.Name+"="+e.Path)
 	}
 	return n
-}
-
-// recorder is a logger that keeps the warnings.
-type recorder struct {
-	mu    sync.Mutex
-	warns []string
-}
-
-func (r *recorder) Debugf(string, ...any)             {}
-func (r *recorder) Infof(string, ...any)              {}
-func (r *recorder) Errorf(format string, args ...any) { r.Warnf(format, args...) }
-func (r *recorder) Warnf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.warns = append(r.warns, fmt.Sprintf(format, args...))
-}
-
-// warnings returns the warnings so far, one per line.
-func (r *recorder) warnings() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.warns, "\n")
 }
 
 // requiresRoot skips a test that mounts on a laptop, and fails it in CI.

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 )
 
 func TestUpdateLDCacheHostile(t *testing.T) {
@@ -275,8 +276,8 @@ func TestUpdateLDCacheReadOnly(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
 	require.NoError(t, unix.Mount("", root, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""))
-	log := &recorder{}
+	log := &logtest.Recorder{}
 	require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/opt/xpu/lib"}, WithLogger(log)),
 		"a read-only root is the image's (or engine's) choice: warn and skip")
-	require.Contains(t, log.warnings(), "read-only file system")
+	require.Contains(t, log.Warnings(), "read-only file system")
 }

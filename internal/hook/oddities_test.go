@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 )
 
 // TestImageOdditiesWarnAndSkip: every layout of the image that keeps the
@@ -198,7 +199,7 @@ func TestImageOdditiesWarnAndSkip(t *testing.T) {
 		t.Run(tc.description, func(t *testing.T) {
 			root := t.TempDir()
 			tc.setup(t, root)
-			log := &recorder{}
+			log := &logtest.Recorder{}
 			done := make(chan error, 1)
 			go func() {
 				r := openRoot(t, root)
@@ -214,7 +215,7 @@ func TestImageOdditiesWarnAndSkip(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the hook hangs")
 			}
-			require.Contains(t, log.warnings(), tc.wantWarn)
+			require.Contains(t, log.Warnings(), tc.wantWarn)
 			if tc.check != nil {
 				tc.check(t, root)
 			}
@@ -263,9 +264,9 @@ func TestCacheAtTheBoundsTwice(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "etc", cacheName), craftedCache(t, MaxKeptEntries, 8), 0o644))
 	for range 2 {
-		log := &recorder{}
+		log := &logtest.Recorder{}
 		require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/usr/lib/xpu"}, WithLogger(log)))
-		require.Empty(t, log.warnings())
+		require.Empty(t, log.Warnings())
 		require.Len(t, readCache(t, filepath.Join(root, "etc", cacheName)), MaxKeptEntries+1)
 	}
 }

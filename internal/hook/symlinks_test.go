@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 )
 
@@ -131,10 +132,10 @@ func TestCreateSymlinksHostile(t *testing.T) {
 				tc.setup(t, root, host)
 			}
 			before := snapshot(t, host)
-			log := &recorder{}
+			log := &logtest.Recorder{}
 			require.NoError(t, CreateSymlinks(openRoot(t, root), []Link{tc.link(host)}, WithLogger(log)))
 			if tc.wantWarn != "" {
-				require.Contains(t, log.warnings(), tc.wantWarn)
+				require.Contains(t, log.Warnings(), tc.wantWarn)
 			}
 			require.Equal(t, before, snapshot(t, host), "nothing outside the root may change")
 			for p, text := range tc.want {

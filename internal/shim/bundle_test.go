@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -203,15 +204,15 @@ func TestModifyBundleIgnoresRefusedEnv(t *testing.T) {
 	for _, env := range []string{"XPU_VISIBLE_DEVICES=0,3", "XPU_VISIBLE_DEVICES=ALL", "XPU_VISIBLE_DEVICES=all"} {
 		t.Run(env, func(t *testing.T) {
 			dir, before := writeBundle(t, bundleSpec(false, nil, env))
-			log := &recorder{}
+			log := &logtest.Recorder{}
 			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log), WithConfigError("/etc/test-config.toml", nil))
 			require.NoError(t, err)
 			require.False(t, res.Modified)
 			after, err := os.ReadFile(ConfigPath(dir))
 			require.NoError(t, err)
 			require.Equal(t, before, after)
-			require.True(t, log.has("it starts without XPUs"), log.lines)
-			require.True(t, log.has("fail-on-refused-envvar = true"), log.lines)
+			require.True(t, log.Has("it starts without XPUs"), log.Lines())
+			require.True(t, log.Has("fail-on-refused-envvar = true"), log.Lines())
 		})
 	}
 }

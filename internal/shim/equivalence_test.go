@@ -19,6 +19,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 )
 
 // generateSpec runs `xpu-cdi generate` itself for the fake host at root,
@@ -177,7 +178,7 @@ func checkJITMatchesGenerator(t *testing.T, tree *fakehost.Tree, requests []gene
 						tc.config(c)
 					}
 					dir, _ := writeBundle(t, bundleSpec(true, req.annotations, req.env...))
-					log := &recorder{}
+					log := &logtest.Recorder{}
 					res, err := ModifyBundle(dir, c, WithLogger(log))
 					require.NoError(t, err, "%s: %s", req.description, mode)
 					wantMode := mode
@@ -187,8 +188,8 @@ func checkJITMatchesGenerator(t *testing.T, tree *fakehost.Tree, requests []gene
 					require.Equal(t, wantMode, res.Mode)
 					require.Equal(t, want, readBundle(t, dir), "%s: mode %s differs from the generator's spec applied by the CDI library", req.description, mode)
 					if mode == config.ModeJIT {
-						require.Equal(t, req.narrow != "", log.has("jit mode: discovered XPUs "+req.narrow+" only"), "%s: narrow discovery: %v", req.description, log.lines)
-						require.False(t, log.has("discovering the whole host"), "%s: %v", req.description, log.lines)
+						require.Equal(t, req.narrow != "", log.Has("jit mode: discovered XPUs "+req.narrow+" only"), "%s: narrow discovery: %v", req.description, log.Lines())
+						require.False(t, log.Has("discovering the whole host"), "%s: %v", req.description, log.Lines())
 					}
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 )
 
 func TestRequestedIndices(t *testing.T) {
@@ -61,18 +62,18 @@ func TestJITNarrowFallsBack(t *testing.T) {
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			dir, _ := writeBundle(t, bundleSpec(true, nil, tc.env))
-			log := &recorder{}
+			log := &logtest.Recorder{}
 			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log))
 			if tc.wantErr != "" {
 				require.ErrorIs(t, err, errUnknownDevice)
 				require.EqualError(t, err, tc.wantErr)
-				require.True(t, log.has("discovering the whole host"), log.lines)
+				require.True(t, log.Has("discovering the whole host"), log.Lines())
 				return
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.devices, res.Devices)
-			require.True(t, log.has("jit mode: discovered XPUs "+tc.env[len("XPU_VISIBLE_DEVICES="):]+" only"), log.lines)
-			require.False(t, log.has("discovering the whole host"), log.lines)
+			require.True(t, log.Has("jit mode: discovered XPUs "+tc.env[len("XPU_VISIBLE_DEVICES="):]+" only"), log.Lines())
+			require.False(t, log.Has("discovering the whole host"), log.Lines())
 		})
 	}
 }

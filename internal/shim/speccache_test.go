@@ -14,34 +14,8 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/config"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 )
-
-// recorder is a logger.Interface that keeps what it is told.
-type recorder struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (r *recorder) add(level, f string, a ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, level+": "+fmt.Sprintf(f, a...))
-}
-func (r *recorder) Debugf(f string, a ...any) { r.add("debug", f, a...) }
-func (r *recorder) Infof(f string, a ...any)  { r.add("info", f, a...) }
-func (r *recorder) Warnf(f string, a ...any)  { r.add("warn", f, a...) }
-func (r *recorder) Errorf(f string, a ...any) { r.add("error", f, a...) }
-
-func (r *recorder) has(sub string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, l := range r.lines {
-		if strings.Contains(l, sub) {
-			return true
-		}
-	}
-	return false
-}
 
 // testSpec is a small CDI spec of kind vendor.test/xpu whose devices set
 // one variable each and whose spec-wide edits set a variable and a mount.
@@ -66,14 +40,14 @@ func cdiConfig(t *testing.T, specDirs ...string) *config.Config {
 
 // modify runs ModifyBundle on a fresh bundle asking for names by
 // annotation and returns the resulting spec and the log.
-func modify(t *testing.T, c *config.Config, names ...string) (*oci.Spec, *recorder, error) {
+func modify(t *testing.T, c *config.Config, names ...string) (*oci.Spec, *logtest.Recorder, error) {
 	t.Helper()
 	ann := map[string]string{}
 	for i, n := range names {
 		ann[fmt.Sprintf("cdi.k8s.io/t%d", i)] = "vendor.test/xpu=" + n
 	}
 	dir, _ := writeBundle(t, bundleSpec(false, ann))
-	log := &recorder{}
+	log := &logtest.Recorder{}
 	_, err := ModifyBundle(dir, c, WithLogger(log))
 	if err != nil {
 		return nil, log, err
@@ -88,7 +62,7 @@ func TestSpecCacheMissThenHit(t *testing.T) {
 
 	first, log, err := modify(t, c, "1", "0")
 	require.NoError(t, err)
-	require.False(t, log.has("spec cache hit"))
+	require.False(t, log.Has("spec cache hit"))
 	entries, err := filepath.Glob(filepath.Join(c.CacheDir, "cdi-*.json"))
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
@@ -101,7 +75,7 @@ func TestSpecCacheMissThenHit(t *testing.T) {
 
 	second, log, err := modify(t, c, "1", "0")
 	require.NoError(t, err)
-	require.True(t, log.has("spec cache hit"), log.lines)
+	require.True(t, log.Has("spec cache hit"), log.Lines())
 	require.Equal(t, first, second)
 	require.Contains(t, second.Process.Env, "SPEC=a")
 	require.Contains(t, second.Process.Env, "DEV_1=a")
@@ -140,14 +114,14 @@ func TestSpecCacheFollowsEveryChange(t *testing.T) {
 		step.change()
 		got, log, err := modify(t, c, "0")
 		require.NoError(t, err, step.description)
-		require.False(t, log.has("spec cache hit"), "%s: stale entry used", step.description)
+		require.False(t, log.Has("spec cache hit"), "%s: stale entry used", step.description)
 		for _, e := range step.wantEnv {
 			require.Contains(t, got.Process.Env, e, step.description)
 		}
 		// And the new entry is used next time.
 		again, log, err := modify(t, c, "0")
 		require.NoError(t, err)
-		require.True(t, log.has("spec cache hit"), step.description)
+		require.True(t, log.Has("spec cache hit"), step.description)
 		require.Equal(t, got, again, step.description)
 	}
 }
@@ -189,7 +163,7 @@ func TestSpecCacheInjectsAsTheLibrary(t *testing.T) {
 		for range 2 { // miss, then hit
 			got, log, err := modify(t, c, names...)
 			require.NoError(t, err, names)
-			require.True(t, log.has("conflicting device"), "the library's complaint is passed on: %v", log.lines)
+			require.True(t, log.Has("conflicting device"), "the library's complaint is passed on: %v", log.Lines())
 			got.Process.Env = slicesDelete(got.Process.Env, visibleDevicesEnv+"=")
 			require.Equal(t, roundTrip(t, want), roundTrip(t, got), names)
 		}
@@ -228,8 +202,8 @@ func TestSpecCacheDistrustsWhatOthersCanWrite(t *testing.T) {
 
 		got, log, err := modify(t, c, "0")
 		require.NoError(t, err)
-		require.True(t, log.has("not owned by the shim's user or writable by others"), log.lines)
-		require.False(t, log.has("spec cache hit"))
+		require.True(t, log.Has("not owned by the shim's user or writable by others"), log.Lines())
+		require.False(t, log.Has("spec cache hit"))
 		require.Equal(t, "/a", mountSource(got, "/a"))
 		// The miss replaced the entry with a private one.
 		st, err := os.Stat(entries[0])
@@ -243,8 +217,8 @@ func TestSpecCacheDistrustsWhatOthersCanWrite(t *testing.T) {
 		for range 2 {
 			_, log, err := modify(t, c, "0")
 			require.NoError(t, err)
-			require.True(t, log.has("spec cache not written"), log.lines)
-			require.False(t, log.has("spec cache hit"))
+			require.True(t, log.Has("spec cache not written"), log.Lines())
+			require.False(t, log.Has("spec cache hit"))
 		}
 		entries, _ := filepath.Glob(filepath.Join(c.CacheDir, "*"))
 		require.Empty(t, entries)
@@ -260,7 +234,7 @@ func TestSpecCacheDistrustsWhatOthersCanWrite(t *testing.T) {
 		require.NoError(t, os.Symlink(elsewhere, entries[0]))
 		_, log, err := modify(t, c, "0")
 		require.NoError(t, err)
-		require.False(t, log.has("spec cache hit"), "a symlinked entry is not followed")
+		require.False(t, log.Has("spec cache hit"), "a symlinked entry is not followed")
 	})
 	t.Run("entry is not JSON", func(t *testing.T) {
 		c := cdiConfig(t, specDir)
@@ -272,11 +246,11 @@ func TestSpecCacheDistrustsWhatOthersCanWrite(t *testing.T) {
 		require.NoError(t, os.WriteFile(entries[0], data[:len(data)-2], 0o600), "the snapshot is intact, the JSON after it cut")
 		got, log, err := modify(t, c, "0")
 		require.NoError(t, err)
-		require.True(t, log.has("spec cache not used"), log.lines)
+		require.True(t, log.Has("spec cache not used"), log.Lines())
 		require.Contains(t, got.Process.Env, "DEV_0=a")
 		_, log, err = modify(t, c, "0")
 		require.NoError(t, err)
-		require.True(t, log.has("spec cache hit"), "the broken entry was replaced")
+		require.True(t, log.Has("spec cache hit"), "the broken entry was replaced")
 	})
 }
 
@@ -297,7 +271,7 @@ func TestSpecCacheOff(t *testing.T) {
 	for range 2 {
 		got, log, err := modify(t, c, "0")
 		require.NoError(t, err)
-		require.False(t, log.has("spec cache"))
+		require.False(t, log.Has("spec cache"))
 		require.Contains(t, got.Process.Env, "DEV_0=a")
 	}
 }
@@ -412,6 +386,6 @@ func TestSpecCacheNotWrittenWhenTheSpecChangesDuringTheParse(t *testing.T) {
 	require.NoError(t, os.WriteFile(spec, []byte(testSpec("a", "0")), 0o644))
 	got, log, err := modify(t, c, "0")
 	require.NoError(t, err)
-	require.False(t, log.has("spec cache hit"))
+	require.False(t, log.Has("spec cache hit"))
 	require.Contains(t, got.Process.Env, "DEV_0=a")
 }
