@@ -27,6 +27,10 @@ const (
 
 	runcV2RuntimeType = "io.containerd.runc.v2"
 
+	// cdiAnnotationsPattern is the container_annotations entry of the
+	// runtime: the CDI annotation prefix, as a containerd wildcard.
+	cdiAnnotationsPattern = "cdi.k8s.io/*"
+
 	importsMarker = "# xpu-cdi: imports entry "
 	newKeySuffix  = " (new key)"
 )
@@ -73,7 +77,14 @@ func (c *Configurator) containerdDropIn(mainPath string, mainTree map[string]any
 		key: []string{"containerd", "runtimes", o.runtimeName},
 		value: map[string]any{
 			"runtime_type": runcV2RuntimeType,
-			"options":      map[string]any{"BinaryName": o.runtimePath},
+			// The CRI plugin copies a container's annotations into the
+			// OCI spec only for the keys its runtime lists: without this
+			// a cdi.k8s.io annotation (the device plugin's
+			// cdi-annotations strategy) never reaches the shim on
+			// containerd 1.6. Container annotations only: pod
+			// annotations are written by pod authors (docs/security.md).
+			"container_annotations": stringList([]string{cdiAnnotationsPattern}),
+			"options":               map[string]any{"BinaryName": o.runtimePath},
 		},
 	}}
 	if o.setAsDefault {
