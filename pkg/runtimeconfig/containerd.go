@@ -87,6 +87,14 @@ func (c *Configurator) containerdDropIn(mainPath string, mainTree map[string]any
 			"options":               map[string]any{"BinaryName": o.runtimePath},
 		},
 	}}
+	if _, ok := lookup(section, []string{"containerd", "runtimes", "runc"}); !ok && version == 2 && o.runtimeName != "runc" {
+		// containerd < 2.0 decodes the drop-in's runtimes table over the
+		// built-in one, which holds runc: a main file that relies on that
+		// built-in entry (Debian's containerd 1.6 package ships one) would
+		// lose runc, the default runtime, and every pod with it. The drop-in
+		// carries the built-in entry.
+		edits = append(edits, edit{key: []string{"containerd", "runtimes", "runc"}, value: map[string]any{"runtime_type": runcV2RuntimeType}})
+	}
 	if o.setAsDefault {
 		edits = append(edits, edit{key: []string{"containerd", "default_runtime_name"}, value: o.runtimeName})
 	}

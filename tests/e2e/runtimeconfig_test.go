@@ -49,6 +49,11 @@ func TestRuntimeConfigContainerdConfigDump(t *testing.T) {
 		// cdi: containerd 1.6 has no CDI keys.
 		cdi bool
 	}{
+		// Debian's containerd 1.6 package ships this file, which relies on
+		// the built-in runc runtime that the drop-in's table replaces.
+		{"containerd 1.6, Debian's packaged main", containerd16, "version = 2\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n" +
+			"    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n      conf_dir = \"/etc/cni/net.d\"\n" +
+			"  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"/var/lib/containerd/opt\"\n", 0, "io.containerd.grpc.v1.cri", false},
 		{"version 3 main", containerd2, "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n", 0, "io.containerd.cri.v1.runtime", true},
 		{"version 2 main", containerd2, v2Main, 0, "io.containerd.cri.v1.runtime", true},
 		{"no main", containerd2, "", 3, "io.containerd.cri.v1.runtime", true},
@@ -92,10 +97,14 @@ func TestRuntimeConfigContainerdConfigDump(t *testing.T) {
 				require.Empty(t, pod, "pod annotations must never be forwarded")
 			}
 			require.Equal(t, "xpu", lookupKey(t, dump, append(cri, "containerd", "default_runtime_name")...))
+			if !strings.Contains(tc.main, "runtimes.runc") {
+				require.Equal(t, "io.containerd.runc.v2", lookupKey(t, dump, append(rt, "runc", "runtime_type")...),
+					"the built-in runc runtime must survive the drop-in")
+			}
 			if tc.cdi {
 				require.Equal(t, []any{"/etc/cdi", "/var/run/cdi"}, lookupKey(t, dump, append(cri, "cdi_spec_dirs")...))
 			}
-			if tc.main != "" {
+			if strings.Contains(tc.main, "SystemdCgroup") {
 				require.Equal(t, true, lookupKey(t, dump, append(rt, "runc", "options", "SystemdCgroup")...),
 					"the main file's runc setting must survive the drop-in")
 			}
