@@ -397,3 +397,93 @@ func TestDevicePluginWaitsForKubeletAndNoXPU(t *testing.T) {
 	require.Contains(t, plugin.log.String(), "advertising no baidu.com/xpu: no Kunlun XPU found under "+tree.Root)
 	require.NoError(t, plugin.stop(t))
 }
+
+// TestDevicePluginContainerd16Shim: containerd 1.6 has no CDI, so its nodes
+// use the cdi-annotations strategy with xpu-container-runtime as the CRI
+// plugin's default runtime, registered by `xpu-cdi runtime configure
+// --runtime containerd --set-as-default` on a version 2 main file. The
+// plugin's annotation reaches the shim because the registered runtime lists
+// it in container_annotations, and the container sees exactly the
+// allocated XPUs. Two controls: the same annotation with runtime handler
+// runc gives nothing (containerd 1.6 does not resolve it), and through a
+// shim runtime entry without container_annotations the shim never sees it.
+func TestDevicePluginContainerd16Shim(t *testing.T) {
+	tree := FakeHost(t, fakehost.P800x8())
+	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
+	rootfs := glibcRootfs(t)
+	vendor := harness.UniqueVendor(t)
+	// The node's spec, read by the plugin's check and by the shim (cdi mode).
+	specDir := t.TempDir()
+	harness.WriteSpec(t, specDir, GenerateSpec(t, tree, vendor), vendor)
+	shim, shimLog := shimRuntime(t, tree, fmt.Sprintf("mode = \"cdi\"\nvendor = %q\nspec-dirs = [%q]\n", vendor, specDir))
+	c := harness.NewContainerd16(t, harness.WithCRI(),
+		harness.WithContainerdConfig(`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.xpu-plain]
+  runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.xpu-plain.options]
+    BinaryName = "`+shim+`"`),
+		harness.WithConfigEdit(func(t testing.TB, path string) {
+			configureRuntime(t, "--runtime", "containerd", "--config", path,
+				"--drop-in-file", filepath.Join(filepath.Dir(path), "conf.d", "99-xpu.toml"),
+				"--runtime-path", shim, "--set-as-default")
+		}))
+	harness.PrepareCRI(t, c)
+	image := c.ImportCRIImage(t, rootfs, "xpu-e2e-glibc")
+	baseline := devEntries(harness.CRIRunToCompletion(t, c, harness.CRIContainer{
+		Name: "xpu-dp16-none", Image: image, Command: []string{"sh", "-c", `for f in /dev/*; do echo "dev-entry $f"; done`},
+	}))
+	require.NotEmpty(t, baseline)
+
+	ctx := testCtx(t)
+	dir := kubeletDir(t)
+	k, err := kubelettest.Start(dir)
+	require.NoError(t, err)
+	t.Cleanup(k.Stop)
+	plugin := startDevicePlugin(t, tree, dir, "--vendor", vendor, "--device-list-strategy", "cdi-annotations", "--cdi-spec-dir", specDir)
+	reg, err := k.WaitRegistration(ctx)
+	require.NoError(t, err, plugin.log.String())
+	_, err = reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 8 && d[6].Health == pluginapi.Healthy })
+	require.NoError(t, err, plugin.log.String())
+	resp, err := allocate(ctx, reg, "3", "6")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"cdi.k8s.io/xpu-device-plugin_xpu": vendor + "/xpu=3," + vendor + "/xpu=6"}, resp.Annotations)
+
+	t.Run("default runtime: the shim", func(t *testing.T) {
+		size := fileSize(t, shimLog)
+		out := harness.CRIRunToCompletion(t, c, harness.CRIContainer{
+			Name: "xpu-dp16", Image: image, Command: []string{"sh", "-c", listXPUsAndLoad}, Annotations: resp.Annotations,
+		})
+		requireShimLogged(t, shimLog, size)
+		nodes, env := parseNodes(t, out)
+		wantNodes, wantEnv := expectWithVisible(tree, 3, 6)
+		require.Equal(t, wantNodes, nodes, "exactly the allocated nodes and /dev/xpuctrl, with the host's major:minor")
+		require.Equal(t, wantEnv, env)
+		require.Contains(t, out, "xpu devices: 2\n", "xpu-test must load libxpurt.so.1 (the hook ran) and count the allocated devices")
+		wantDev := maps.Clone(baseline)
+		for node := range wantNodes {
+			wantDev[node] = true
+		}
+		require.Equal(t, wantDev, devEntries(out), "/dev must hold what it holds without devices, plus the XPU nodes and nothing else")
+	})
+
+	for _, handler := range []string{"runc", "xpu-plain"} {
+		t.Run("handler "+handler+": no XPU", func(t *testing.T) {
+			size := fileSize(t, shimLog)
+			out := harness.CRIRunToCompletion(t, c, harness.CRIContainer{
+				Name: "xpu-dp16-" + handler, Image: image, Command: []string{"sh", "-c", listXPUs}, Annotations: resp.Annotations, RuntimeHandler: handler,
+			})
+			nodes, env := parseNodes(t, out)
+			require.Empty(t, nodes)
+			require.Empty(t, env)
+			if handler == "xpu-plain" {
+				// The shim ran and found no request in the OCI spec.
+				requireShimLogged(t, shimLog, size)
+				log, err := os.ReadFile(shimLog)
+				require.NoError(t, err)
+				require.Contains(t, string(log[size:]), "asks for no XPU")
+				require.NotContains(t, string(log[size:]), "gave XPUs")
+			} else {
+				require.Equal(t, size, fileSize(t, shimLog), "the shim ran for runtime handler runc")
+			}
+		})
+	}
+}
