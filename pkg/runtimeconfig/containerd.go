@@ -27,6 +27,10 @@ const (
 
 	runcV2RuntimeType = "io.containerd.runc.v2"
 
+	// cdiAnnotationsPattern is the container_annotations entry of the
+	// runtime: the CDI annotation prefix, as a containerd wildcard.
+	cdiAnnotationsPattern = "cdi.k8s.io/*"
+
 	importsMarker = "# xpu-cdi: imports entry "
 	newKeySuffix  = " (new key)"
 )
@@ -73,9 +77,24 @@ func (c *Configurator) containerdDropIn(mainPath string, mainTree map[string]any
 		key: []string{"containerd", "runtimes", o.runtimeName},
 		value: map[string]any{
 			"runtime_type": runcV2RuntimeType,
-			"options":      map[string]any{"BinaryName": o.runtimePath},
+			// The CRI plugin copies a container's annotations into the
+			// OCI spec only for the keys its runtime lists: without this
+			// a cdi.k8s.io annotation (the device plugin's
+			// cdi-annotations strategy) never reaches the shim on
+			// containerd 1.6. Container annotations only: pod
+			// annotations are written by pod authors (docs/security.md).
+			"container_annotations": stringList([]string{cdiAnnotationsPattern}),
+			"options":               map[string]any{"BinaryName": o.runtimePath},
 		},
 	}}
+	if _, ok := lookup(section, []string{"containerd", "runtimes", "runc"}); !ok && version == 2 && o.runtimeName != "runc" {
+		// containerd < 2.0 decodes the drop-in's runtimes table over the
+		// built-in one, which holds runc: a main file that relies on that
+		// built-in entry (Debian's containerd 1.6 package ships one) would
+		// lose runc, the default runtime, and every pod with it. The drop-in
+		// carries the built-in entry.
+		edits = append(edits, edit{key: []string{"containerd", "runtimes", "runc"}, value: map[string]any{"runtime_type": runcV2RuntimeType}})
+	}
 	if o.setAsDefault {
 		edits = append(edits, edit{key: []string{"containerd", "default_runtime_name"}, value: o.runtimeName})
 	}

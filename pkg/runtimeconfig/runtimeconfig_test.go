@@ -118,6 +118,16 @@ func TestConfigureGoldenRoundTrip(t *testing.T) {
 			initial:     files{"etc/containerd/config.toml": containerdV2Main},
 		},
 		{
+			// Debian's containerd 1.6 package: no runtimes table, so the
+			// drop-in carries the built-in runc entry it would replace.
+			description: "containerd-v2-debian-package",
+			engine:      Containerd,
+			initial: files{"etc/containerd/config.toml": "version = 2\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n" +
+				"    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n      conf_dir = \"/etc/cni/net.d\"\n" +
+				"  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"/var/lib/containerd/opt\"\n"},
+			opts: func(string) []Option { return []Option{WithSetAsDefault(true)} },
+		},
+		{
 			description: "containerd-v3-cdi",
 			engine:      Containerd,
 			initial:     files{"etc/containerd/config.toml": containerdV3Main},

@@ -2,12 +2,11 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,42 +103,6 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// criPod writes the pod and container configs of a CRI container that runs
-// sleep with the Allocate answer applied as the kubelet applies it (CDI
-// devices, annotations, environment) and returns their paths.
-func criPod(t *testing.T, name, image string, resp *pluginapi.ContainerAllocateResponse) (podPath, ctrPath string) {
-	t.Helper()
-	dir := t.TempDir()
-	pod := map[string]any{
-		"metadata": map[string]any{"name": name, "namespace": "default", "uid": name + "-uid", "attempt": 0},
-		// Host network: the harness's CRI has no CNI plugins.
-		"linux": map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}}},
-	}
-	var cdi []map[string]string
-	for _, d := range resp.GetCdiDevices() {
-		cdi = append(cdi, map[string]string{"name": d.GetName()})
-	}
-	var envs []map[string]string
-	for k, v := range resp.GetEnvs() {
-		envs = append(envs, map[string]string{"key": k, "value": v})
-	}
-	ctr := map[string]any{
-		"metadata":    map[string]any{"name": name},
-		"image":       map[string]any{"image": image},
-		"command":     []string{"sleep", "2147483647"},
-		"CDI_devices": cdi,
-		"annotations": resp.GetAnnotations(),
-		"envs":        envs,
-	}
-	podPath, ctrPath = filepath.Join(dir, "pod.json"), filepath.Join(dir, "container.json")
-	for path, v := range map[string]any{podPath: pod, ctrPath: ctr} {
-		data, err := json.Marshal(v)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path, data, 0o644))
-	}
-	return podPath, ctrPath
-}
-
 // importCRIImages imports the sandbox and test images into the CRI namespace.
 func importCRIImages(t *testing.T, c *harness.Containerd) string {
 	t.Helper()
@@ -161,26 +124,193 @@ func allocate(ctx context.Context, reg *kubelettest.Plugin, ids ...string) (*plu
 	return resp.ContainerResponses[0], nil
 }
 
-// TestDevicePluginContainerd2CRI registers the real xpu-device-plugin with a
-// test kubelet side (the real Registration API on a temporary kubelet.sock),
-// takes its Allocate answer (cdi-cri: CDI names) into a real CRI container on
-// containerd 2.x, which resolves them from the spec xpu-cdi wrote: the
-// container sees exactly the allocated XPUs. CRI-O is covered by the CRI-O
-// tests where they exist.
-func TestDevicePluginContainerd2CRI(t *testing.T) {
+// dpEngine starts a CRI engine whose runtime handler "xpu" is the
+// xpu-container-runtime wrapper shim (runc below it); its default handler
+// stays runc.
+type dpEngine struct {
+	name  string
+	start func(t *testing.T, shim string) harness.CRI
+}
+
+var dpEngines = []dpEngine{
+	{"containerd2", func(t *testing.T, shim string) harness.CRI {
+		return harness.NewContainerd(t, harness.WithContainerdConfig(`[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.xpu]
+  runtime_type = "io.containerd.runc.v2"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.xpu.options]
+    BinaryName = "`+shim+`"`))
+	}},
+	{"crio", func(t *testing.T, shim string) harness.CRI {
+		return harness.NewCRIO(t, harness.WithCRIOConfigEdit(func(t testing.TB, c *harness.CRIO) {
+			// What `xpu-cdi runtime configure --runtime crio` registers,
+			// plus a runtime root of the test's own (CRI-O's default for
+			// a handler without one is the host's /run/crun).
+			dropIn := fmt.Sprintf("[crio.runtime.runtimes.xpu]\nruntime_path = %q\nruntime_type = \"oci\"\nruntime_root = %q\n",
+				shim, filepath.Join(c.Dir, "xpu-runc"))
+			require.NoError(t, os.WriteFile(filepath.Join(c.ConfigDir, "50-xpu.conf"), []byte(dropIn), 0o644))
+		}))
+	}},
+}
+
+// TestDevicePluginCRI registers the real xpu-device-plugin with a test
+// kubelet side (the real Registration API on a temporary kubelet.sock), once
+// per device list strategy, and turns its Allocate answer into a real CRI
+// container on containerd 2.x and on CRI-O, as the kubelet would: cdi-cri
+// as the CRI CDI_devices field and cdi-annotations as a container
+// annotation, both resolved by the engine itself from the spec xpu-cdi
+// wrote (the shim does not run); envvar as a container variable with the
+// shim as runtime handler (accept-envvar-when-unprivileged = true: the pods
+// are unprivileged). The container sees exactly the allocated XPUs: those
+// nodes with the host's major:minor and /dev/xpuctrl, its /dev is that of a
+// container without devices plus those nodes, one XPU_CDI_DEVICE_<n> per
+// device, and the driver library loads (the hook ran).
+func TestDevicePluginCRI(t *testing.T) {
 	tree := FakeHost(t, fakehost.P800x8())
 	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
-	c := harness.NewContainerd(t)
+	rootfs := glibcRootfs(t)
 	vendor := harness.UniqueVendor(t)
-	c.WriteSpec(t, GenerateSpec(t, tree, vendor), vendor)
-	image := importCRIImages(t, c)
+	spec := GenerateSpec(t, tree, vendor)
+	shim, shimLog := shimRuntime(t, tree, "accept-envvar-when-unprivileged = true\n")
+
+	cases := []struct {
+		description string
+		strategy    string
+		ids         []string
+		handler     string // the CRI runtime handler, "" for runc
+		// answer checks the Allocate answer of the strategy.
+		answer func(t *testing.T, resp *pluginapi.ContainerAllocateResponse)
+		want   []int
+	}{
+		{
+			description: "cdi-cri: CDI_devices", strategy: "cdi-cri", ids: []string{"2", "5"},
+			answer: func(t *testing.T, resp *pluginapi.ContainerAllocateResponse) {
+				require.Len(t, resp.CdiDevices, 2)
+				require.Equal(t, vendor+"/xpu=2", resp.CdiDevices[0].Name)
+				require.Equal(t, vendor+"/xpu=5", resp.CdiDevices[1].Name)
+				require.Empty(t, resp.Annotations)
+				require.Empty(t, resp.Envs)
+			},
+			want: []int{2, 5},
+		},
+		{
+			description: "cdi-annotations: container annotation", strategy: "cdi-annotations", ids: []string{"3", "6"},
+			answer: func(t *testing.T, resp *pluginapi.ContainerAllocateResponse) {
+				require.Equal(t, map[string]string{"cdi.k8s.io/xpu-device-plugin_xpu": vendor + "/xpu=3," + vendor + "/xpu=6"}, resp.Annotations)
+				require.Empty(t, resp.CdiDevices)
+				require.Empty(t, resp.Envs)
+			},
+			want: []int{3, 6},
+		},
+		{
+			description: "envvar: XPU_VISIBLE_DEVICES through the shim", strategy: "envvar", ids: []string{"0", "7"}, handler: "xpu",
+			answer: func(t *testing.T, resp *pluginapi.ContainerAllocateResponse) {
+				require.Equal(t, map[string]string{"XPU_VISIBLE_DEVICES": "0,7"}, resp.Envs)
+				require.Empty(t, resp.CdiDevices)
+				require.Empty(t, resp.Annotations)
+			},
+			want: []int{0, 7},
+		},
+	}
+
+	for _, engine := range dpEngines {
+		t.Run(engine.name, func(t *testing.T) {
+			cri := engine.start(t, shim)
+			harness.PrepareCRI(t, cri)
+			image := cri.ImportCRIImage(t, rootfs, "xpu-e2e-glibc")
+			cri.WriteSpec(t, spec, vendor)
+			baseline := devEntries(harness.CRIRunToCompletion(t, cri, harness.CRIContainer{
+				Name: "xpu-dp-none", Image: image, Command: []string{"sh", "-c", `for f in /dev/*; do echo "dev-entry $f"; done`},
+			}))
+			require.NotEmpty(t, baseline)
+
+			for i, tc := range cases {
+				t.Run(tc.description, func(t *testing.T) {
+					ctx := testCtx(t)
+					dir := kubeletDir(t)
+					k, err := kubelettest.Start(dir)
+					require.NoError(t, err)
+					t.Cleanup(k.Stop)
+					specDir := cri.SpecDir()
+					if tc.strategy == "envvar" {
+						specDir = t.TempDir() // no spec check: the shim in jit mode needs none
+					}
+					plugin := startDevicePlugin(t, tree, dir, "--vendor", vendor, "--device-list-strategy", tc.strategy, "--cdi-spec-dir", specDir)
+					reg, err := k.WaitRegistration(ctx)
+					require.NoError(t, err, plugin.log.String())
+					_, err = reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool {
+						healthy := 0
+						for _, x := range d {
+							if x.Health == pluginapi.Healthy {
+								healthy++
+							}
+						}
+						return healthy == 8
+					})
+					require.NoError(t, err, plugin.log.String())
+
+					resp, err := allocate(ctx, reg, tc.ids...)
+					require.NoError(t, err)
+					tc.answer(t, resp)
+					var names []string
+					for _, d := range resp.CdiDevices {
+						names = append(names, d.Name)
+					}
+
+					size := fileSize(t, shimLog)
+					id, out := harness.CRIRunToExit(t, cri, harness.CRIContainer{
+						Name:           fmt.Sprintf("xpu-dp-%d", i),
+						Image:          image,
+						Command:        []string{"sh", "-c", listXPUsAndLoad},
+						CDIDevices:     names,
+						Annotations:    resp.Annotations,
+						Env:            resp.Envs,
+						RuntimeHandler: tc.handler,
+					})
+					nodes, env := parseNodes(t, out)
+					wantNodes, wantEnv := expect(tree, tc.want...)
+					if tc.handler == "xpu" {
+						wantNodes, wantEnv = expectWithVisible(tree, tc.want...)
+						requireShimLogged(t, shimLog, size)
+					} else {
+						require.Equal(t, size, fileSize(t, shimLog), "the shim ran for runtime handler runc")
+					}
+					require.Equal(t, wantNodes, nodes, "exactly the allocated nodes and /dev/xpuctrl, with the host's major:minor")
+					require.Equal(t, wantEnv, env)
+					require.Contains(t, out, fmt.Sprintf("xpu devices: %d\n", len(tc.want)),
+						"xpu-test must load libxpurt.so.1 (the hook ran) and count the allocated devices")
+					wantDev := maps.Clone(baseline)
+					for node := range wantNodes {
+						wantDev[node] = true
+					}
+					require.Equal(t, wantDev, devEntries(out), "/dev must hold what it holds without devices, plus the XPU nodes and nothing else")
+					if _, ok := cri.(*harness.Containerd); ok && len(names) > 0 {
+						// containerd's CRI keeps the CDI request with the
+						// container; CRI-O's status shows only the
+						// resolved OCI spec.
+						require.Contains(t, cri.MustCrictl(t, "inspect", id).Stdout, names[len(names)-1])
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestDevicePluginHealthAndLifecycle: the real plugin, registered with the
+// test kubelet side, prefers devices of one NUMA node, takes a device whose
+// driver state turns ERROR out of what can be allocated, names bad IDs,
+// registers again after a kubelet restart and removes its socket on
+// SIGTERM. No engine is involved.
+func TestDevicePluginHealthAndLifecycle(t *testing.T) {
+	tree := FakeHost(t, fakehost.P800x8())
+	vendor := harness.UniqueVendor(t)
+	specDir := t.TempDir()
+	harness.WriteSpec(t, specDir, GenerateSpec(t, tree, vendor), vendor)
 	ctx := testCtx(t)
 
 	dir := kubeletDir(t)
 	k, err := kubelettest.Start(dir)
 	require.NoError(t, err)
 	t.Cleanup(k.Stop)
-	plugin := startDevicePlugin(t, tree, dir, "--vendor", vendor, "--cdi-spec-dir", c.SpecDir())
+	plugin := startDevicePlugin(t, tree, dir, "--vendor", vendor, "--cdi-spec-dir", specDir)
 
 	reg, err := k.WaitRegistration(ctx)
 	require.NoError(t, err, plugin.log.String())
@@ -200,24 +330,6 @@ func TestDevicePluginContainerd2CRI(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1", "2"}, pref.ContainerResponses[0].DeviceIDs)
-
-	t.Run("allocated XPUs and only those", func(t *testing.T) {
-		resp, err := allocate(ctx, reg, "2", "5")
-		require.NoError(t, err)
-		require.Len(t, resp.CdiDevices, 2)
-		require.Equal(t, vendor+"/xpu=2", resp.CdiDevices[0].Name)
-		require.Equal(t, vendor+"/xpu=5", resp.CdiDevices[1].Name)
-
-		pod, ctr := criPod(t, "xpu-dp-cri", image, resp)
-		id := strings.TrimSpace(c.MustCrictl(t, "run", ctr, pod).Stdout)
-		r := c.MustCrictl(t, "exec", id, "sh", "-c", listXPUs)
-		nodes, env := parseNodes(t, r.Stdout)
-		wantNodes, wantEnv := expect(tree, 2, 5)
-		require.Equal(t, wantNodes, nodes)
-		require.Equal(t, wantEnv, env)
-		// The CRI keeps the CDI request with the container.
-		require.Contains(t, c.MustCrictl(t, "inspect", id).Stdout, vendor+"/xpu=5")
-	})
 
 	t.Run("device in error state", func(t *testing.T) {
 		state := tree.Path("/proc/xpu/dev5/state")
@@ -286,110 +398,92 @@ func TestDevicePluginWaitsForKubeletAndNoXPU(t *testing.T) {
 	require.NoError(t, plugin.stop(t))
 }
 
-// TestDevicePluginContainerd2Annotations: the plugin's cdi-annotations
-// answer becomes a CRI container annotation (cdi.k8s.io/...), which
-// containerd 2.x resolves itself (its CRI always handles CDI, annotations
-// included): the container sees exactly the allocated XPUs. The same
-// annotation through xpu-container-runtime is TestShimContainerd16's (a CRI
-// that knows CDI never lets the annotation reach a runtime unresolved).
-func TestDevicePluginContainerd2Annotations(t *testing.T) {
+// TestDevicePluginContainerd16Shim: containerd 1.6 has no CDI, so its nodes
+// use the cdi-annotations strategy with xpu-container-runtime as the CRI
+// plugin's default runtime, registered by `xpu-cdi runtime configure
+// --runtime containerd --set-as-default` on a version 2 main file. The
+// plugin's annotation reaches the shim because the registered runtime lists
+// it in container_annotations, and the container sees exactly the
+// allocated XPUs. Two controls: the same annotation with runtime handler
+// runc gives nothing (containerd 1.6 does not resolve it), and through a
+// shim runtime entry without container_annotations the shim never sees it.
+func TestDevicePluginContainerd16Shim(t *testing.T) {
 	tree := FakeHost(t, fakehost.P800x8())
 	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
-	c := harness.NewContainerd(t)
+	rootfs := glibcRootfs(t)
 	vendor := harness.UniqueVendor(t)
-	c.WriteSpec(t, GenerateSpec(t, tree, vendor), vendor)
-	image := importCRIImages(t, c)
-	ctx := testCtx(t)
+	// The node's spec, read by the plugin's check and by the shim (cdi mode).
+	specDir := t.TempDir()
+	harness.WriteSpec(t, specDir, GenerateSpec(t, tree, vendor), vendor)
+	shim, shimLog := shimRuntime(t, tree, fmt.Sprintf("mode = \"cdi\"\nvendor = %q\nspec-dirs = [%q]\n", vendor, specDir))
+	c := harness.NewContainerd16(t, harness.WithCRI(),
+		harness.WithContainerdConfig(`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.xpu-plain]
+  runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.xpu-plain.options]
+    BinaryName = "`+shim+`"`),
+		harness.WithConfigEdit(func(t testing.TB, path string) {
+			configureRuntime(t, "--runtime", "containerd", "--config", path,
+				"--drop-in-file", filepath.Join(filepath.Dir(path), "conf.d", "99-xpu.toml"),
+				"--runtime-path", shim, "--set-as-default")
+		}))
+	harness.PrepareCRI(t, c)
+	image := c.ImportCRIImage(t, rootfs, "xpu-e2e-glibc")
+	baseline := devEntries(harness.CRIRunToCompletion(t, c, harness.CRIContainer{
+		Name: "xpu-dp16-none", Image: image, Command: []string{"sh", "-c", `for f in /dev/*; do echo "dev-entry $f"; done`},
+	}))
+	require.NotEmpty(t, baseline)
 
+	ctx := testCtx(t)
 	dir := kubeletDir(t)
 	k, err := kubelettest.Start(dir)
 	require.NoError(t, err)
 	t.Cleanup(k.Stop)
-	plugin := startDevicePlugin(t, tree, dir, "--vendor", vendor, "--device-list-strategy", "cdi-annotations", "--cdi-spec-dir", c.SpecDir())
+	plugin := startDevicePlugin(t, tree, dir, "--vendor", vendor, "--device-list-strategy", "cdi-annotations", "--cdi-spec-dir", specDir)
 	reg, err := k.WaitRegistration(ctx)
 	require.NoError(t, err, plugin.log.String())
-	_, err = reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 8 && d[3].Health == pluginapi.Healthy })
+	_, err = reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 8 && d[6].Health == pluginapi.Healthy })
 	require.NoError(t, err, plugin.log.String())
-
 	resp, err := allocate(ctx, reg, "3", "6")
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"cdi.k8s.io/xpu-device-plugin_xpu": vendor + "/xpu=3," + vendor + "/xpu=6"}, resp.Annotations)
-	require.Empty(t, resp.CdiDevices)
 
-	pod, ctr := criPod(t, "xpu-dp-annotations", image, resp)
-	id := strings.TrimSpace(c.MustCrictl(t, "run", ctr, pod).Stdout)
-	r := c.MustCrictl(t, "exec", id, "sh", "-c", listXPUs)
-	nodes, env := parseNodes(t, r.Stdout)
-	wantNodes, wantEnv := expect(tree, 3, 6)
-	require.Equal(t, wantNodes, nodes)
-	require.Equal(t, wantEnv, env)
-}
-
-// TestDevicePluginContainerd2ShimEnvvar: the plugin's envvar answer
-// (XPU_VISIBLE_DEVICES) as a CRI container variable on containerd 2.x with
-// xpu-container-runtime as the runtime handler and
-// accept-envvar-when-unprivileged = true: the shim gives the container
-// exactly the allocated XPUs (containerd does not touch the variable, so the
-// shim is what resolves it).
-func TestDevicePluginContainerd2ShimEnvvar(t *testing.T) {
-	tree := FakeHost(t, fakehost.P800x8())
-	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
-	shim, _ := shimRuntime(t, tree, "accept-envvar-when-unprivileged = true\n")
-	c := harness.NewContainerd(t, harness.WithContainerdConfig(`[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.xpu]
-  runtime_type = "io.containerd.runc.v2"
-  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.xpu.options]
-    BinaryName = "`+shim+`"`))
-	image := importCRIImages(t, c)
-	ctx := testCtx(t)
-
-	dir := kubeletDir(t)
-	k, err := kubelettest.Start(dir)
-	require.NoError(t, err)
-	t.Cleanup(k.Stop)
-	// No spec check for envvar: the shim in jit mode needs none.
-	plugin := startDevicePlugin(t, tree, dir, "--device-list-strategy", "envvar", "--cdi-spec-dir", t.TempDir())
-	reg, err := k.WaitRegistration(ctx)
-	require.NoError(t, err, plugin.log.String())
-	devs, err := reg.NextDevices(ctx)
-	require.NoError(t, err)
-	require.Len(t, devs, 8)
-	require.Equal(t, pluginapi.Healthy, devs[7].Health, plugin.log.String())
-
-	resp, err := allocate(ctx, reg, "0", "7")
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"XPU_VISIBLE_DEVICES": "0,7"}, resp.Envs)
-
-	pod, ctr := criPod(t, "xpu-dp-envvar", image, resp)
-	id := strings.TrimSpace(c.MustCrictl(t, "run", "--runtime", "xpu", ctr, pod).Stdout)
-	nodes, _ := parseNodes(t, c.MustCrictl(t, "exec", id, "sh", "-c", listXPUs).Stdout)
-	// The shim edits the container's own process; crictl exec starts others
-	// from containerd's copy of the spec, so read that process's variables
-	// from the host.
-	env := containerProcessEnv(t, c, id)
-	wantNodes, wantEnv := expectWithVisible(tree, 0, 7)
-	require.Equal(t, wantNodes, nodes)
-	require.Equal(t, wantEnv, env)
-}
-
-// containerProcessEnv returns the XPU variables of the main process of a CRI
-// container, sorted.
-func containerProcessEnv(t *testing.T, c *harness.Containerd, id string) []string {
-	t.Helper()
-	var out struct {
-		Info struct {
-			Pid int `json:"pid"`
-		} `json:"info"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(c.MustCrictl(t, "inspect", id).Stdout), &out))
-	require.NotZero(t, out.Info.Pid)
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", out.Info.Pid))
-	require.NoError(t, err)
-	var env []string
-	for _, e := range strings.Split(string(data), "\x00") {
-		if strings.HasPrefix(e, "XPU") {
-			env = append(env, e)
+	t.Run("default runtime: the shim", func(t *testing.T) {
+		size := fileSize(t, shimLog)
+		out := harness.CRIRunToCompletion(t, c, harness.CRIContainer{
+			Name: "xpu-dp16", Image: image, Command: []string{"sh", "-c", listXPUsAndLoad}, Annotations: resp.Annotations,
+		})
+		requireShimLogged(t, shimLog, size)
+		nodes, env := parseNodes(t, out)
+		wantNodes, wantEnv := expectWithVisible(tree, 3, 6)
+		require.Equal(t, wantNodes, nodes, "exactly the allocated nodes and /dev/xpuctrl, with the host's major:minor")
+		require.Equal(t, wantEnv, env)
+		require.Contains(t, out, "xpu devices: 2\n", "xpu-test must load libxpurt.so.1 (the hook ran) and count the allocated devices")
+		wantDev := maps.Clone(baseline)
+		for node := range wantNodes {
+			wantDev[node] = true
 		}
+		require.Equal(t, wantDev, devEntries(out), "/dev must hold what it holds without devices, plus the XPU nodes and nothing else")
+	})
+
+	for _, handler := range []string{"runc", "xpu-plain"} {
+		t.Run("handler "+handler+": no XPU", func(t *testing.T) {
+			size := fileSize(t, shimLog)
+			out := harness.CRIRunToCompletion(t, c, harness.CRIContainer{
+				Name: "xpu-dp16-" + handler, Image: image, Command: []string{"sh", "-c", listXPUs}, Annotations: resp.Annotations, RuntimeHandler: handler,
+			})
+			nodes, env := parseNodes(t, out)
+			require.Empty(t, nodes)
+			require.Empty(t, env)
+			if handler == "xpu-plain" {
+				// The shim ran and found no request in the OCI spec.
+				requireShimLogged(t, shimLog, size)
+				log, err := os.ReadFile(shimLog)
+				require.NoError(t, err)
+				require.Contains(t, string(log[size:]), "asks for no XPU")
+				require.NotContains(t, string(log[size:]), "gave XPUs")
+			} else {
+				require.Equal(t, size, fileSize(t, shimLog), "the shim ran for runtime handler runc")
+			}
+		})
 	}
-	sort.Strings(env)
-	return env
 }

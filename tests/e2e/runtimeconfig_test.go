@@ -27,24 +27,41 @@ func lookupKey(t *testing.T, tree map[string]any, key ...string) any {
 	return cur
 }
 
-// containerd 2.x loads the produced main file and drop-in: `containerd
-// config dump` (the merged effective config) shows the runtime, the default
-// and the CDI directories, keeps what the main file set, and logs no
+// containerd 2.x, and Debian's containerd 1.6 for a version 2 main file,
+// load the produced main file and drop-in: `containerd config dump` (the
+// merged effective config) shows the runtime, the default and (2.x) the CDI
+// directories, the runtime's container_annotations = ["cdi.k8s.io/*"] and no
+// pod annotation forwarded, keeps what the main file set, and logs no
 // unknown-key warning.
 func TestRuntimeConfigContainerdConfigDump(t *testing.T) {
 	harness.RequiresRoot(t)
-	containerd := harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "containerd"))
+	containerd2 := harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "containerd"))
+	containerd16 := harness.RequiresTool(t, harness.Containerd16Bin)
+	const v2Main = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n"
 	tests := []struct {
 		description string
+		containerd  string
 		main        string // "" = no main file
 		version     int
+		// plugin is the CRI runtime plugin in the dump: containerd 2.x
+		// shows a version 2 file migrated to version 3.
+		plugin string
+		// cdi: containerd 1.6 has no CDI keys.
+		cdi bool
 	}{
-		{"version 3 main", "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n", 0},
-		{"version 2 main", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n", 0},
-		{"no main", "", 3},
+		// Debian's containerd 1.6 package ships this file, which relies on
+		// the built-in runc runtime that the drop-in's table replaces.
+		{"containerd 1.6, Debian's packaged main", containerd16, "version = 2\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n" +
+			"    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n      conf_dir = \"/etc/cni/net.d\"\n" +
+			"  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"/var/lib/containerd/opt\"\n", 0, "io.containerd.grpc.v1.cri", false},
+		{"version 3 main", containerd2, "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n", 0, "io.containerd.cri.v1.runtime", true},
+		{"version 2 main", containerd2, v2Main, 0, "io.containerd.cri.v1.runtime", true},
+		{"no main", containerd2, "", 3, "io.containerd.cri.v1.runtime", true},
+		{"containerd 1.6, version 2 main", containerd16, v2Main, 0, "io.containerd.grpc.v1.cri", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
+			containerd := tc.containerd
 			dir := t.TempDir()
 			mainPath := filepath.Join(dir, "config.toml")
 			if tc.main != "" {
@@ -55,7 +72,7 @@ func TestRuntimeConfigContainerdConfigDump(t *testing.T) {
 				runtimeconfig.WithConfigPath(mainPath),
 				runtimeconfig.WithDropInPath(filepath.Join(dir, "conf.d", "99-xpu.toml")),
 				runtimeconfig.WithRuntimePath(shim),
-				runtimeconfig.WithSetAsDefault(true), runtimeconfig.WithCDI(true),
+				runtimeconfig.WithSetAsDefault(true), runtimeconfig.WithCDI(tc.cdi),
 				runtimeconfig.WithContainerdConfigVersion(tc.version))
 			require.NoError(t, err)
 			plan, err := c.Configure()
@@ -70,13 +87,24 @@ func TestRuntimeConfigContainerdConfigDump(t *testing.T) {
 
 			dump := map[string]any{}
 			require.NoError(t, toml.Unmarshal(stdout.Bytes(), &dump))
-			cri := []string{"plugins", "io.containerd.cri.v1.runtime"}
+			cri := []string{"plugins", tc.plugin}
 			rt := append(append([]string{}, cri...), "containerd", "runtimes")
 			require.Equal(t, shim, lookupKey(t, dump, append(rt, "xpu", "options", "BinaryName")...))
 			require.Equal(t, "io.containerd.runc.v2", lookupKey(t, dump, append(rt, "xpu", "runtime_type")...))
+			require.Equal(t, []any{"cdi.k8s.io/*"}, lookupKey(t, dump, append(rt, "xpu", "container_annotations")...),
+				"the CRI plugin must pass cdi.k8s.io container annotations to the shim")
+			if pod, ok := lookupKey(t, dump, append(rt, "xpu")...).(map[string]any)["pod_annotations"]; ok {
+				require.Empty(t, pod, "pod annotations must never be forwarded")
+			}
 			require.Equal(t, "xpu", lookupKey(t, dump, append(cri, "containerd", "default_runtime_name")...))
-			require.Equal(t, []any{"/etc/cdi", "/var/run/cdi"}, lookupKey(t, dump, append(cri, "cdi_spec_dirs")...))
-			if tc.main != "" {
+			if !strings.Contains(tc.main, "runtimes.runc") {
+				require.Equal(t, "io.containerd.runc.v2", lookupKey(t, dump, append(rt, "runc", "runtime_type")...),
+					"the built-in runc runtime must survive the drop-in")
+			}
+			if tc.cdi {
+				require.Equal(t, []any{"/etc/cdi", "/var/run/cdi"}, lookupKey(t, dump, append(cri, "cdi_spec_dirs")...))
+			}
+			if strings.Contains(tc.main, "SystemdCgroup") {
 				require.Equal(t, true, lookupKey(t, dump, append(rt, "runc", "options", "SystemdCgroup")...),
 					"the main file's runc setting must survive the drop-in")
 			}

@@ -64,7 +64,10 @@ func WithContainerdConfig(toml string) ContainerdOption {
 }
 
 // WithCRI keeps containerd 1.6's CRI plugin enabled (it is disabled by
-// default there; containerd 2.x always has it, for CDI).
+// default there; containerd 2.x always has it, for CDI), set up as for
+// containerd 2.x (sandbox image CRISandboxImage, private CNI directories,
+// restrict_oom_score_adj) and served to Crictl; its section is
+// plugins."io.containerd.grpc.v1.cri" of the main file.
 func WithCRI() ContainerdOption {
 	return func(o *containerdOptions) { o.cri = true }
 }
@@ -155,7 +158,7 @@ func newContainerd(t testing.TB, major int, bin, ctrBin, path string, opts []Con
 			t.Errorf("cleaning up the cgroups of containerd: %v", err)
 		}
 	})
-	if major == 2 {
+	if major == 2 || o.cri {
 		if crictl, err := lookTool(filepath.Join(ToolsBin(), "crictl")); err == nil {
 			crictlConf := filepath.Join(dir, "crictl.yaml")
 			if err := writeFile(crictlConf, []byte("runtime-endpoint: unix://"+c.Address+"\nimage-endpoint: unix://"+c.Address+"\ntimeout: 60\ndisable-pull-on-run: true\n")); err != nil {
@@ -217,8 +220,22 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 
 func containerd16Config(dir, address string, cri bool) string {
 	disabled := `disabled_plugins = ["io.containerd.grpc.v1.cri"]`
+	criSection := ""
 	if cri {
+		// As for containerd 2.x: no TCP service, a local sandbox image,
+		// private CNI directories, and restrict_oom_score_adj for hosts
+		// without CAP_SYS_RESOURCE. containerd 1.6 has no CDI.
 		disabled = ""
+		criSection = fmt.Sprintf(`  [plugins."io.containerd.grpc.v1.cri"]
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    sandbox_image = %[1]q
+    restrict_oom_score_adj = true
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      conf_dir = %[2]q
+      bin_dir = %[3]q
+`, CRISandboxImage, filepath.Join(dir, "cni", "net.d"), filepath.Join(dir, "cni", "bin"))
 	}
 	return fmt.Sprintf(`version = 2
 root = %[1]q
@@ -234,8 +251,8 @@ state = %[2]q
 [plugins]
   [plugins."io.containerd.internal.v1.opt"]
     path = %[5]q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), address, address+".ttrpc",
-		filepath.Join(dir, "opt"), disabled)
+%[7]s`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), address, address+".ttrpc",
+		filepath.Join(dir, "opt"), disabled, criSection)
 }
 
 // SpecDir is the CDI spec directory of the CRI plugin (containerd 2.x).
@@ -285,12 +302,13 @@ func (c *Containerd) ImportImage(t testing.TB, rootfsDir, name string, opts ...I
 }
 
 // Crictl runs crictl (from ToolsBin) against the CRI plugin of this
-// containerd 2.x; a non-zero exit is returned, not a failure.
+// containerd 2.x (or 1.6 WithCRI); a non-zero exit is returned, not a
+// failure.
 func (c *Containerd) Crictl(t testing.TB, args ...string) Result {
 	t.Helper()
 	if c.crictl == nil {
 		if c.Major != 2 {
-			t.Fatalf("Crictl: the CRI plugin is only set up for containerd 2.x")
+			t.Fatalf("Crictl: the CRI plugin of containerd 1.6 is only set up WithCRI")
 		}
 		RequiresTool(t, filepath.Join(ToolsBin(), "crictl"))
 	}

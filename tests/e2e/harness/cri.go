@@ -181,8 +181,17 @@ func removePods(t testing.TB, cri CRI, filter ...string) {
 // returns what it wrote to stdout and stderr.
 func CRIRunToCompletion(t testing.TB, cri CRI, c CRIContainer) string {
 	t.Helper()
-	id := strings.TrimSpace(CRIRun(t, cri, c).RequireSuccess(t).Stdout)
-	defer CRIRemovePod(t, cri, c.Name)
+	_, out := CRIRunToExit(t, cri, c)
+	CRIRemovePod(t, cri, c.Name)
+	return out
+}
+
+// CRIRunToExit is CRIRunToCompletion that keeps the exited container, for
+// `crictl inspect`: it returns the container ID and the output, and the pod
+// is removed at the end of the test (or earlier with CRIRemovePod).
+func CRIRunToExit(t testing.TB, cri CRI, c CRIContainer) (id, output string) {
+	t.Helper()
+	id = strings.TrimSpace(CRIRun(t, cri, c).RequireSuccess(t).Stdout)
 	deadline := time.Now().Add(CRITimeout)
 	for {
 		state := cri.MustCrictl(t, "inspect", "--output", "go-template", "--template", "{{.status.state}} {{.status.exitCode}}", id).Stdout
@@ -192,7 +201,7 @@ func CRIRunToCompletion(t testing.TB, cri CRI, c CRIContainer) string {
 			if state != "CONTAINER_EXITED 0" {
 				t.Fatalf("%s container %s: %s; output:\n%s%s", cri.EngineName(), c.Name, state, logs.Stdout, logs.Stderr)
 			}
-			return logs.Stdout + logs.Stderr
+			return id, logs.Stdout + logs.Stderr
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s container %s still %q after %s", cri.EngineName(), c.Name, state, CRITimeout)
