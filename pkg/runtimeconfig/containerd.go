@@ -35,6 +35,12 @@ const (
 	newKeySuffix  = " (new key)"
 )
 
+// cdiEnabled reports whether a version 2 CRI plugin section enables CDI.
+func cdiEnabled(section map[string]any) bool {
+	v, ok := lookup(section, []string{"enable_cdi"})
+	return ok && v == true
+}
+
 func criPlugin(version int) string {
 	if version == 2 {
 		return criPluginV2
@@ -73,20 +79,22 @@ func (c *Configurator) containerdDropIn(mainPath string, mainTree map[string]any
 		}
 		section, _ = deepCopy(m).(map[string]any)
 	}
-	edits := []edit{{
-		key: []string{"containerd", "runtimes", o.runtimeName},
-		value: map[string]any{
-			"runtime_type": runcV2RuntimeType,
-			// The CRI plugin copies a container's annotations into the
-			// OCI spec only for the keys its runtime lists: without this
-			// a cdi.k8s.io annotation (the device plugin's
-			// cdi-annotations strategy) never reaches the shim on
-			// containerd 1.6. Container annotations only: pod
-			// annotations are written by pod authors (docs/security.md).
-			"container_annotations": stringList([]string{cdiAnnotationsPattern}),
-			"options":               map[string]any{"BinaryName": o.runtimePath},
-		},
-	}}
+	runtime := map[string]any{
+		"runtime_type": runcV2RuntimeType,
+		"options":      map[string]any{"BinaryName": o.runtimePath},
+	}
+	if version == 2 && !o.enableCDI && !cdiEnabled(section) {
+		// The CRI plugin copies a container's annotations into the OCI
+		// spec only for the keys its runtime lists: without this a
+		// cdi.k8s.io annotation (the device plugin's cdi-annotations
+		// strategy) never reaches the shim on containerd 1.6. Where the
+		// CRI plugin resolves CDI itself (containerd 2.x, or enable_cdi)
+		// it is left out: the shim would apply the same edits again, and
+		// run the hook twice. Container annotations only: pod annotations
+		// are written by pod authors (docs/security.md).
+		runtime["container_annotations"] = stringList([]string{cdiAnnotationsPattern})
+	}
+	edits := []edit{{key: []string{"containerd", "runtimes", o.runtimeName}, value: runtime}}
 	if _, ok := lookup(section, []string{"containerd", "runtimes", "runc"}); !ok && version == 2 && o.runtimeName != "runc" {
 		// containerd < 2.0 decodes the drop-in's runtimes table over the
 		// built-in one, which holds runc: a main file that relies on that

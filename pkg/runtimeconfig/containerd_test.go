@@ -19,16 +19,22 @@ func TestContainerdForwardsCDIContainerAnnotations(t *testing.T) {
 		description string
 		main        string
 		plugin      string
+		opts        []Option
+		// forwarded: the CRI plugin resolves no CDI itself, so the
+		// annotations must reach the shim.
+		forwarded bool
 	}{
-		{"version 2", "version = 2\n", criPluginV2},
-		{"version 3", "version = 3\n", criPluginV3},
+		{"version 2", "version = 2\n", criPluginV2, nil, true},
+		{"version 2, CDI enabled by configure", "version = 2\n", criPluginV2, []Option{WithCDI(true)}, false},
+		{"version 2, CDI enabled in the main file", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = true\n", criPluginV2, nil, false},
+		{"version 3 (containerd 2.x resolves CDI itself)", "version = 3\n", criPluginV3, nil, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
 			root := t.TempDir()
 			writeFiles(t, root, files{DefaultContainerdConfig: tc.main})
 			before := snapshot(t, root)
-			c, err := New(Containerd, rootedPaths(Containerd, root)...)
+			c, err := New(Containerd, append(rootedPaths(Containerd, root), tc.opts...)...)
 			require.NoError(t, err)
 			plan, err := c.Configure()
 			require.NoError(t, err)
@@ -43,7 +49,11 @@ func TestContainerdForwardsCDIContainerAnnotations(t *testing.T) {
 			require.True(t, ok, "no xpu runtime in the drop-in:\n%s", b)
 			entry, ok := rt.(map[string]any)
 			require.True(t, ok)
-			require.Equal(t, []any{"cdi.k8s.io/*"}, entry["container_annotations"])
+			if tc.forwarded {
+				require.Equal(t, []any{"cdi.k8s.io/*"}, entry["container_annotations"])
+			} else {
+				require.NotContains(t, entry, "container_annotations", "the CRI plugin resolves CDI: the shim would apply the edits again")
+			}
 			require.NotContains(t, entry, "pod_annotations", "pod annotations must never be forwarded")
 
 			rev, err := c.Revert()
