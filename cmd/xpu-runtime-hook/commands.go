@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -15,10 +16,10 @@ import (
 // and what it does in the container root with them.
 type subcommand struct {
 	name, usage string
-	// folders and links say which flags the subcommand takes; at least
-	// one value of one of them must be given.
+	// folders (--folder and --library) and links (--link) say which flags
+	// the subcommand takes; at least one value of one of them must be given.
 	folders, links bool
-	run            func(log *logrus.Logger, root *rootfs.Root, folders []string, links []hook.Link) error
+	run            func(log *logrus.Logger, root *rootfs.Root, f *libraryFlags) error
 }
 
 // subcommands are the hook's subcommands. setup-libraries is the one the
@@ -27,11 +28,12 @@ type subcommand struct {
 var subcommands = []subcommand{
 	{
 		name:    "setup-libraries",
-		usage:   "update-ldcache for the --folder folders, then create-symlinks for the --link links, in one hook process",
+		usage:   "update-ldcache for the --folder folders and --library files, then create-symlinks for the --link links, in one hook process",
 		folders: true, links: true,
-		run: func(log *logrus.Logger, root *rootfs.Root, folders []string, links []hook.Link) error {
-			if len(folders) > 0 {
-				err := hook.UpdateLDCache(root, folders, hook.WithLogger(log))
+		run: func(log *logrus.Logger, root *rootfs.Root, f *libraryFlags) error {
+			links := f.parsed
+			if folders, files := f.folderList(), f.fileList(); len(folders)+len(files) > 0 {
+				err := hook.UpdateLDCache(root, folders, hook.WithLibraryFiles(files...), hook.WithLogger(log))
 				switch {
 				case err == nil:
 				case benign(err) && len(links) > 0:
@@ -50,18 +52,18 @@ var subcommands = []subcommand{
 	},
 	{
 		name:    "update-ldcache",
-		usage:   "make the libraries in the given container folders resolvable by the container's dynamic loader",
+		usage:   "make the libraries in the given container folders (and library files) resolvable by the container's dynamic loader",
 		folders: true,
-		run: func(log *logrus.Logger, root *rootfs.Root, folders []string, _ []hook.Link) error {
-			return hook.UpdateLDCache(root, folders, hook.WithLogger(log))
+		run: func(log *logrus.Logger, root *rootfs.Root, f *libraryFlags) error {
+			return hook.UpdateLDCache(root, f.folderList(), hook.WithLibraryFiles(f.fileList()...), hook.WithLogger(log))
 		},
 	},
 	{
 		name:  "create-symlinks",
 		usage: "create symlinks in the container (TARGET is the link's text, LINK an absolute path in the container)",
 		links: true,
-		run: func(log *logrus.Logger, root *rootfs.Root, _ []string, links []hook.Link) error {
-			return hook.CreateSymlinks(root, links, hook.WithLogger(log))
+		run: func(log *logrus.Logger, root *rootfs.Root, f *libraryFlags) error {
+			return hook.CreateSymlinks(root, f.parsed, hook.WithLogger(log))
 		},
 	},
 }
@@ -74,8 +76,8 @@ func (s subcommand) command(log *logrus.Logger, stdin io.Reader) *cli.Command {
 	var flags []cli.Flag
 	var wanted []string
 	if s.folders {
-		flags = append(flags, f.folderFlag())
-		wanted = append(wanted, "--folder")
+		flags = append(flags, f.folderFlag(), f.libraryFlag())
+		wanted = append(wanted, "--folder", "--library")
 	}
 	if s.links {
 		flags = append(flags, f.linkFlag())
@@ -91,11 +93,13 @@ func (s subcommand) command(log *logrus.Logger, stdin io.Reader) *cli.Command {
 					return err
 				}
 			}
-			if len(f.parsed) == 0 && len(f.folderList()) == 0 {
-				if len(wanted) == 2 {
-					return fmt.Errorf("%s: give at least one %s or %s", s.name, wanted[0], wanted[1])
+			if len(f.parsed)+len(f.folderList())+len(f.fileList()) == 0 {
+				n := len(wanted)
+				choice := wanted[n-1]
+				if n > 1 {
+					choice = strings.Join(wanted[:n-1], ", ") + " or " + choice
 				}
-				return fmt.Errorf("%s: give at least one %s", s.name, wanted[0])
+				return fmt.Errorf("%s: give at least one %s", s.name, choice)
 			}
 			return nil
 		},
@@ -105,7 +109,7 @@ func (s subcommand) command(log *logrus.Logger, stdin io.Reader) *cli.Command {
 				return err
 			}
 			defer root.Close()
-			return s.run(log, root, f.folderList(), f.parsed)
+			return s.run(log, root, f)
 		},
 	}
 }

@@ -9,10 +9,11 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/hook"
 )
 
-// libraryFlags are the --folder and --link flags of update-ldcache,
-// create-symlinks and setup-libraries.
+// libraryFlags are the --folder, --library and --link flags of
+// update-ldcache, create-symlinks and setup-libraries.
 type libraryFlags struct {
 	folders cli.StringSlice
+	files   cli.StringSlice
 	links   cli.StringSlice
 	parsed  []hook.Link
 }
@@ -23,6 +24,15 @@ func (f *libraryFlags) folderFlag() cli.Flag {
 		Usage:       "a library folder in the container (repeatable)",
 		EnvVars:     []string{envPrefix + "FOLDERS"},
 		Destination: &f.folders,
+	}
+}
+
+func (f *libraryFlags) libraryFlag() cli.Flag {
+	return &cli.StringSliceFlag{
+		Name:        "library",
+		Usage:       "a library file in the container, added to the loader cache without scanning its folder (repeatable)",
+		EnvVars:     []string{envPrefix + "LIBRARIES"},
+		Destination: &f.files,
 	}
 }
 
@@ -37,6 +47,9 @@ func (f *libraryFlags) linkFlag() cli.Flag {
 
 // folderList returns the --folder values (comma lists split).
 func (f *libraryFlags) folderList() []string { return flagutil.SplitList(f.folders.Value()) }
+
+// fileList returns the --library values (comma lists split).
+func (f *libraryFlags) fileList() []string { return flagutil.SplitList(f.files.Value()) }
 
 // parseLinks parses every --link value, naming each malformed one.
 func (f *libraryFlags) parseLinks() error {

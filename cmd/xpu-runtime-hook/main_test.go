@@ -69,6 +69,7 @@ func TestBinaryContract(t *testing.T) {
 
 	dir, marker := bundle(t)
 	noEtc, _ := bundle(t)
+	libOnly, _ := bundle(t)
 	require.NoError(t, os.Remove(filepath.Join(noEtc, "rootfs/etc")))
 	tests := []struct {
 		description string
@@ -118,6 +119,16 @@ func TestBinaryContract(t *testing.T) {
 			},
 		},
 		{
+			description: "setup-libraries: a library file alone",
+			args:        []string{"setup-libraries", "--library", "/opt/xpu/lib/libc.so.6"},
+			stdin:       state(t, libOnly),
+			check: func(t *testing.T) {
+				cache, err := os.ReadFile(filepath.Join(libOnly, "rootfs/etc/ld.so.cache"))
+				require.NoError(t, err)
+				require.Contains(t, string(cache), "/opt/xpu/lib/libc.so.6")
+			},
+		},
+		{
 			description: "setup-libraries without /etc still makes the links",
 			args:        []string{"setup-libraries", "--folder", "/opt/xpu/lib", "--link", "libc.so.6::/opt/xpu/lib/libc-dev.so"},
 			stdin:       state(t, noEtc),
@@ -133,7 +144,7 @@ func TestBinaryContract(t *testing.T) {
 			args:        []string{"setup-libraries"},
 			stdin:       state(t, dir),
 			wantCode:    1,
-			wantStderr:  "give at least one --folder or --link",
+			wantStderr:  "give at least one --folder, --library or --link TARGET::LINK",
 		},
 		{
 			description: "unknown subcommand",

@@ -80,21 +80,29 @@ func cleanFolders(folders []string, o options) []string {
 	return out
 }
 
-// UpdateLDCache makes the libraries in folders (paths inside the container)
-// resolvable by the container's dynamic loader.
+// UpdateLDCache makes the libraries in folders, and the library files of
+// WithLibraryFiles (paths inside the container), resolvable by the
+// container's dynamic loader.
 //
 // For glibc images (an ld-linux loader in /lib or /lib64, or an
 // /etc/ld.so.cache) it writes /etc/ld.so.conf.d/00-xpu-cdi.conf listing the
-// folders and rewrites /etc/ld.so.cache with the entries of the folders
-// first, then the entries the image's cache already had. For musl images it
-// appends the folders to each existing /etc/ld-musl-<arch>.path. An image
-// with neither is left alone.
+// folders and the files' directories, and rewrites /etc/ld.so.cache with the
+// entries of the folders and the files first, then the entries the image's
+// cache already had. For musl images it appends the same directories to each
+// existing /etc/ld-musl-<arch>.path. An image with neither is left alone.
 func UpdateLDCache(root *rootfs.Root, folders []string, opts ...Option) error {
 	o := applyOptions(opts)
 	folders = cleanFolders(folders, o)
-	if len(folders) == 0 {
-		o.log.Debugf("update-ldcache: no folders given, nothing to do")
+	files := cleanFolders(o.files, o)
+	if len(folders) == 0 && len(files) == 0 {
+		o.log.Debugf("update-ldcache: no folders or library files given, nothing to do")
 		return nil
+	}
+	dirs := slices.Clone(folders)
+	for _, f := range files {
+		if d := path.Dir(f); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
 	}
 	lc := detectLibc(root)
 	etc, err := root.OpenDirForWrite("/etc")
@@ -108,7 +116,7 @@ func UpdateLDCache(root *rootfs.Root, folders []string, opts ...Option) error {
 
 	var errs []error
 	for _, arch := range lc.muslArchs {
-		errs = append(errs, skipImageShaped(o, "update-ldcache: /etc/ld-musl-"+arch+".path", updateMuslPath(root, etc, arch, folders, o)))
+		errs = append(errs, skipImageShaped(o, "update-ldcache: /etc/ld-musl-"+arch+".path", updateMuslPath(root, etc, arch, dirs, o)))
 	}
 	if !lc.glibc {
 		var st unix.Stat_t
@@ -118,21 +126,27 @@ func UpdateLDCache(root *rootfs.Root, folders []string, opts ...Option) error {
 	}
 	if lc.glibc {
 		errs = append(errs,
-			skipImageShaped(o, "update-ldcache: /etc/"+confDirName+"/"+ConfName, writeConf(root, etc, folders, o)),
-			skipImageShaped(o, "update-ldcache: /etc/"+cacheName, writeCache(root, etc, folders, o)))
+			skipImageShaped(o, "update-ldcache: /etc/"+confDirName+"/"+ConfName, writeConf(root, etc, dirs, o)),
+			skipImageShaped(o, "update-ldcache: /etc/"+cacheName, writeCache(root, etc, folders, files, o)))
 	} else if len(lc.muslArchs) == 0 {
 		o.log.Infof("update-ldcache: %s has neither a glibc nor a musl loader in /lib or /lib64; nothing to do", root.Path())
 	}
 	return errors.Join(errs...)
 }
 
-func writeCache(root *rootfs.Root, etc *os.File, folders []string, o options) error {
+func writeCache(root *rootfs.Root, etc *os.File, folders, files []string, o options) error {
 	ours, err := ldcache.Scan(root, folders, ldcache.WithLogger(o.log))
 	if err != nil {
 		return fmt.Errorf("scanning library folders: %w", err)
 	}
+	for _, e := range ldcache.ScanFiles(root, files, ldcache.WithLogger(o.log)) {
+		if !slices.Contains(ours, e) { // a file may be in a folder too
+			ours = append(ours, e)
+		}
+	}
+	sources := append(slices.Clone(folders), files...)
 	if len(ours) == 0 {
-		o.log.Warnf("update-ldcache: no shared libraries with a SONAME in %v; %s/etc/%s left as it is", folders, root.Path(), cacheName)
+		o.log.Warnf("update-ldcache: no shared libraries with a SONAME in %v; %s/etc/%s left as it is", sources, root.Path(), cacheName)
 		return nil
 	}
 	unsafePath := "/etc/" + cacheName
@@ -182,7 +196,7 @@ func writeCache(root *rootfs.Root, etc *os.File, folders []string, o options) er
 	if err := rootfs.WriteFileAtomic(etc, cacheName, data, 0o644); err != nil {
 		return fmt.Errorf("writing %s in %s: %w", unsafePath, root.Path(), err)
 	}
-	o.log.Infof("update-ldcache: wrote %s in %s: %d entries of %v, %d kept from the image", unsafePath, root.Path(), len(ours), folders, len(merged)-len(ours))
+	o.log.Infof("update-ldcache: wrote %s in %s: %d entries of %v, %d kept from the image", unsafePath, root.Path(), len(ours), sources, len(merged)-len(ours))
 	return nil
 }
 

@@ -281,3 +281,38 @@ func TestUpdateLDCacheReadOnly(t *testing.T) {
 		"a read-only root is the image's (or engine's) choice: warn and skip")
 	require.Contains(t, log.Warnings(), "read-only file system")
 }
+
+// TestUpdateLDCacheLibraryFiles: a library file given alone (a system
+// library directory, full of the image's own libraries) gets its entry
+// and its directory in the conf file; the rest of the directory is not
+// read, and a missing file is a warning.
+func TestUpdateLDCacheLibraryFiles(t *testing.T) {
+	root := t.TempDir()
+	const sysDir = "/lib/x86_64-linux-gnu"
+	buildLib(t, filepath.Join(root, "opt/xpu/so/libxpurt.so.2"), "libxpurt.so.2")
+	buildLib(t, filepath.Join(root, sysDir, "libxpunvidia-ml.so.5.0"), "libxpunvidia-ml.so.1")
+	require.NoError(t, os.Symlink("libxpunvidia-ml.so.5.0", filepath.Join(root, sysDir, "libxpunvidia-ml.so.1")))
+	buildLib(t, filepath.Join(root, sysDir, "libimage.so.3"), "libimage.so.3") // the image's, not in its cache
+	copyFile(t, filepath.Join(root, "opt/xpu/so/libxpurt.so.2"), filepath.Join(root, "lib64/ld-linux-x86-64.so.2"))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+
+	log := &logtest.Recorder{}
+	require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/opt/xpu/so"},
+		WithLibraryFiles(sysDir+"/libxpunvidia-ml.so.1", sysDir+"/libmissing.so.1", "/opt/xpu/so/libxpurt.so.2"), WithLogger(log)))
+
+	require.ElementsMatch(t, []string{"libxpurt.so.2=/opt/xpu/so/libxpurt.so.2", "libxpunvidia-ml.so.1=" + sysDir + "/libxpunvidia-ml.so.1"},
+		names(readCache(t, filepath.Join(root, "etc/ld.so.cache"))), "the folder's entries and the one file's; a file in a folder counts once")
+	conf, err := os.ReadFile(filepath.Join(root, "etc/ld.so.conf.d", ConfName))
+	require.NoError(t, err)
+	require.Contains(t, string(conf), "\n/opt/xpu/so\n")
+	require.Contains(t, string(conf), "\n"+sysDir+"\n", "an ldconfig the image runs later keeps the file")
+	require.Contains(t, log.Warnings(), sysDir+"/libmissing.so.1")
+
+	// A library file alone, without folders, is enough work for the hook.
+	root2 := t.TempDir()
+	buildLib(t, filepath.Join(root2, sysDir, "libxpunvidia-ml.so.1"), "libxpunvidia-ml.so.1")
+	copyFile(t, filepath.Join(root2, sysDir, "libxpunvidia-ml.so.1"), filepath.Join(root2, "lib64/ld-linux-x86-64.so.2"))
+	require.NoError(t, os.MkdirAll(filepath.Join(root2, "etc"), 0o755))
+	require.NoError(t, UpdateLDCache(openRoot(t, root2), nil, WithLibraryFiles(sysDir+"/libxpunvidia-ml.so.1")))
+	require.Equal(t, []string{"libxpunvidia-ml.so.1=" + sysDir + "/libxpunvidia-ml.so.1"}, names(readCache(t, filepath.Join(root2, "etc/ld.so.cache"))))
+}

@@ -60,6 +60,39 @@ func Scan(root *rootfs.Root, dirs []string, opts ...Option) ([]Entry, error) {
 	return entries, nil
 }
 
+// ScanFiles returns cache entries for the given library files (paths inside
+// root), each read alone: key its SONAME, path the file as given. A file
+// that is missing or not a shared library with a usable SONAME is skipped
+// with a warning. Files that give the same entry count once.
+func ScanFiles(root *rootfs.Root, files []string, opts ...Option) []Entry {
+	o := options{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.log = logger.OrDiscard(o.log)
+	var (
+		sr      SonameReader
+		entries []Entry
+	)
+	for _, unsafePath := range files {
+		p := path.Clean("/" + unsafePath)
+		soname, flags, err := readLib(&sr, root, p)
+		switch {
+		case err != nil:
+			o.log.Warnf("library %s in %s left out of the cache: %v", p, root.Path(), err)
+			continue
+		case strings.ContainsRune(soname, '/'):
+			o.log.Warnf("library %s in %s left out of the cache: its SONAME %q contains a slash", p, root.Path(), soname)
+			continue
+		}
+		e := Entry{Name: soname, Path: p, Flags: flags}
+		if !slices.Contains(entries, e) {
+			entries = append(entries, e)
+		}
+	}
+	return entries
+}
+
 // Bounds on a scanned directory, which the image can fill: names listed,
 // and files opened to read a SONAME. A library folder of a real XRE has a
 // few hundred files.

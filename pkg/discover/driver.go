@@ -207,7 +207,7 @@ func (s *driverSource) cacheLibraries(h *Host, res *lookup.Resolver, seen map[st
 			}
 		}
 		seen[host] = true
-		lib := DriverFile{Kind: KindLibrary, Path: inRoot, HostPath: host, Soname: name}
+		lib := DriverFile{Kind: KindLibrary, Path: inRoot, HostPath: host, Soname: name, FromLoaderCache: true}
 		// A system library is a SONAME link to a versioned file: the
 		// container gets both names, as the host has them.
 		if real := filepath.Base(host); real != path.Base(inRoot) {

@@ -114,6 +114,10 @@ type DriverFile struct {
 	// (/lib/x86_64-linux-gnu/libxpunvidia-ml.so.5.0.21.47 for
 	// libxpunvidia-ml.so.1).
 	AlsoAt []string
+	// FromLoaderCache is true for a library found through the driver root's
+	// ld.so.cache rather than in an XRE directory: it lives in a directory
+	// shared with many other libraries (a system library directory).
+	FromLoaderCache bool
 }
 
 // Host is the result of discovery.
