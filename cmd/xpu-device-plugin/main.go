@@ -133,7 +133,7 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	}
 	p, err := deviceplugin.New(
 		deviceplugin.WithResourceName(o.resourceName),
-		deviceplugin.WithKind(o.vendor+"/"+o.class),
+		deviceplugin.WithKind(cdispec.Kind(o.vendor, o.class)),
 		deviceplugin.WithStrategy(o.parsedStrategy),
 		deviceplugin.WithPluginDir(o.pluginPath),
 		deviceplugin.WithHealthInterval(o.healthInterval),

@@ -6,6 +6,7 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
 )
 
 // Strategy is how Allocate hands devices to a container.
@@ -57,9 +58,10 @@ const AnnotationPlugin = "xpu-device-plugin"
 // checked) with strategy s; kind is vendor/class.
 func containerResponse(s Strategy, kind string, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	resp := &pluginapi.ContainerAllocateResponse{}
+	vendor, class := parser.ParseQualifier(kind)
 	names := make([]string, len(ids))
 	for i, id := range ids {
-		names[i] = kind + "=" + id
+		names[i] = parser.QualifiedName(vendor, class, id)
 	}
 	switch s {
 	case StrategyCDICRI:
@@ -67,7 +69,6 @@ func containerResponse(s Strategy, kind string, ids []string) (*pluginapi.Contai
 			resp.CdiDevices = append(resp.CdiDevices, &pluginapi.CDIDevice{Name: n})
 		}
 	case StrategyCDIAnnotations:
-		_, class, _ := strings.Cut(kind, "/")
 		annotations, err := cdiapi.UpdateAnnotations(nil, AnnotationPlugin, class, names)
 		if err != nil {
 			return nil, fmt.Errorf("building the CDI annotation for %s: %w", strings.Join(names, ","), err)
