@@ -9,6 +9,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
@@ -16,7 +17,6 @@ import (
 // Defaults.
 const (
 	DefaultResourceName   = "baidu.com/xpu"
-	DefaultKind           = "baidu.com/xpu"
 	DefaultPluginDir      = "/var/lib/kubelet/device-plugins"
 	DefaultHealthInterval = 10 * time.Second
 	DefaultWatchInterval  = time.Second
@@ -26,6 +26,10 @@ const (
 	// SpecHint is the command that creates the spec the cdi-* strategies need.
 	SpecHint = "xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml"
 )
+
+// DefaultKind is the CDI kind of the devices handed out: the one
+// xpu-cdi generate writes by default.
+var DefaultKind = cdispec.Kind(cdispec.DefaultVendor, cdispec.DefaultClass)
 
 // DiscoverFunc reads the host; it is discover.Discover with the plugin's roots.
 type DiscoverFunc func() (*discover.Host, error)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -176,7 +177,7 @@ func (p *Plugin) specHint() string {
 	if p.o.kind == DefaultKind {
 		return SpecHint
 	}
-	vendor, class, _ := strings.Cut(p.o.kind, "/")
+	vendor, class := parser.ParseQualifier(p.o.kind)
 	return fmt.Sprintf("xpu-cdi generate --vendor %s --class %s --output /var/run/cdi/%s-%s.yaml", vendor, class, vendor, class)
 }
 
