@@ -71,3 +71,26 @@ func ReadFileAt(dirfd int, name, path string, flags int, limit int64) ([]byte, o
 	}
 	return buf[:n], os.FileMode(st.Mode & 0o777), nil
 }
+
+// File is a regular file open for preads only, without the os.File
+// machinery (poller registration, finalizer): scans open hundreds of them.
+type File struct {
+	fd   int
+	path string
+}
+
+// Open opens name relative to dirfd as OpenRegularAt does; path names it in
+// errors.
+func Open(dirfd int, name, path string, flags int) (*File, error) {
+	fd, _, err := OpenRegularAt(dirfd, name, path, flags)
+	if err != nil {
+		return nil, err
+	}
+	return &File{fd: fd, path: path}, nil
+}
+
+// ReadAt reads as io.ReaderAt (ReadFullAt).
+func (f *File) ReadAt(b []byte, off int64) (int, error) { return ReadFullAt(f.fd, f.path, b, off) }
+
+// Close closes the descriptor.
+func (f *File) Close() error { return unix.Close(f.fd) }

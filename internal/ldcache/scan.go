@@ -3,8 +3,7 @@ package ldcache
 import (
 	"debug/elf"
 	"errors"
-	"fmt"
-	"io"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -109,23 +108,22 @@ func candidate(name string) bool {
 }
 
 func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, error) {
-	d, err := root.OpenDir(dir)
+	f, err := root.OpenDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	names, err := d.Readdirnames(MaxDirEntries + 1)
-	_ = d.Close()
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("reading directory %s in %s: %w", dir, root.Path(), err)
+	d := NewLibDir(f, path.Join(root.Path(), dir))
+	defer func() { _ = d.Close() }() // read-only
+	list, truncated, err := d.Entries(MaxDirEntries)
+	if err != nil {
+		return nil, err
 	}
-	if len(names) > MaxDirEntries {
+	if truncated {
 		log.Warnf("library directory %s in %s has more than %d entries; only %d are looked at", dir, root.Path(), MaxDirEntries, MaxDirEntries)
-		names = names[:MaxDirEntries]
 	}
-	slices.Sort(names)
-	present := make(map[string]bool, len(names))
-	for _, n := range names {
-		present[n] = true
+	present := make(map[string]bool, len(list))
+	for _, e := range list {
+		present[e.Name()] = true
 	}
 	type lib struct {
 		file  string
@@ -133,9 +131,9 @@ func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, erro
 	}
 	bySoname := map[string]lib{}
 	var order []string
-	var sr SonameReader
 	read := 0
-	for _, name := range names {
+	for _, e := range list {
+		name := e.Name()
 		if !candidate(name) {
 			continue
 		}
@@ -143,7 +141,22 @@ func scanDir(root *rootfs.Root, dir string, log logger.Interface) ([]Entry, erro
 			log.Warnf("library directory %s in %s has more than %d candidate libraries; the rest are skipped", dir, root.Path(), MaxLibrariesPerDir)
 			break
 		}
-		soname, flags, err := readLib(&sr, root, path.Join(dir, name))
+		var (
+			soname string
+			flags  int32
+		)
+		switch t := e.Type(); {
+		case t.IsRegular():
+			soname, flags, _, err = d.Read(name)
+		case t&fs.ModeSymlink != 0:
+			// As ldconfig: a link's target (inside the root) counts.
+			var f *rootfs.File
+			if f, err = root.OpenRegular(path.Join(dir, name)); err == nil {
+				soname, flags, _, err = d.ReadOpen(f, path.Join(dir, name))
+			}
+		default:
+			continue
+		}
 		if err != nil {
 			log.Debugf("not a shared library with a SONAME: %s: %v", path.Join(dir, name), err)
 			continue

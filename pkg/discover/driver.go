@@ -1,10 +1,8 @@
 package discover
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -12,6 +10,9 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/internal/lookup"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
@@ -305,12 +306,12 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 	if err != nil {
 		return nil, err
 	}
-	d, err := openLibDir(hostDir)
+	d, err := ldcache.OpenLibDir(hostDir)
 	if err != nil {
 		return nil, err
 	}
-	defer d.close()
-	entries, err := d.entries()
+	defer func() { _ = d.Close() }() // read-only
+	entries, _, err := d.Entries(0)
 	if err != nil {
 		return nil, err
 	}
@@ -350,14 +351,13 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 		}
 		f.names = append(f.names, name)
 	}
-	r := new(ldcache.SonameReader)
 	libs := make([]DriverFile, 0, len(order))
 	for _, f := range order {
-		var ef elfReader
+		var ef *fdio.File
 		if f.entry != "" {
-			ef, err = d.openFile(f.entry, f.host)
+			ef, err = d.Open(f.entry)
 		} else {
-			ef, err = openELF(f.host)
+			ef, err = fdio.Open(unix.AT_FDCWD, f.host, f.host, 0)
 		}
 		var (
 			soname string
@@ -371,7 +371,7 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 			}
 			continue
 		}
-		soname, isELF, err = readSoname(r, ef, f.host)
+		soname, _, isELF, err = d.ReadOpen(ef, f.host)
 		if err != nil {
 			if isELF {
 				h.warnf("driver library %s under driver root %s is not a usable shared library (%v): a library needs a SONAME; left out", path.Join(dir, f.names[0]), s.root, err)
@@ -398,26 +398,6 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 		return nil, nil
 	}
 	return libs, nil
-}
-
-// elfReader is an open library file, read with preads.
-type elfReader interface {
-	io.ReaderAt
-	io.Closer
-}
-
-// readSoname returns the SONAME of the library f, opened from path (which
-// errors name), and closes f. When it fails, isELF tells whether f is an
-// ELF file at all.
-func readSoname(r *ldcache.SonameReader, f elfReader, path string) (soname string, isELF bool, err error) {
-	defer func() { _ = f.Close() }() // read-only
-	soname, _, err = r.Read(f)
-	if err != nil {
-		var magic [4]byte
-		n, _ := f.ReadAt(magic[:], 0)
-		return "", n == 4 && string(magic[:]) == elf.ELFMAG, fmt.Errorf("%s: %w", path, err)
-	}
-	return soname, true, nil
 }
 
 // joiner is path.Join(dir, name) for many names of one directory, without

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -104,62 +102,3 @@ func readSmallAt(dirfd int, name, path string) ([]byte, error) {
 		buf = buf[:len(buf)+n]
 	}
 }
-
-// elfFile is a file opened for preads only, without the os.File machinery
-// (poller registration, finalizer): scanDir opens every library of the
-// XRE.
-type elfFile struct {
-	fd   int
-	path string
-}
-
-func openELF(path string) (*elfFile, error) {
-	fd, err := openRegularAt(unix.AT_FDCWD, path, path, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &elfFile{fd: fd, path: path}, nil
-}
-
-// libDir is a library directory open for listing and for opening its
-// files by name: the kernel then walks one path component per library, not
-// the whole host path, and a name that was a regular file when listed is
-// opened with O_NOFOLLOW, so a symlink put in its place meanwhile is not
-// followed (out of the driver root).
-type libDir struct {
-	f  *os.File
-	fd int // f's, for openat
-}
-
-func openLibDir(path string) (*libDir, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return &libDir{f: os.NewFile(uintptr(fd), path), fd: fd}, nil
-}
-
-// entries lists the directory, sorted by name (as os.ReadDir).
-func (d *libDir) entries() ([]os.DirEntry, error) {
-	list, err := d.f.ReadDir(-1)
-	slices.SortFunc(list, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return list, err
-}
-
-// openFile opens the regular file name of the directory; path is its host
-// path, for errors.
-func (d *libDir) openFile(name, path string) (*elfFile, error) {
-	fd, err := openRegularAt(d.fd, name, path, unix.O_NOFOLLOW)
-	if err != nil {
-		return nil, err
-	}
-	return &elfFile{fd: fd, path: path}, nil
-}
-
-func (d *libDir) close() { _ = d.f.Close() }
-
-func (f *elfFile) ReadAt(b []byte, off int64) (int, error) {
-	return fdio.ReadFullAt(f.fd, f.path, b, off)
-}
-
-func (f *elfFile) Close() error { return unix.Close(f.fd) }

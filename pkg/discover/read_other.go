@@ -25,15 +25,3 @@ func (d *attrDir) readlink(name string) (string, error) {
 }
 
 func readSmall(path string) ([]byte, error) { return os.ReadFile(path) }
-
-func openELF(path string) (*os.File, error) { return os.Open(path) }
-
-type libDir struct{ path string }
-
-func openLibDir(path string) (*libDir, error) { return &libDir{path: path}, nil }
-
-func (d *libDir) entries() ([]os.DirEntry, error) { return os.ReadDir(d.path) }
-
-func (d *libDir) openFile(name, path string) (*os.File, error) { return os.Open(path) }
-
-func (d *libDir) close() {}
