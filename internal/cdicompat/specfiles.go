@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 )
@@ -51,7 +50,7 @@ func SpecFiles(dirs []string, visit func(dir, name string, err error) error) err
 			return err
 		}
 		for _, e := range entries {
-			if e.IsDir() || !slices.Contains([]string{".json", ".yaml"}, filepath.Ext(e.Name())) {
+			if ext := filepath.Ext(e.Name()); e.IsDir() || (ext != ".json" && ext != ".yaml") {
 				continue
 			}
 			if err := visit(dir, e.Name(), nil); err != nil {

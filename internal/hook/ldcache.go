@@ -63,13 +63,14 @@ func detectLibc(root *rootfs.Root) libc {
 	return l
 }
 
-// cleanFolders makes folders absolute and clean, drops duplicates and names
-// that cannot be written to a configuration file.
-func cleanFolders(folders []string, o options) []string {
+// cleanPaths makes the folder or file paths absolute and clean, drops
+// duplicates and names that cannot be written to a configuration file;
+// what says which in warnings.
+func cleanPaths(what string, paths []string, o options) []string {
 	var out []string
-	for _, f := range folders {
+	for _, f := range paths {
 		if f == "" || strings.ContainsAny(f, "\n\x00:") {
-			o.log.Warnf("ignoring library folder %q: empty or contains a newline, NUL or colon", f)
+			o.log.Warnf("ignoring %s %q: empty or contains a newline, NUL or colon", what, f)
 			continue
 		}
 		c := path.Clean("/" + f)
@@ -92,8 +93,8 @@ func cleanFolders(folders []string, o options) []string {
 // existing /etc/ld-musl-<arch>.path. An image with neither is left alone.
 func UpdateLDCache(root *rootfs.Root, folders []string, opts ...Option) error {
 	o := applyOptions(opts)
-	folders = cleanFolders(folders, o)
-	files := cleanFolders(o.files, o)
+	folders = cleanPaths("library folder", folders, o)
+	files := cleanPaths("library file", o.files, o)
 	if len(folders) == 0 && len(files) == 0 {
 		o.log.Debugf("update-ldcache: no folders or library files given, nothing to do")
 		return nil
