@@ -81,9 +81,34 @@ func newLogger(cfg *config.Config) (*logrus.Logger, func()) {
 	}
 	log.SetLevel(level)
 	log.SetOutput(f)
-	log.SetFormatter(&logrus.TextFormatter{DisableColors: true, FullTimestamp: true})
+	log.SetFormatter(boundedFormatter{&logrus.TextFormatter{DisableColors: true, FullTimestamp: true}})
 	log.AddHook(pidHook{})
 	return log, func() { _ = f.Close() }
+}
+
+// maxLogMessage bounds one message of the shim's log, its stderr and the
+// engine's --log file. A refused variable or annotation is quoted in the
+// message, and the container author chooses its size (megabytes).
+const maxLogMessage = 4096
+
+// boundMessage cuts msg to maxLogMessage bytes and says so.
+func boundMessage(msg string) string {
+	if len(msg) <= maxLogMessage {
+		return msg
+	}
+	return fmt.Sprintf("%s... [truncated: %d more bytes]", msg[:maxLogMessage], len(msg)-maxLogMessage)
+}
+
+// boundedFormatter formats entries with their message bounded.
+type boundedFormatter struct{ logrus.Formatter }
+
+func (f boundedFormatter) Format(e *logrus.Entry) ([]byte, error) {
+	if len(e.Message) > maxLogMessage {
+		c := *e
+		c.Message = boundMessage(e.Message)
+		e = &c
+	}
+	return f.Formatter.Format(e)
 }
 
 // pidHook tags every entry with the process ID: many shims run at once.
@@ -98,7 +123,7 @@ func (pidHook) Fire(e *logrus.Entry) error {
 // fail reports err on stderr, in the engine's --log file and in the shim's
 // own log, and exits 1.
 func fail(a shim.Args, log *logrus.Logger, err error) {
-	msg := program + ": " + err.Error()
+	msg := boundMessage(program + ": " + err.Error())
 	log.Error(err)
 	fmt.Fprintln(os.Stderr, msg)
 	if a.Log != "" {
