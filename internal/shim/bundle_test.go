@@ -450,6 +450,19 @@ func TestModifyBundlePodAnnotationsOnCRIO(t *testing.T) {
 	}
 }
 
+// TestModifyBundlePodmanIsNotCRIO: Podman writes io.kubernetes.cri-o.*
+// keys too, but its own manager: its annotations are grants.
+func TestModifyBundlePodmanIsNotCRIO(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	dir, _ := writeBundle(t, bundleSpec(false, map[string]string{
+		"io.container.manager": "libpod", "io.kubernetes.cri-o.TTY": "false", "io.kubernetes.cri-o.Created": "x",
+		"cdi.k8s.io/e2e": "baidu.com/xpu=2",
+	}))
+	res, err := ModifyBundle(dir, jitConfig(tree.Root), seam)
+	require.NoError(t, err)
+	require.Equal(t, []int{2}, res.Devices)
+}
+
 // TestModifyBundleRefusesForgedMounts: only a bind mount of /dev/null at
 // the device plugin's directory is a grant; a pod's own volume there (an
 // emptyDir, a hostPath other than /dev/null) is not.

@@ -49,9 +49,13 @@ func (r request) granted() []string { return append(slices.Clip(r.Annotated), r.
 // one on a pod only where the engine forwards pod annotations; either way,
 // one that is present only ever takes grants away.
 const (
-	// crioAnnotationPrefix starts the keys CRI-O writes into every
-	// container's spec (io.kubernetes.cri-o.Annotations, ...Labels, ...).
-	crioAnnotationPrefix = "io.kubernetes.cri-o."
+	// containerManagerAnnotation names the engine that wrote the spec:
+	// CRI-O writes "cri-o" into every container's spec (after the pod's
+	// annotations, so a pod cannot change it), Podman "libpod". Podman
+	// also writes io.kubernetes.cri-o.TTY and ...Created: those keys do
+	// not tell CRI-O.
+	containerManagerAnnotation = "io.container.manager"
+	containerManagerCRIO       = "cri-o"
 	// containerdCRIAnnotation is set by containerd's CRI plugin (1.x and
 	// 2.x) on every container and sandbox it creates.
 	containerdCRIAnnotation = "io.kubernetes.cri.container-type"
@@ -59,12 +63,7 @@ const (
 
 // writtenByCRIO reports whether CRI-O wrote the spec.
 func writtenByCRIO(a map[string]string) bool {
-	for k := range a {
-		if strings.HasPrefix(k, crioAnnotationPrefix) {
-			return true
-		}
-	}
-	return false
+	return a[containerManagerAnnotation] == containerManagerCRIO
 }
 
 // DeviceListMountDir is where the device plugin's volume-mounts strategy
