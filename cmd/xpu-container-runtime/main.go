@@ -1,8 +1,9 @@
 // Command xpu-container-runtime is a runc shim that gives Kunlun XPUs to
 // containers of engines that do not read CDI specs (Docker 20.10,
 // containerd 1.6). It is called exactly like runc. For `create` and `run`
-// it adds the XPUs the container asks for (cdi.k8s.io annotations,
-// XPU_VISIBLE_DEVICES) to the bundle's config.json; then, and for every
+// it adds the XPUs the container was granted (cdi.k8s.io annotations, the
+// device plugin's mounts, XPU_VISIBLE_DEVICES of privileged containers) to
+// the bundle's config.json; then, and for every
 // other subcommand, it execs the low-level runtime (runc, crun) with the
 // same arguments and environment.
 //

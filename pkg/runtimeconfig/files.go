@@ -18,9 +18,11 @@ import (
 const newFileMode = 0o644
 
 // MaxConfigSize bounds an engine configuration file as this package reads
-// it: real ones are a few KB, and the TOML parser's duplicate-key check
-// takes minutes on tens of MB.
-const MaxConfigSize = 1 << 20
+// it: real ones are a few KB to a few tens of KB (`crio config` with its
+// comments), and the TOML parser's duplicate-key check is quadratic in the
+// keys of a table: a flat file of 256 KB parses in 0.5 s, of 1 MB in 11 s,
+// of 4 MB in 3 min.
+const MaxConfigSize = 256 << 10
 
 // ErrTooLarge is wrapped by the error for a configuration file over
 // MaxConfigSize.

@@ -100,7 +100,7 @@ func TestOversizedOrBlockingConfigRefused(t *testing.T) {
 	_, err = c.Configure()
 	require.ErrorIs(t, err, ErrTooLarge)
 	require.ErrorContains(t, err, main)
-	require.ErrorContains(t, err, "read up to 1048576 bytes")
+	require.ErrorContains(t, err, "read up to 262144 bytes")
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.Equal(t, before, snapshot(t, root))
 
