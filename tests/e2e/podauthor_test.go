@@ -61,14 +61,18 @@ var podAuthorEngines = []podAuthorEngine{
 //     XPU_VISIBLE_DEVICES=all (finding 2) gives exactly the mounted IDs.
 //
 // Each container's device nodes are compared with the host's major:minor,
-// and the shim's log must have grown (it ran for the container).
+// and the shim's log must have grown (it ran for the container). The shim
+// has accept-envvar-when-unprivileged = true: it never applies to specs
+// from a CRI.
 func TestPodAuthorCannotTakeXPUs(t *testing.T) {
 	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
 	tree := FakeHost(t, fakehost.P800x8())
 	for _, engine := range podAuthorEngines {
 		t.Run(engine.name, func(t *testing.T) {
 			vendor := harness.UniqueVendor(t)
-			shim, shimLog := shimRuntime(t, tree, fmt.Sprintf("vendor = %q\n", vendor))
+			// accept-envvar-when-unprivileged = true, what docs/kubernetes.md
+			// once told users to set: it must not apply to pods.
+			shim, shimLog := shimRuntime(t, tree, fmt.Sprintf("vendor = %q\naccept-envvar-when-unprivileged = true\n", vendor))
 			cri := engine.start(t, shim)
 			if engine.specDir {
 				cri.WriteSpec(t, GenerateSpec(t, tree, vendor), vendor)
