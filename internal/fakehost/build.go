@@ -88,13 +88,18 @@ type TreeDevice struct {
 	// VFs lists the /dev indexes of a PF's enabled VFs; such a PF is for
 	// management only.
 	VFs []int `json:"vfs,omitempty"`
-	// What exists for the device: its node, its /proc/xpu/devN and its
-	// /sys/class/xpu/xpuN (neither on driver 5.x hosts).
+	// What exists for the device: its node, its /proc/xpu/devN (none on
+	// driver 5.x hosts) and its class device under its PCI function
+	// (/sys/class/xpu/xpuN; on 5.x hosts only with Host.NodeClass).
 	HasNode  bool `json:"hasNode"`
 	HasProc  bool `json:"hasProc"`
 	HasSysfs bool `json:"hasSysfs"`
-	// SysfsPath is the class device directory (/sys/devices/.../xpu/xpuN).
+	// SysfsPath is the class device directory (/sys/devices/.../xpu/xpuN,
+	// or .../<Host.NodeClass>/xpuN).
 	SysfsPath string `json:"sysfsPath,omitempty"`
+	// DevChar is the kernel's link to the class device,
+	// /sys/dev/char/MAJ:MIN (Host.SysDevChar).
+	DevChar string `json:"devChar,omitempty"`
 }
 
 // TreeLibrary records a library file (not a link) of the driver.
@@ -206,6 +211,9 @@ func (h *Host) validate() error {
 	case "", LayoutXRE4, LayoutXRE5:
 	default:
 		return fmt.Errorf("fake host: unknown layout %q (valid: %s, %s)", h.Layout, LayoutXRE4, LayoutXRE5)
+	}
+	if c := h.NodeClass; c != "" && (c == "." || c == ".." || strings.ContainsAny(c, "/\x00")) {
+		return fmt.Errorf("fake host: node class %q is not a directory name", c)
 	}
 	if !h.NoCtrl {
 		minors[h.ctrlMinor()] = -1

@@ -11,7 +11,9 @@
 // driver generations are built: 4.x (/proc/xpu, /sys/class/xpu, XRE 4 in
 // lib64) and, with Host.Layout LayoutXRE5, 5.x as P800 hosts have it
 // (/proc/kunlun, no xpu class, XRE 5 in so/, libxpunvidia-ml in
-// R/lib/x86_64-linux-gnu, a dynamically linked xpu-smi). The same
+// R/lib/x86_64-linux-gnu, a dynamically linked xpu-smi); Host.NodeClass and
+// Host.SysDevChar add a class of another name and the kernel's
+// /sys/dev/char links (P800Sysfs). The same
 // R serves as dev root and driver root. Every symbolic link is relative, so a
 // tree can be moved or bind-mounted.
 //

@@ -167,6 +167,18 @@ type Host struct {
 	ProbeErrors []ProbeError `json:"probeErrors,omitempty"`
 	Libraries   []Library    `json:"libraries"`
 
+	// NodeClass is the class the driver registers its nodes in: their
+	// class devices live under their PCI functions at
+	// /sys/devices/<PCIParent>/<bdf>/<NodeClass>/xpuN, linked from
+	// /sys/class/<NodeClass>/xpuN, and xpuctrl at
+	// /sys/devices/virtual/<NodeClass>/xpuctrl. Empty means the layout's:
+	// "xpu" on 4.x, none on 5.x (P800XRE5: nothing under /sys leads to a
+	// node).
+	NodeClass string `json:"nodeClass,omitempty"`
+	// SysDevChar writes the kernel's /sys/dev/char/MAJ:MIN link to every
+	// class device (Documentation/ABI/stable/sysfs-dev).
+	SysDevChar bool `json:"sysDevChar,omitempty"`
+
 	// Knobs that leave parts out.
 	NoCtrl   bool `json:"noCtrl,omitempty"`   // no /dev/xpuctrl node
 	NoNodes  bool `json:"noNodes,omitempty"`  // module loaded, no /dev/xpu* nodes at all
@@ -178,6 +190,17 @@ type Host struct {
 
 // XRE5 reports whether the host has the driver 5.x layout.
 func (h *Host) XRE5() bool { return h.Layout == LayoutXRE5 }
+
+// nodeClass is the class of the host's class devices, empty for none.
+func (h *Host) nodeClass() string {
+	switch {
+	case h.NodeClass != "":
+		return h.NodeClass
+	case h.XRE5():
+		return ""
+	}
+	return "xpu"
+}
 
 // ctrlMinor is the minor of the host's /dev/xpuctrl.
 func (h *Host) ctrlMinor() uint32 {

@@ -6,6 +6,7 @@ import "fmt"
 const (
 	ShapeP800x8    = "p800x8"
 	ShapeP800XRE5  = "p800-xre5"
+	ShapeP800Sysfs = "p800-sysfs"
 	ShapeR200SRIOV = "r200-sriov"
 	ShapeK200      = "k200"
 	ShapeDegraded  = "degraded"
@@ -14,7 +15,7 @@ const (
 
 // Shapes lists the valid shape names.
 func Shapes() []string {
-	return []string{ShapeP800x8, ShapeP800XRE5, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled}
+	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled}
 }
 
 // ShapeByName returns the named shape; devices and libraries are only used by
@@ -25,6 +26,8 @@ func ShapeByName(name string, devices, libraries int) (Host, error) {
 		return P800x8(), nil
 	case ShapeP800XRE5:
 		return P800XRE5(), nil
+	case ShapeP800Sysfs:
+		return P800Sysfs(), nil
 	case ShapeR200SRIOV:
 		return R200SRIOV(), nil
 	case ShapeK200:
