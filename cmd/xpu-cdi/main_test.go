@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -255,6 +256,54 @@ func TestInfoJSON(t *testing.T) {
 	text, _, err := run(t, append([]string{"info"}, roots(root)...)...)
 	require.NoError(t, err)
 	require.Contains(t, text, "Problems:")
+}
+
+// TestInfoP800Sysfs: on the P800 host whose nodes are found through
+// /sys/dev/char, info and info --json give each node the PCI address, model
+// and NUMA node of its own function, not those of its place in address
+// order; a bound function without a node and a node whose function is not
+// bound are problems.
+func TestInfoP800Sysfs(t *testing.T) {
+	host := fakehost.P800Sysfs()
+	host.Devices[6].NoNode = true // 0000:83:00.0
+	root := fakeHost(t, host)
+	require.NoError(t, os.Remove(filepath.Join(root, "sys/bus/pci/drivers/kunlun/0000:84:00.0"))) // xpu2's
+
+	text, logs, err := run(t, append([]string{"info"}, roots(root)...)...)
+	require.NoError(t, err)
+	require.Empty(t, logs)
+	require.Regexp(t, `(?m)^0 +/dev/xpu0 +195:0 +0000:82:00\.0 +P800 +pf +- +- +1 +yes$`, text)
+	require.Regexp(t, `(?m)^3 +/dev/xpu3 +195:3 +0000:01:00\.0 +P800 +pf +- +- +0 +yes$`, text)
+	require.NotContains(t, text, "no PCI address")
+	require.Contains(t, text, "Problems:\n")
+	require.Contains(t, text, "/dev/xpu2: sysfs: PCI function 0000:84:00.0 is not bound to the kunlun driver")
+	require.Contains(t, text, "PCI functions bound to the kunlun driver with no /dev/xpuN node: 0000:83:00.0;")
+
+	stdout, _, err := run(t, append([]string{"info", "--json"}, roots(root)...)...)
+	require.NoError(t, err)
+	var v struct {
+		Devices []struct {
+			Index      int    `json:"index"`
+			PCIAddress string `json:"pciAddress"`
+			PCIeRoot   string `json:"pcieRoot"`
+			Model      string `json:"model"`
+			NUMANode   *int   `json:"numaNode"`
+			Function   string `json:"function"`
+		} `json:"devices"`
+		Warnings []string `json:"warnings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &v))
+	require.Len(t, v.Devices, 7)
+	for _, d := range v.Devices {
+		want := host.Devices[d.Index]
+		require.Equal(t, want.BDF, d.PCIAddress, "xpu%d", d.Index)
+		require.Equal(t, "P800", d.Model)
+		require.Equal(t, "pf", d.Function)
+		require.NotNil(t, d.NUMANode)
+		require.Equal(t, want.NUMANode, *d.NUMANode, "xpu%d", d.Index)
+		require.Equal(t, "pci0000:"+map[int]string{0: "00", 1: "80"}[want.NUMANode], d.PCIeRoot)
+	}
+	require.Len(t, v.Warnings, 1)
 }
 
 func TestVersion(t *testing.T) {

@@ -46,6 +46,7 @@ func TestGolden(t *testing.T) {
 		{name: "degraded", host: fakehost.Degraded()},
 		{name: "p800-xre5", host: fakehost.P800XRE5()},
 		{name: "p800-xre5-hooks", host: fakehost.P800XRE5(), opts: []cdispec.Option{cdispec.WithRuntimeHooks("/usr/bin/xpu-runtime-hook"), cdispec.WithNameStrategies(cdispec.NameByIndex)}},
+		{name: "p800-sysfs", host: fakehost.P800Sysfs()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tree, host := discoverShape(t, tc.host)

@@ -61,10 +61,17 @@ func Discover(opts ...Option) (*Host, error) {
 	if o.indices != nil {
 		nodes = newIndexedNodeSource(devRoot, o.stater, o.indices)
 	}
+	// The node-to-PCI sources in the order they are believed: the
+	// kernel's entry for the node's own major:minor first, then the 4.x
+	// driver's class by name; bindings and models need what they found.
+	sys := newSysfs(devRoot)
 	src := chain(
 		nodes,
 		newProcSource(devRoot),
-		newSysfsSource(devRoot),
+		newDevCharSource(sys),
+		newClassSource(sys),
+		newBindingSource(sys, o.indices == nil),
+		newMergeSource(sys),
 		newDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log),
 	)
 	if err := src.Discover(h); err != nil {

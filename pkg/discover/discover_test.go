@@ -39,6 +39,7 @@ func TestShapes(t *testing.T) {
 		{description: "K200: two power domains on one PCI function", host: fakehost.K200(), compute: []int{0, 1}},
 		{description: "degraded host: gaps, missing procfs and sysfs, unknown ID", host: fakehost.Degraded(), compute: []int{0, 1, 3}, warning: "xpu-smi not found"},
 		{description: "P800 with driver and XRE 5: no /proc/xpu, no /sys/class/xpu", host: fakehost.P800XRE5(), compute: []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{description: "P800 through /sys/dev/char: class kunlun, nodes not in address order", host: fakehost.P800Sysfs(), compute: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			tree := build(t, tc.host)

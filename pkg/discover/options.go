@@ -42,9 +42,11 @@ func WithNodeStater(s NodeStater) Option { return func(o *options) { o.stater = 
 // one, which is also what WithIndices() without an index gives.
 //
 // What differs from a full discovery: the host's other devices are not in
-// the result, and the model of a VF whose PF is not selected is derived from
+// the result, the model of a VF whose PF is not selected is derived from
 // the PF's PCI IDs alone (a full discovery also uses the PF's procfs family,
-// which only tells K100 from K200, boards without SR-IOV).
+// which only tells K100 from K200, boards without SR-IOV), and the PCI
+// functions the kunlun driver binds that have no node are not reported
+// (each selected device's own binding is still checked).
 func WithIndices(indices ...int) Option {
 	return func(o *options) {
 		o.indices = append([]int{}, indices...)
