@@ -97,6 +97,16 @@ func TestP800DeviceIDs(t *testing.T) {
 		require.Equal(t, "P800 VF", vf.Model)
 		require.True(t, vf.Compute)
 	}
+
+	// A physfn link out of /sys/devices names no parent.
+	relink(t, tree, "/sys/bus/pci/devices/0000:01:00.2/physfn", "/etc")
+	h, err = discoverTree(t, tree)
+	require.NoError(t, err)
+	vf := h.Device(9)
+	require.Equal(t, discover.FunctionVF, vf.PCI.Function)
+	require.Empty(t, vf.PCI.Parent)
+	require.Len(t, vf.Problems, 1)
+	require.Contains(t, vf.Problems[0], "physfn leads to /etc, outside /sys/devices")
 }
 
 // TestPCISourcesDisagree: where /sys/class/xpu and /sys/dev/char both

@@ -132,14 +132,15 @@ func (s *sysfs) read(fn pciFunction) (*PCI, []string, error) {
 	}
 	p.Address, p.PCIeRoot = fn.addr, fn.root
 	var problems []string
-	switch parent, err := dir.readlink("physfn"); {
+	switch _, err := dir.readlink("physfn"); {
 	case err == nil:
 		p.Function = FunctionVF
-		// The kernel's physfn link ends in the PF's address.
-		if base := filepath.Base(parent); IsPCIAddress(base) {
-			p.Parent = base
+		// Resolved like the node's own link: the PF is a PCI function
+		// below /sys/devices too.
+		if pf, err := s.functionAt(fn.dir + "/physfn"); err == nil {
+			p.Parent = pf.addr
 		} else {
-			problems = append(problems, fmt.Sprintf("%s/physfn does not name a PCI function (%s)", dir.path, parent))
+			problems = append(problems, fmt.Sprintf("physfn: %v", err))
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		p.Function = FunctionPF
