@@ -15,6 +15,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -33,17 +34,9 @@ func run(t *testing.T, args ...string) (string, string, error) {
 	return stdout.String(), logs.String(), err
 }
 
-// requireRoot skips tests that need real device nodes.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("needs root: the fake host's device nodes are made with mknod")
-	}
-}
-
 func fakeHost(t *testing.T, h fakehost.Host) string {
 	t.Helper()
-	requireRoot(t)
+	testreq.Root(t, "the fake host's device nodes are made with mknod")
 	tree := fakehosttest.Build(t, h)
 	require.True(t, tree.RealNodes || h.NoNodes)
 	return tree.Root
@@ -97,7 +90,7 @@ func TestGenerateStdout(t *testing.T) {
 // TestBadInput checks that every failure names what was wrong and leaves an
 // existing spec untouched.
 func TestBadInput(t *testing.T) {
-	requireRoot(t)
+	testreq.Root(t, "the fake host's device nodes are made with mknod")
 	good := fakeHost(t, fakehost.P800x8())
 	noCtrl := fakehost.P800x8()
 	noCtrl.NoCtrl = true
@@ -179,7 +172,7 @@ func TestErrorsPrintTheirHint(t *testing.T) {
 }
 
 func TestValidateReportsStaleSpec(t *testing.T) {
-	requireRoot(t)
+	testreq.Root(t, "the fake host's device nodes are made with mknod")
 	cache := fakehosttest.CacheDir(t)
 	root := filepath.Join(t.TempDir(), "host")
 	_, err := fakehost.Build(root, fakehost.P800x8(), fakehost.WithCacheDir(cache))
@@ -367,7 +360,7 @@ func TestXRE5BrokenDriverFiles(t *testing.T) {
 		},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
-			requireRoot(t)
+			testreq.Root(t, "the fake host's device nodes are made with mknod")
 			tree := fakehosttest.Build(t, fakehost.P800XRE5())
 			tc.tweak(t, tree)
 			dir := t.TempDir()
