@@ -252,7 +252,7 @@ func TestJITIndexRequestsOnEveryShape(t *testing.T) {
 	}
 }
 
-// TestAutoMode: without a spec of the kind, auto discovers the host.
+// TestAutoModeFallsBackToJIT: without a spec of the kind, auto discovers the host.
 func TestAutoModeFallsBackToJIT(t *testing.T) {
 	tree, seam := fakeHost(t, fakehost.K200())
 	specDir := t.TempDir()
