@@ -10,7 +10,7 @@
 # Go tools go to a dedicated directory (default /usr/local/lib/xpu-cdi-tools/bin, override with
 # XPU_CDI_TOOLS_BIN) so containerd 2.x never shadows Debian's containerd 1.6 in /usr/bin.
 #
-# Usage: hack/install-deps.sh [--only go|apt|kubelet] [--quiet]
+# Usage: hack/install-deps.sh [--only go|apt|kubelet|demo] [--quiet]
 set -euo pipefail
 
 readonly TOOLS_BIN="${XPU_CDI_TOOLS_BIN:-/usr/local/lib/xpu-cdi-tools/bin}"
@@ -39,13 +39,17 @@ readonly KUBELET_VERSION="v1.34.2"
 readonly APT_ENGINES=(podman runc busybox-static docker.io conmon containernetworking-plugins)
 # Build, packaging and measuring tools: no recommends (devscripts alone would pull in hundreds of MB).
 readonly APT_TOOLS=(gcc libc6-dev make git lintian debhelper devscripts rpm rpmlint systemd hyperfine valgrind)
+# What `make demo` (hack/demo.sh) runs, and nothing else: Podman with runc for the container, busybox for its
+# image; make, git and gcc for the build and the fake host's ELF files.
+readonly APT_DEMO_ENGINES=(podman runc busybox-static conmon containernetworking-plugins)
+readonly APT_DEMO_TOOLS=(gcc libc6-dev make git)
 
 only=""
 quiet=0
 
 usage() {
 	cat <<EOF
-Usage: $0 [--only go|apt|kubelet] [--quiet]
+Usage: $0 [--only go|apt|kubelet|demo] [--quiet]
 
 Installs, only when missing:
   apt:     ${APT_ENGINES[*]} ${APT_TOOLS[*]}
@@ -53,8 +57,9 @@ Installs, only when missing:
            golangci-lint ${GOLANGCI_VERSION}, crio ${CRIO_VERSION} (go build in the module) and its
            pinns (make -C pinns), kubelet ${KUBELET_VERSION} into ${TOOLS_BIN}
   kubelet: only the kubelet (part of go; its first build takes several minutes)
+  demo:    only what make demo runs: ${APT_DEMO_ENGINES[*]} ${APT_DEMO_TOOLS[*]}
 
-  --only go|apt|kubelet  install only that group
+  --only go|apt|kubelet|demo  install only that group
   --quiet        print only what was installed (and errors)
 EOF
 }
@@ -100,8 +105,8 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 case $only in
-"" | go | apt | kubelet) ;;
-*) die "--only takes go, apt or kubelet, not '$only'" ;;
+"" | go | apt | kubelet | demo) ;;
+*) die "--only takes go, apt, kubelet or demo, not '$only'" ;;
 esac
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -164,15 +169,18 @@ apt_install() {
 	run apt-get install "${flags[@]}" "$@" || die "apt-get install $* failed"
 }
 
+# install_apt installs what is missing of the packages of the arrays named $1 (with their recommended
+# packages) and $2 (without): APT_ENGINES APT_TOOLS, or the demo's.
 install_apt() {
 	command -v dpkg-query >/dev/null || die "dpkg-query not found: this script supports Debian bookworm only"
+	local -n want_engines=$1 want_tools=$2
 
 	local -a engines tools
-	mapfile -t engines < <(missing_packages "${APT_ENGINES[@]}")
-	mapfile -t tools < <(missing_packages "${APT_TOOLS[@]}")
+	mapfile -t engines < <(missing_packages "${want_engines[@]}")
+	mapfile -t tools < <(missing_packages "${want_tools[@]}")
 
 	local pkg
-	for pkg in "${APT_ENGINES[@]}" "${APT_TOOLS[@]}"; do
+	for pkg in "${want_engines[@]}" "${want_tools[@]}"; do
 		if [[ " ${engines[*]} ${tools[*]} " != *" $pkg "* ]]; then
 			say present "apt $pkg"
 		fi
@@ -366,7 +374,9 @@ install_kubelet() {
 }
 
 if [[ -z $only || $only == apt ]]; then
-	install_apt
+	install_apt APT_ENGINES APT_TOOLS
+elif [[ $only == demo ]]; then
+	install_apt APT_DEMO_ENGINES APT_DEMO_TOOLS
 fi
 if [[ -z $only || $only == go ]]; then
 	install_go

@@ -2,10 +2,10 @@
 // unit tests, end-to-end tests with real container engines, benchmarks and
 // demos. No XPU is needed anywhere.
 //
-// A tree built under a root R has the shape described in
-// /work/shared/reference/kunlun-host.md (see README.md in this directory for
-// which real host each shape imitates and what was inferred): device nodes
-// under R/dev, the driver's procfs entries under R/proc, sysfs under R/sys and
+// A tree built under a root R has the shape of a real Kunlun host (see
+// README.md in this directory for which real host each shape imitates and
+// what was inferred, and docs/design.md, "Discovery", for what is read):
+// device nodes under R/dev, the driver's procfs entries under R/proc, sysfs under R/sys and
 // the XRE user space (real ELF shared objects with real SONAMEs, a static
 // xpu_smi, ld.so.conf.d and ld.so.cache) under R/usr/local and R/etc. Both
 // driver generations are built: 4.x (/proc/xpu, /sys/class/xpu, XRE 4 in

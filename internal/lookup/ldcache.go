@@ -22,16 +22,14 @@ const (
 	MaxCacheEntries = 1 << 18
 )
 
-// LdcacheLocator finds libraries through the ld.so.cache of a root. The cache
-// is read once, on first use.
+// LdcacheLocator reads the ld.so.cache of a root: the libraries it knows,
+// by SONAME. The cache is read once, on first use.
 type LdcacheLocator struct {
 	root   string
 	once   sync.Once
 	byName map[string][]string
 	err    error
 }
-
-var _ Locator = (*LdcacheLocator)(nil)
 
 // NewLdcacheLocator returns a Locator reading root's /etc/ld.so.cache.
 func NewLdcacheLocator(root string) *LdcacheLocator {
@@ -67,16 +65,4 @@ func (l *LdcacheLocator) load() {
 func (l *LdcacheLocator) Entries() (map[string][]string, error) {
 	l.once.Do(l.load)
 	return l.byName, l.err
-}
-
-// Locate implements Locator for a SONAME.
-func (l *LdcacheLocator) Locate(soname string) ([]string, error) {
-	l.once.Do(l.load)
-	if l.err != nil {
-		return nil, l.err
-	}
-	if paths := l.byName[soname]; len(paths) > 0 {
-		return paths, nil
-	}
-	return nil, fmt.Errorf("%s in %s: %w", soname, CachePath, ErrNotFound)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -237,17 +238,14 @@ func TestMissingDevDir(t *testing.T) {
 }
 
 func TestNonCharNodeIgnored(t *testing.T) {
-	if os.Getuid() == 0 {
-		// As root the builder makes real nodes; add a bogus regular file.
-		tree := build(t, fakehost.P800x8())
-		require.NoError(t, os.WriteFile(filepath.Join(tree.Root, "dev", "xpu9"), nil, 0o644))
-		h, err := discoverTree(t, tree)
-		require.NoError(t, err)
-		require.Nil(t, h.Device(9))
-		require.Contains(t, strings.Join(h.Warnings, "\n"), "xpu9 is not a character device")
-		return
-	}
-	t.Skip("needs real device nodes (root)")
+	// As root the builder makes real nodes; add a bogus regular file.
+	testreq.Root(t, "real device nodes")
+	tree := build(t, fakehost.P800x8())
+	require.NoError(t, os.WriteFile(filepath.Join(tree.Root, "dev", "xpu9"), nil, 0o644))
+	h, err := discoverTree(t, tree)
+	require.NoError(t, err)
+	require.Nil(t, h.Device(9))
+	require.Contains(t, strings.Join(h.Warnings, "\n"), "xpu9 is not a character device")
 }
 
 // TestNodeStaterSeam runs discovery on a tree whose nodes are plain files,

@@ -257,17 +257,15 @@ func (s *driverSource) noteRuntime(h *Host, owner map[string]string) {
 	h.notef("runtime library: %s (%s)", strings.Join(runtime, ", "), why)
 }
 
-// findTool returns xpu-smi from the first of the tool paths that holds an
-// executable file.
+// findTool returns xpu-smi from the first of the tool paths (in-root, links
+// resolved inside the root) that is a regular file with an execute bit.
 func (s *driverSource) findTool(res *lookup.Resolver) (DriverFile, bool) {
-	loc := res.ExecutableLocator()
 	for _, p := range s.toolPaths {
-		found, err := loc.Locate(p)
+		host, err := res.Resolve(p)
 		if err != nil {
 			continue
 		}
-		host, err := res.Resolve(found[0])
-		if err != nil {
+		if st, err := res.Stat(host); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 			continue
 		}
 		return DriverFile{Kind: KindTool, Path: ToolPath, HostPath: host, Links: []string{ToolAlias}}, true

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -42,26 +43,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// inCI reports whether a missing tool must fail the test instead of skipping it.
-func inCI() bool { return os.Getenv("CI") == "true" }
-
+// requireRoot is testreq.Root for what every packaging test does.
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: installs and removes packages")
-	}
+	testreq.Root(t, "installs and removes packages")
 }
 
-// requireTools skips (or fails in CI) when one of the tools is not in PATH.
+// requireTools is testreq.Tool for each of the tools: skips on a laptop,
+// fails under CI=true.
 func requireTools(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if inCI() {
-				t.Fatalf("%s is missing (CI=true): run packaging/install-build-deps.sh", tool)
-			}
-			t.Skipf("%s is missing: run packaging/install-build-deps.sh", tool)
-		}
+		testreq.Tool(t, tool)
 	}
 }
 
@@ -156,10 +149,7 @@ func fakeHost(t *testing.T, extra ...string) string {
 	t.Helper()
 	root := repoRoot(t)
 	if _, err := os.Stat(filepath.Join(root, "internal", "cmd", "xpu-fakehost")); err != nil {
-		if inCI() {
-			t.Fatalf("internal/cmd/xpu-fakehost is missing: %v", err)
-		}
-		t.Skipf("internal/cmd/xpu-fakehost is missing: %v", err)
+		testreq.Missing(t, "internal/cmd/xpu-fakehost is missing: %v", err)
 	}
 	dir := filepath.Join(t.TempDir(), "host")
 	args := append([]string{"run", "./internal/cmd/xpu-fakehost", "--shape", "p800x8", "--root", dir}, extra...)
