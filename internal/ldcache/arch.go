@@ -9,10 +9,12 @@ import (
 
 // Arch is a machine xpu-cdi handles libraries of: its Go name, the ELF
 // machine of its shared objects, and the flags ldconfig records for them
-// in the cache, which are the only flags that machine's loader accepts
-// (glibc's _dl_cache_check_flags: _DL_CACHE_DEFAULT_ID of
-// sysdeps/<arch>/dl-cache.h, or the bare FLAG_ELF; an entry of another
-// machine's flags is silently skipped at load time).
+// in the cache. They are the only flags that machine's loader accepts:
+// glibc's _dl_cache_check_flags for x86-64 and aarch64
+// (sysdeps/unix/sysv/linux/<arch>/dl-cache.h) is flags ==
+// _DL_CACHE_DEFAULT_ID, FLAG_X8664_LIB64|FLAG_ELF_LIBC6 (0x0303) and
+// FLAG_AARCH64_LIB64|FLAG_ELF_LIBC6 (0x0a03) for LP64; an entry with
+// other flags is skipped at load time without a word.
 type Arch struct {
 	GOARCH  string
 	Machine elf.Machine
