@@ -19,6 +19,8 @@ const MarkerFile = ".xpu-fakehost.json"
 type options struct {
 	cacheDir string
 	cc       string
+	crossCC  map[string]string
+	arch     string // of the programs BuildTestProgram and friends copy
 	noMknod  bool
 	log      logger.Interface
 }
@@ -32,6 +34,23 @@ func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = di
 
 // WithCompiler sets the C compiler (default "gcc").
 func WithCompiler(cc string) Option { return func(o *options) { o.cc = cc } }
+
+// WithCrossCompiler sets the C compiler for the ELF files of machine
+// goarch (a Go architecture name) when it is not this one (default: Debian's
+// gcc-<triplet>, aarch64-linux-gnu-gcc for arm64).
+func WithCrossCompiler(goarch, cc string) Option {
+	return func(o *options) {
+		if o.crossCC == nil {
+			o.crossCC = map[string]string{}
+		}
+		o.crossCC[goarch] = cc
+	}
+}
+
+// WithArch makes BuildTestProgram and the other program copies write the
+// programs of machine goarch (default: this one), built like the libraries
+// of a Host with that Arch.
+func WithArch(goarch string) Option { return func(o *options) { o.arch = goarch } }
 
 // WithoutMknod makes device nodes regular files even when running as root.
 func WithoutMknod() Option { return func(o *options) { o.noMknod = true } }
@@ -200,6 +219,9 @@ func Build(root string, h Host, opts ...Option) (*Tree, error) {
 func (h *Host) validate() error {
 	if h.Major == 0 {
 		return errors.New("fake host: major must not be 0")
+	}
+	if _, err := h.ldArch(); err != nil {
+		return err
 	}
 	if !h.NoDriver && (h.XREVersion == "" || strings.ContainsAny(h.XREVersion, "/\x00")) {
 		return fmt.Errorf("fake host: invalid XRE version %q", h.XREVersion)

@@ -26,7 +26,10 @@
 // The ELF files are compiled with gcc once per build cache directory and then
 // derived by patching placeholders in place, so a host with hundreds of
 // libraries builds in milliseconds. Building needs gcc and a static glibc
-// (libc6-dev) the first time a cache directory is used.
+// (libc6-dev) the first time a cache directory is used; a Host whose Arch
+// is another machine (the aarch64 shape r200-arm64) is compiled with that
+// machine's cross compiler (aarch64-linux-gnu-gcc, libc6-dev-arm64-cross)
+// into a cache entry of its own.
 //
 // What it does not do: it does not imitate ioctls (cXPU), firmware or any
 // behaviour of a real device; the files are a snapshot of a host at rest.

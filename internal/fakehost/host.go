@@ -146,6 +146,10 @@ type Host struct {
 	Shape string `json:"shape"`
 	// Layout is the driver generation (empty: LayoutXRE4).
 	Layout Layout `json:"layout,omitempty"`
+	// Arch is the machine (a Go architecture name: amd64, arm64) the
+	// host's libraries and programs are built for, with a cross compiler
+	// when it is not the machine the tests run on; empty means that one.
+	Arch string `json:"arch,omitempty"`
 	// Major is the xpu char major (dynamic on 4.x hosts, 195 on 5.x).
 	Major uint32 `json:"major"`
 	// CtrlMinor is the minor of /dev/xpuctrl; 0 means CtrlMinor (128).

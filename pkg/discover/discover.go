@@ -48,6 +48,9 @@ func chain(srcs ...source) source {
 // not log: the caller prints each once.
 func Discover(opts ...Option) (*Host, error) {
 	o := newOptions(opts)
+	if o.archErr != nil {
+		return nil, o.archErr
+	}
 	devRoot, err := filepath.Abs(o.devRoot)
 	if err != nil {
 		return nil, fmt.Errorf("dev root %q: %w", o.devRoot, err)
@@ -72,7 +75,7 @@ func Discover(opts ...Option) (*Host, error) {
 		newClassSource(sys),
 		newBindingSource(sys, o.indices == nil),
 		newMergeSource(sys),
-		newDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log),
+		newDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log, archFilter(o)),
 	)
 	if err := src.Discover(h); err != nil {
 		return nil, err

@@ -22,6 +22,13 @@
 // every sysfs link is resolved inside the dev root. Discover logs nothing:
 // warnings and notes are returned on the Host for the caller to print once.
 //
+// Machines: the driver libraries must be built for the machine xpu-cdi is
+// built for (where the containers, and their loader, run), or the one
+// WithArch names; an XRE library of another or an unknown machine is left
+// out with a warning naming it, and only the driver root's ld.so.cache
+// entries of that machine count. x86-64 and aarch64 are known; a build for
+// another machine takes libraries of any.
+//
 // Guarantees: no exec, no network, no writes; directories read are /dev, the
 // XRE library directories, /sys/bus/pci/drivers/kunlun and the sysfs/procfs
 // entries of the devices found.

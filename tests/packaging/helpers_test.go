@@ -29,10 +29,16 @@ type builtPackages struct {
 	log      string
 }
 
+// buildCache holds one "make deb rpm" per architecture.
+type buildCache struct {
+	once  sync.Once
+	built builtPackages
+}
+
 var (
-	buildOnce sync.Once
-	built     builtPackages
-	buildDir  string
+	buildsMu sync.Mutex
+	builds   = map[string]*buildCache{}
+	buildDir string
 )
 
 func TestMain(m *testing.M) {
@@ -85,23 +91,38 @@ func runErr(env []string, name string, args ...string) (string, error) {
 	return buf.String(), err
 }
 
-// packages builds the .deb and the .rpm once with the make targets.
-func packages(t *testing.T) builtPackages {
+// packages builds the .deb and the .rpm of the host's architecture once
+// with the make targets.
+func packages(t *testing.T) builtPackages { return packagesFor(t, runtime.GOARCH) }
+
+// packagesFor builds the .deb and the .rpm for a Go architecture once with
+// the make targets (GOARCH=arm64 on an amd64 host: a cross build).
+func packagesFor(t *testing.T, goarch string) builtPackages {
 	t.Helper()
 	requireRoot(t)
 	requireTools(t, "make", "go", "dpkg-buildpackage", "dh", "lintian", "rpmbuild", "rpmlint", "help2man")
 	root := repoRoot(t)
-	buildOnce.Do(func() {
+	buildsMu.Lock()
+	if buildDir == "" {
 		dir, err := os.MkdirTemp("", "xpu-cdi-packaging-test-")
 		if err != nil {
-			built.err = err
-			return
+			buildsMu.Unlock()
+			require.NoError(t, err)
 		}
 		buildDir = dir
-		built.stage = filepath.Join(dir, "stage")
-		dist := filepath.Join(dir, "dist")
+	}
+	c, ok := builds[goarch]
+	if !ok {
+		c = &buildCache{}
+		builds[goarch] = c
+	}
+	buildsMu.Unlock()
+	c.once.Do(func() {
+		built := &c.built
+		built.stage = filepath.Join(buildDir, goarch, "stage")
+		dist := filepath.Join(buildDir, goarch, "dist")
 		cmd := exec.Command("make", "-f", "packaging/packaging.mk", "deb", "rpm",
-			"DIST="+dist, "PKG_STAGE="+built.stage)
+			"DIST="+dist, "PKG_STAGE="+built.stage, "GOARCH="+goarch)
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		built.log = string(out)
@@ -119,8 +140,8 @@ func packages(t *testing.T) builtPackages {
 		// xpu-cdi_<version>_<arch>.deb
 		built.version = strings.Split(filepath.Base(built.deb), "_")[1]
 	})
-	require.NoError(t, built.err, "make deb rpm:\n%s", built.log)
-	return built
+	require.NoError(t, c.built.err, "make deb rpm GOARCH=%s:\n%s", goarch, c.built.log)
+	return c.built
 }
 
 // stagedBinaries lists the binaries the packages contain.
