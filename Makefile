@@ -4,13 +4,22 @@ GO       ?= go
 VERSION  ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo unknown)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 BINDIR   ?= bin
+# The architecture to build for: the host's by default; `make build
+# GOARCH=arm64` builds linux/arm64 binaries into $(BINDIR)/linux-arm64, so
+# $(BINDIR) itself always holds binaries that run here (the tests and
+# hack/demo.sh run them). Debian's and Go's names agree for amd64 and arm64.
+HOST_GOARCH := $(shell $(GO) env GOHOSTARCH)
+GOARCH   ?= $(HOST_GOARCH)
+ARCH_BINDIR = $(if $(filter $(HOST_GOARCH),$(GOARCH)),$(BINDIR),$(BINDIR)/linux-$(GOARCH))
+# The architectures of the image's manifest list (make image).
+IMAGE_ARCHES ?= amd64 arm64
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Every binary is static: the hook and the shim run as root next to
 # untrusted images and must never start the dynamic loader.
 # urfave_cli_no_docs drops urfave/cli's man/markdown generator, whose init
 # (blackfriday) cost about 1 ms at every start of the hook (docs/benchmarks.md).
 BUILD_TAGS := urfave_cli_no_docs
-GOBUILD  := CGO_ENABLED=0 $(GO) build -trimpath -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)"
+GOBUILD   = CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) $(GO) build -trimpath -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)"
 COMMANDS := xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin
 TOOLS    := /usr/local/lib/xpu-cdi-tools/bin
 GOLANGCI ?= $(TOOLS)/golangci-lint
@@ -27,13 +36,13 @@ TEST_TIMEOUT ?= 45m
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build the static binaries into ./bin (stamped with version and commit)
-	@mkdir -p $(BINDIR)
+build: ## Build the static binaries into ./bin (stamped); GOARCH=arm64: linux/arm64 ones into ./bin/linux-arm64
+	@mkdir -p $(ARCH_BINDIR)
 	@for c in $(COMMANDS); do \
-		if ls cmd/$$c/*.go >/dev/null 2>&1; then echo "go build $$c"; $(GOBUILD) -o $(BINDIR)/$$c ./cmd/$$c || exit 1; fi; \
+		if ls cmd/$$c/*.go >/dev/null 2>&1; then echo "go build $$c (linux/$(GOARCH))"; $(GOBUILD) -o $(ARCH_BINDIR)/$$c ./cmd/$$c || exit 1; fi; \
 	done
 
-deps: ## Install what the tests need (Debian packages, containerd 2.x, CRI-O, crictl, golangci-lint); idempotent, root
+deps: ## Install what the tests need (Debian packages, the aarch64 tools, containerd 2.x, CRI-O, crictl, golangci-lint); idempotent, root
 	hack/install-deps.sh --quiet
 	packaging/install-build-deps.sh
 
@@ -57,10 +66,24 @@ bench: ## Run the benchmarks and write bench/results.md
 demo: ## Build, create a demo Kunlun host in a temp dir, discover it, generate a spec and use it with Podman
 	hack/demo.sh
 
-image: build ## Build the OCI image $(IMAGE) of the static binaries FROM scratch with Podman (nothing pulled)
-	$(PODMAN) build --pull=never --no-cache -f deployments/Containerfile \
-		--label org.opencontainers.image.version=$(VERSION) --label org.opencontainers.image.revision=$(COMMIT) \
-		-t $(IMAGE) $(BINDIR)
+# One image per architecture of IMAGE_ARCHES ($(IMAGE)-<arch>, from that
+# architecture's `make build`), gathered in the manifest list $(IMAGE); an
+# older list or image of that name is replaced.
+image: ## Build the OCI manifest list $(IMAGE) (amd64 + arm64 images of the static binaries, FROM scratch) with Podman; nothing pulled
+	@for a in $(IMAGE_ARCHES); do $(MAKE) --no-print-directory build GOARCH=$$a || exit 1; done
+	@for a in $(IMAGE_ARCHES); do \
+		ctx=$(BINDIR); [ "$$a" = "$(HOST_GOARCH)" ] || ctx=$(BINDIR)/linux-$$a; \
+		$(PODMAN) build --pull=never --no-cache --platform linux/$$a -f deployments/Containerfile \
+			--label org.opencontainers.image.version=$(VERSION) --label org.opencontainers.image.revision=$(COMMIT) \
+			-t $(IMAGE)-$$a $$ctx || exit 1; \
+	done
+	@if $(PODMAN) manifest exists $(IMAGE); then $(PODMAN) manifest rm $(IMAGE) >/dev/null; \
+	elif $(PODMAN) image exists $(IMAGE); then $(PODMAN) rmi $(IMAGE) >/dev/null; fi
+	$(PODMAN) manifest create $(IMAGE)
+	@for a in $(IMAGE_ARCHES); do \
+		echo "$(PODMAN) manifest add $(IMAGE) containers-storage:$(IMAGE)-$$a"; \
+		$(PODMAN) manifest add $(IMAGE) containers-storage:$(IMAGE)-$$a >/dev/null || exit 1; \
+	done
 
 clean: ## Remove build outputs
 	rm -rf $(BINDIR) dist _output

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (the demo host has real device nodes, made with mknod)" >&2; exit 1; }
 
 if [ "${XPU_DEMO_NO_INSTALL:-}" != 1 ]; then
-	hack/install-deps.sh --quiet --only apt
+	hack/install-deps.sh --quiet --only demo
 fi
 
 work=$(mktemp -d /tmp/xpu-cdi-demo.XXXXXX)
@@ -54,7 +54,7 @@ step "xpu-cdi validate $spec"
 "$xpu_cdi" validate "$spec"
 
 if ! command -v podman >/dev/null; then
-	echo "demo: podman not installed; install it (hack/install-deps.sh) to see a container use the spec"
+	echo "demo: podman not installed; install it (hack/install-deps.sh --only demo) to see a container use the spec"
 	exit 0
 fi
 

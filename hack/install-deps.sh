@@ -10,7 +10,11 @@
 # Go tools go to a dedicated directory (default /usr/local/lib/xpu-cdi-tools/bin, override with
 # XPU_CDI_TOOLS_BIN) so containerd 2.x never shadows Debian's containerd 1.6 in /usr/bin.
 #
-# Usage: hack/install-deps.sh [--only go|apt|kubelet] [--quiet]
+# The arm64 group (qemu-user-static, libc6:arm64 through dpkg multiarch, gcc-aarch64-linux-gnu) is what the
+# aarch64 tests need: fake aarch64 hosts compiled with the cross compiler and a real aarch64 loader run under
+# qemu-aarch64 (docs/packaging.md, "Architectures").
+#
+# Usage: hack/install-deps.sh [--only go|apt|arm64|kubelet|demo] [--quiet]
 set -euo pipefail
 
 readonly TOOLS_BIN="${XPU_CDI_TOOLS_BIN:-/usr/local/lib/xpu-cdi-tools/bin}"
@@ -39,22 +43,33 @@ readonly KUBELET_VERSION="v1.34.2"
 readonly APT_ENGINES=(podman runc busybox-static docker.io conmon containernetworking-plugins)
 # Build, packaging and measuring tools: no recommends (devscripts alone would pull in hundreds of MB).
 readonly APT_TOOLS=(gcc libc6-dev make git lintian debhelper devscripts rpm rpmlint systemd hyperfine valgrind)
+# What `make demo` (hack/demo.sh) runs, and nothing else: Podman with runc for the container, busybox for its
+# image; make, git and gcc for the build and the fake host's ELF files.
+readonly APT_DEMO_ENGINES=(podman runc busybox-static conmon containernetworking-plugins)
+readonly APT_DEMO_TOOLS=(gcc libc6-dev make git)
+# The aarch64 tests: the user-mode emulator (static, so binfmt_misc's F flag can register it), the arm64 C
+# library (a real aarch64 loader and libc for the test roots) and the cross compiler of the fake aarch64 XRE
+# with its C library (a Recommends of the compiler, which --no-install-recommends leaves out).
+readonly ARM64_ARCH=arm64
+readonly APT_ARM64=(qemu-user-static "libc6:${ARM64_ARCH}" gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 
 only=""
 quiet=0
 
 usage() {
 	cat <<EOF
-Usage: $0 [--only go|apt|kubelet] [--quiet]
+Usage: $0 [--only go|apt|arm64|kubelet|demo] [--quiet]
 
 Installs, only when missing:
   apt:     ${APT_ENGINES[*]} ${APT_TOOLS[*]}
+  arm64:   ${APT_ARM64[*]} (adds the dpkg architecture ${ARM64_ARCH})
   go:      containerd, ctr, containerd-shim-runc-v2 ${CONTAINERD_VERSION}, crictl ${CRICTL_VERSION},
            golangci-lint ${GOLANGCI_VERSION}, crio ${CRIO_VERSION} (go build in the module) and its
            pinns (make -C pinns), kubelet ${KUBELET_VERSION} into ${TOOLS_BIN}
   kubelet: only the kubelet (part of go; its first build takes several minutes)
+  demo:    only what make demo runs: ${APT_DEMO_ENGINES[*]} ${APT_DEMO_TOOLS[*]}
 
-  --only go|apt|kubelet  install only that group
+  --only go|apt|arm64|kubelet|demo  install only that group
   --quiet        print only what was installed (and errors)
 EOF
 }
@@ -100,8 +115,8 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 case $only in
-"" | go | apt | kubelet) ;;
-*) die "--only takes go, apt or kubelet, not '$only'" ;;
+"" | go | apt | arm64 | kubelet | demo) ;;
+*) die "--only takes go, apt, arm64, kubelet or demo, not '$only'" ;;
 esac
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -129,10 +144,11 @@ run() {
 # missing_packages prints the packages of "$@" that dpkg does not report as installed.
 missing_packages() {
 	local -A installed=()
-	local name status
-	while IFS=' ' read -r name status; do
-		[[ $status == installed ]] && installed[$name]=1
-	done < <(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "$@" 2>/dev/null || true)
+	local name arch status
+	# Both names count: libc6 and libc6:arm64 (a foreign architecture's package).
+	while IFS=' ' read -r name arch status; do
+		[[ $status == installed ]] && installed[$name]=1 && installed[$name:$arch]=1
+	done < <(dpkg-query -W -f='${Package} ${Architecture} ${db:Status-Status}\n' "$@" 2>/dev/null || true)
 	for name in "$@"; do
 		if [[ -z ${installed[$name]:-} ]]; then
 			echo "$name"
@@ -164,15 +180,18 @@ apt_install() {
 	run apt-get install "${flags[@]}" "$@" || die "apt-get install $* failed"
 }
 
+# install_apt installs what is missing of the packages of the arrays named $1 (with their recommended
+# packages) and $2 (without): APT_ENGINES APT_TOOLS, or the demo's.
 install_apt() {
 	command -v dpkg-query >/dev/null || die "dpkg-query not found: this script supports Debian bookworm only"
+	local -n want_engines=$1 want_tools=$2
 
 	local -a engines tools
-	mapfile -t engines < <(missing_packages "${APT_ENGINES[@]}")
-	mapfile -t tools < <(missing_packages "${APT_TOOLS[@]}")
+	mapfile -t engines < <(missing_packages "${want_engines[@]}")
+	mapfile -t tools < <(missing_packages "${want_tools[@]}")
 
 	local pkg
-	for pkg in "${APT_ENGINES[@]}" "${APT_TOOLS[@]}"; do
+	for pkg in "${want_engines[@]}" "${want_tools[@]}"; do
 		if [[ " ${engines[*]} ${tools[*]} " != *" $pkg "* ]]; then
 			say present "apt $pkg"
 		fi
@@ -202,6 +221,34 @@ install_apt() {
 	cleanup_policy_rc
 
 	for pkg in "${engines[@]}" "${tools[@]}"; do
+		say installed "apt $pkg $(dpkg-query -W -f='${Version}' "$pkg")"
+	done
+}
+
+# -------------------------------------------------------------------------------------------- arm64
+
+# install_arm64 installs the aarch64 test tools. libc6:arm64 needs dpkg's foreign architecture arm64 and
+# the arm64 package lists: both are added only when missing, so a machine that has the packages does not
+# pay for an apt-get update.
+install_arm64() {
+	command -v dpkg-query >/dev/null || die "dpkg-query not found: this script supports Debian bookworm only"
+	local -a missing
+	mapfile -t missing < <(missing_packages "${APT_ARM64[@]}")
+	local pkg
+	for pkg in "${APT_ARM64[@]}"; do
+		if [[ " ${missing[*]} " != *" $pkg "* ]]; then
+			say present "apt $pkg"
+		fi
+	done
+	[[ ${#missing[@]} -gt 0 ]] || return 0
+	if ! dpkg --print-foreign-architectures | grep -qx "$ARM64_ARCH"; then
+		dpkg --add-architecture "$ARM64_ARCH" || die "dpkg --add-architecture ${ARM64_ARCH} failed"
+		say installed "dpkg architecture ${ARM64_ARCH}"
+		apt_updated=0 # the arm64 lists are fetched by the next update
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt_install no "${missing[@]}"
+	for pkg in "${missing[@]}"; do
 		say installed "apt $pkg $(dpkg-query -W -f='${Version}' "$pkg")"
 	done
 }
@@ -366,7 +413,12 @@ install_kubelet() {
 }
 
 if [[ -z $only || $only == apt ]]; then
-	install_apt
+	install_apt APT_ENGINES APT_TOOLS
+elif [[ $only == demo ]]; then
+	install_apt APT_DEMO_ENGINES APT_DEMO_TOOLS
+fi
+if [[ -z $only || $only == arm64 ]]; then
+	install_arm64
 fi
 if [[ -z $only || $only == go ]]; then
 	install_go

@@ -7,6 +7,7 @@ set -euo pipefail
 
 pkgs=(
 	build-essential # dpkg-buildpackage needs the build-essential set
+	binutils-aarch64-linux-gnu # strip for the arm64 .deb and the aarch64 .rpm (GOARCH=arm64)
 	debhelper       # dh, dh_installsystemd, dh_installudev (compat 13)
 	dpkg-dev
 	fakeroot

@@ -8,9 +8,13 @@
 #   DIR/doc/        README.md and docs/*.md
 #   DIR/systemd/    units and preset;  DIR/udev/  the udev rule
 #
-# Usage: packaging/stage.sh DIR   (run from anywhere; env VERSION, COMMIT)
-# The binaries are built with "go build" (static, -trimpath, stamped), unless
-# PREBUILT_BINDIR names a directory holding them already built that way.
+# Usage: packaging/stage.sh DIR   (run from anywhere; env VERSION, COMMIT, GOARCH)
+# The binaries are built with "go build" (static, -trimpath, stamped) for
+# linux/$GOARCH (default: the host's), unless PREBUILT_BINDIR names a
+# directory holding them already built that way; either way they must be
+# ELF files for that architecture. For another architecture than the
+# host's, the config and the man pages come from host builds of the same
+# source (their output does not depend on the architecture).
 # A binary whose cmd/ directory does not exist yet is skipped with a warning;
 # the xpu-cdi binary is required.
 set -euo pipefail
@@ -22,6 +26,23 @@ VERSION=${VERSION:-$("$pkgdir/pkg-version.sh")}
 COMMIT=${COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
 warn() { echo "stage: warning: $*" >&2; }
+
+host_arch=$(cd "$root" && go env GOHOSTARCH)
+arch=${GOARCH:-$host_arch}
+# e_machine of the ELF files each architecture runs (little-endian bytes 18-19).
+case $arch in
+amd64) machine="3e 00" ;;
+arm64) machine="b7 00" ;;
+*)
+	echo "stage: GOARCH=$arch is not packaged (amd64 and arm64 are)" >&2
+	exit 1
+	;;
+esac
+
+gobuild() { # gobuild GOARCH OUTPUT PACKAGE
+	(cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH=$1 go build -trimpath -tags urfave_cli_no_docs \
+		-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" -o "$2" "$3")
+}
 
 rm -rf "$out"
 mkdir -p "$out"/{bin,man,doc,systemd,udev}
@@ -41,19 +62,36 @@ for b in "${binaries[@]}"; do
 		warn "cmd/$b does not exist yet: $b is left out of the package"
 		continue
 	fi
-	echo "stage: go build ./cmd/$b"
-	(cd "$root" && CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs \
-		-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" \
-		-o "$out/bin/$b" "./cmd/$b")
+	echo "stage: go build ./cmd/$b (linux/$arch)"
+	gobuild "$arch" "$out/bin/$b" "./cmd/$b"
 done
 if [ ! -x "$out/bin/xpu-cdi" ]; then
 	echo "stage: cmd/xpu-cdi is required (the units run it)" >&2
 	exit 1
 fi
+for bin in "$out"/bin/*; do
+	if [ "$(od -An -tx1 -j18 -N2 "$bin" | xargs)" != "$machine" ] || [ "$(head -c4 "$bin" | od -An -c | xargs)" != "177 E L F" ]; then
+		echo "stage: $bin is not an ELF executable for $arch (e_machine $(od -An -tx1 -j18 -N2 "$bin" | xargs), want $machine)" >&2
+		exit 1
+	fi
+done
+
+# What runs here to write the config and the man pages: the staged binaries,
+# or host builds of them when they are for another architecture.
+run_dir=$out/bin
+if [ "$arch" != "$host_arch" ]; then
+	run_dir=$(mktemp -d "${TMPDIR:-/tmp}/xpu-cdi-stage-host.XXXXXX")
+	trap 'rm -rf "$run_dir"' EXIT
+	for bin in "$out"/bin/*; do
+		b=$(basename "$bin")
+		echo "stage: go build ./cmd/$b (linux/$host_arch, for the config and the man pages)"
+		gobuild "$host_arch" "$run_dir/$b" "./cmd/$b"
+	done
+fi
 
 # Default config: exactly what the tool prints (its own tests check that it
 # parses back to the defaults).
-if ! "$out/bin/xpu-cdi" config default >"$out/config.toml"; then
+if ! "$run_dir/xpu-cdi" config default >"$out/config.toml"; then
 	echo "stage: 'xpu-cdi config default' failed" >&2
 	exit 1
 fi
@@ -68,7 +106,7 @@ describe() {
 	xpu-device-plugin) echo "Kubernetes device plugin that offers Baidu Kunlun XPUs as CDI devices" ;;
 	esac
 }
-for bin in "$out"/bin/*; do
+for bin in "$run_dir"/*; do
 	b=$(basename "$bin")
 	page=$out/man/$b.1
 	if command -v help2man >/dev/null 2>&1 &&

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,11 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
-	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
+
+// The subcommands are tested in their packages (internal/cli/*, through
+// internal/cli/clitest); these tests cover what main adds: the app, its
+// root flags, the wiring of every command and how errors are printed.
 
 // run runs the xpu-cdi app in-process and returns stdout, the log output
 // and the error main would print.
@@ -33,136 +32,19 @@ func run(t *testing.T, args ...string) (string, string, error) {
 	return stdout.String(), logs.String(), err
 }
 
-// requireRoot skips tests that need real device nodes.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("needs root: the fake host's device nodes are made with mknod")
+func TestCommands(t *testing.T) {
+	var names []string
+	for _, c := range newApp(logrus.New()).Commands {
+		names = append(names, c.Name)
 	}
-}
-
-func fakeHost(t *testing.T, h fakehost.Host) string {
-	t.Helper()
-	requireRoot(t)
-	tree := fakehosttest.Build(t, h)
-	require.True(t, tree.RealNodes || h.NoNodes)
-	return tree.Root
-}
-
-func roots(root string) []string {
-	return []string{"--dev-root", root, "--driver-root", root}
-}
-
-func TestGenerateWritesAValidSpec(t *testing.T) {
-	root := fakeHost(t, fakehost.P800x8())
-	out := filepath.Join(t.TempDir(), "new", "dir", "baidu.com-xpu.json")
-	_, _, err := run(t, append([]string{"generate", "--no-hooks", "--output", out}, roots(root)...)...)
-	require.NoError(t, err)
-	st, err := os.Stat(out)
-	require.NoError(t, err)
-	require.Equal(t, os.FileMode(0o644), st.Mode().Perm(), "specs must be readable by rootless engines")
-	data, err := os.ReadFile(out)
-	require.NoError(t, err)
-	require.True(t, bytes.HasPrefix(data, []byte("{")), "format from the .json extension")
-	require.NoError(t, cdispec.ValidateFile(out))
-	entries, err := os.ReadDir(filepath.Dir(out))
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "no temporary file left behind")
-
-	stdout, _, err := run(t, "validate", out)
-	require.NoError(t, err)
-	require.Contains(t, stdout, "OK ")
-}
-
-func TestGenerateWarnsAboutAMissingHook(t *testing.T) {
-	root := fakeHost(t, fakehost.P800x8())
-	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
-	missing := filepath.Join(t.TempDir(), "xpu-runtime-hook")
-	_, logs, err := run(t, append([]string{"generate", "--hook-path", missing, "--output", out}, roots(root)...)...)
-	require.NoError(t, err)
-	require.Contains(t, logs, "names the hook "+missing+", which does not exist")
-	stdout, _, err := run(t, "validate", out)
-	require.Error(t, err)
-	require.Contains(t, stdout, "hook "+missing)
-}
-
-func TestGenerateStdout(t *testing.T) {
-	root := fakeHost(t, fakehost.K200())
-	stdout, logs, err := run(t, append([]string{"generate", "--device-name-strategy", "index,bdf"}, roots(root)...)...)
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(stdout, "---\ncdiVersion: \"0.5.0\"\nkind: baidu.com/xpu\n"), stdout)
-	require.Contains(t, logs, "is shared by 2 devices")
-}
-
-// TestBadInput checks that every failure names what was wrong and leaves an
-// existing spec untouched.
-func TestBadInput(t *testing.T) {
-	requireRoot(t)
-	good := fakeHost(t, fakehost.P800x8())
-	noCtrl := fakehost.P800x8()
-	noCtrl.NoCtrl = true
-	noCtrlRoot := fakeHost(t, noCtrl)
-	noNodes := fakehost.P800x8()
-	noNodes.NoNodes = true
-	noNodesRoot := fakeHost(t, noNodes)
-	empty := t.TempDir()
-	aFile := filepath.Join(t.TempDir(), "file")
-	require.NoError(t, os.WriteFile(aFile, []byte("x"), 0o644))
-
-	for _, tc := range []struct {
-		description string
-		args        func(out string) []string
-		wantErr     string
-	}{
-		{"no XPU at all", func(o string) []string { return append([]string{"generate", "-o", o}, roots(empty)...) }, "no Kunlun XPU found under " + empty},
-		{"module loaded, no nodes", func(o string) []string { return append([]string{"generate", "-o", o}, roots(noNodesRoot)...) }, "no Kunlun XPU found under " + noNodesRoot},
-		{"no control node", func(o string) []string { return append([]string{"generate", "-o", o}, roots(noCtrlRoot)...) }, "/dev/xpuctrl not found"},
-		{"output is a directory", func(string) []string { return append([]string{"generate", "-o", empty}, roots(good)...) }, "--output " + empty + " is a directory"},
-		{"output is a directory named like a spec", func(o string) []string {
-			d := filepath.Join(empty, "spec.yaml")
-			require.NoError(t, os.MkdirAll(d, 0o755))
-			return append([]string{"generate", "-o", d}, roots(good)...)
-		}, "spec.yaml is a directory"},
-		{"unwritable output dir", func(string) []string {
-			return append([]string{"generate", "-o", filepath.Join(aFile, "spec.yaml")}, roots(good)...)
-		}, aFile},
-		{"extension runtimes ignore", func(o string) []string { return append([]string{"generate", "-o", o + ".yml"}, roots(good)...) }, "only read files ending in .yaml or .json"},
-		{"format and extension disagree", func(o string) []string {
-			return append([]string{"generate", "-o", o, "--format", "json"}, roots(good)...)
-		}, "does not end in .json"},
-		{"bad format", func(string) []string { return append([]string{"generate", "--format", "toml"}, roots(good)...) }, `unknown spec format "toml"`},
-		{"bad vendor", func(o string) []string {
-			return append([]string{"generate", "-o", o, "--vendor", "-x"}, roots(good)...)
-		}, `vendor "-x"`},
-		{"bad class", func(o string) []string {
-			return append([]string{"generate", "-o", o, "--class", "a/b"}, roots(good)...)
-		}, `class "a/b"`},
-		{"bad name strategy", func(o string) []string {
-			return append([]string{"generate", "-o", o, "--device-name-strategy", "uuid"}, roots(good)...)
-		}, `unknown device name strategy "uuid"`},
-	} {
-		t.Run(tc.description, func(t *testing.T) {
-			dir := t.TempDir()
-			out := filepath.Join(dir, "baidu.com-xpu.yaml")
-			const old = "old content, must survive\n"
-			require.NoError(t, os.WriteFile(out, []byte(old), 0o600))
-			_, _, err := run(t, tc.args(out)...)
-			require.Error(t, err)
-			require.Contains(t, err.Error(), tc.wantErr)
-			data, rerr := os.ReadFile(out)
-			require.NoError(t, rerr)
-			require.Equal(t, old, string(data), "the existing file must be untouched")
-			entries, _ := os.ReadDir(dir)
-			require.Len(t, entries, 1, "nothing else may be written")
-		})
-	}
+	require.Equal(t, []string{"generate", "refresh", "info", "list", "validate", "runtime", "config"}, names)
 }
 
 // TestErrorsPrintTheirHint checks what main prints: the error on one line
 // and, for a host without XPUs, the hint on the next.
 func TestErrorsPrintTheirHint(t *testing.T) {
 	empty := t.TempDir()
-	_, _, err := run(t, append([]string{"generate"}, roots(empty)...)...)
+	_, _, err := run(t, "generate", "--dev-root", empty, "--driver-root", empty)
 	require.ErrorIs(t, err, discover.ErrNoDevices)
 	var out bytes.Buffer
 	printError(&out, err)
@@ -178,83 +60,18 @@ func TestErrorsPrintTheirHint(t *testing.T) {
 	require.Equal(t, "xpu-cdi: --format: unknown spec format \"toml\" (valid: yaml, json)\n", out.String())
 }
 
-func TestValidateReportsStaleSpec(t *testing.T) {
-	requireRoot(t)
-	cache := fakehosttest.CacheDir(t)
-	root := filepath.Join(t.TempDir(), "host")
-	_, err := fakehost.Build(root, fakehost.P800x8(), fakehost.WithCacheDir(cache))
-	require.NoError(t, err)
-	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
-	_, _, err = run(t, append([]string{"generate", "-o", out}, roots(root)...)...)
-	require.NoError(t, err)
+func TestLogLevel(t *testing.T) {
+	_, _, err := run(t, "--log-level", "loud", "list", "--spec-dir", t.TempDir())
+	require.ErrorContains(t, err, "--log-level: ")
 
-	// The driver is reloaded and gets another major.
-	require.NoError(t, os.RemoveAll(root))
-	reloaded := fakehost.P800x8()
-	reloaded.Major = 250
-	_, err = fakehost.Build(root, reloaded, fakehost.WithCacheDir(cache))
-	require.NoError(t, err)
-
-	stdout, _, err := run(t, "validate", out)
-	require.Error(t, err)
-	require.Contains(t, stdout, "is 250:0 on this host but the spec says 243:0")
-	require.Contains(t, stdout, "fix: regenerate it with: xpu-cdi generate --output "+out)
-}
-
-func TestValidateRejectsBrokenSpec(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
-	require.NoError(t, os.WriteFile(out, []byte("cdiVersion: \"0.5.0\"\nkind: baidu.com/xpu\ndevices: []\nunknownField: 1\n"), 0o644))
-	stdout, _, err := run(t, "validate", out)
-	require.Error(t, err)
-	require.Contains(t, stdout, "FAIL "+out)
-}
-
-func TestRefreshRemovesOwnSpecWhenXPUsAreGone(t *testing.T) {
-	root := fakeHost(t, fakehost.P800x8())
-	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
-	_, _, err := run(t, append([]string{"refresh", "-o", out}, roots(root)...)...)
-	require.NoError(t, err)
-	require.FileExists(t, out)
-
-	_, logs, err := run(t, append([]string{"refresh", "-o", out}, roots(t.TempDir())...)...)
-	require.NoError(t, err, "no XPU must not fail the boot")
-	require.NoFileExists(t, out)
-	require.Contains(t, logs, "removed "+out)
-	require.Contains(t, logs, "no Kunlun XPU found")
-	require.NotContains(t, logs, "hint", "the hint is for a user at a terminal, not the unit's log")
-
-	foreign := filepath.Join(t.TempDir(), "other.yaml")
-	require.NoError(t, os.WriteFile(foreign, []byte("cdiVersion: \"0.5.0\"\nkind: example.com/gpu\ndevices: []\n"), 0o644))
-	_, _, err = run(t, append([]string{"refresh", "-o", foreign}, roots(t.TempDir())...)...)
-	require.NoError(t, err)
-	require.FileExists(t, foreign, "a spec of another kind is never removed")
-}
-
-func TestList(t *testing.T) {
-	root := fakeHost(t, fakehost.R200SRIOV())
 	dir := t.TempDir()
-	_, _, err := run(t, append([]string{"generate", "-o", filepath.Join(dir, "x.yaml"), "--vendor", "list.xpu-cdi.test"}, roots(root)...)...)
+	_, logs, err := run(t, "--log-level", "error", "list", "--spec-dir", dir)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("kind: [\n"), 0o644))
-	stdout, logs, err := run(t, "list", "--spec-dir", dir)
+	require.Empty(t, logs, "the warning of an empty directory is below error")
+	t.Setenv("XPU_CDI_LOG_LEVEL", "warning")
+	_, logs, err = run(t, "list", "--spec-dir", dir)
 	require.NoError(t, err)
-	require.Contains(t, stdout, "list.xpu-cdi.test/xpu=1\n")
-	require.Contains(t, stdout, "list.xpu-cdi.test/xpu=all\n")
-	require.NotContains(t, stdout, "list.xpu-cdi.test/xpu=0\n", "the PF with VFs is not offered")
-	require.Contains(t, logs, "broken.yaml")
-}
-
-func TestInfoJSON(t *testing.T) {
-	root := fakeHost(t, fakehost.Degraded())
-	stdout, _, err := run(t, append([]string{"info", "--json"}, roots(root)...)...)
-	require.NoError(t, err)
-	require.Contains(t, stdout, `"index": 3`)
-	require.Contains(t, stdout, `"state": "ERROR"`)
-	require.Contains(t, stdout, `"model": "unknown"`)
-	require.Contains(t, stdout, `xpu-smi not found`)
-	text, _, err := run(t, append([]string{"info"}, roots(root)...)...)
-	require.NoError(t, err)
-	require.Contains(t, text, "Problems:")
+	require.Contains(t, logs, "no CDI device found")
 }
 
 func TestVersion(t *testing.T) {
@@ -286,106 +103,4 @@ func TestHelpSaysEachDefaultOnce(t *testing.T) {
 		}
 	}
 	walk(nil, newApp(logrus.New()).Commands)
-}
-
-// TestXRE5InfoAndGenerate runs info and generate on the P800 (driver and
-// XRE 5) host: no warning, one note per host-wide fact, every problem
-// printed once (info prints them; it does not log them as well).
-func TestXRE5InfoAndGenerate(t *testing.T) {
-	root := fakeHost(t, fakehost.P800XRE5())
-	text, logs, err := run(t, append([]string{"info"}, roots(root)...)...)
-	require.NoError(t, err)
-	require.Empty(t, logs, "info prints what it found; it logs nothing")
-	require.Contains(t, text, "XRE: /usr/local/xpu -> /usr/local/xpu-5.0.21.47\n")
-	require.Contains(t, text, "Control node: /dev/xpuctrl 195:255 ")
-	require.NotContains(t, text, "Problems:")
-	require.NotContains(t, text, "does not seem to be loaded")
-	for _, line := range []string{
-		"/proc/xpu not present",
-		"/sys/class/xpu not present",
-		"no PCI address for /dev/xpu0../dev/xpu7",
-		"runtime library: /usr/local/xpu/so/libxpurt.so.2",
-		"library /lib/x86_64-linux-gnu/libxpunvidia-ml.so.1 <- " + root + "/lib/x86_64-linux-gnu/libxpunvidia-ml.so.5.0.21.47",
-		"library /usr/local/xpu/so/libcuda.so.1 <- ",
-	} {
-		require.Equal(t, 1, strings.Count(text, line), "%q once in\n%s", line, text)
-	}
-
-	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
-	_, logs, err = run(t, append([]string{"generate", "--no-hooks", "--output", out}, roots(root)...)...)
-	require.NoError(t, err)
-	require.NotContains(t, logs, "level=warning", "a healthy 5.x host gives no warning")
-	require.NoError(t, cdispec.ValidateFile(out))
-}
-
-// TestInfoPrintsProblemsOnce checks that a host's warnings appear once,
-// under Problems, and not also on the log.
-func TestInfoPrintsProblemsOnce(t *testing.T) {
-	root := fakeHost(t, fakehost.Degraded())
-	text, logs, err := run(t, append([]string{"info"}, roots(root)...)...)
-	require.NoError(t, err)
-	require.NotContains(t, logs, "xpu-smi not found")
-	require.Equal(t, 1, strings.Count(text, "xpu-smi not found"), text)
-}
-
-// TestXRE5BrokenDriverFiles generates specs for P800 hosts whose driver
-// files are broken: one warning naming the file, exit status 0, a complete
-// valid spec with everything else (written atomically, nothing else in the
-// directory).
-func TestXRE5BrokenDriverFiles(t *testing.T) {
-	for _, tc := range []struct {
-		description string
-		tweak       func(t *testing.T, tree *fakehost.Tree)
-		warning     string
-		mounts      []string // container paths of the library mounts still there
-	}{
-		{
-			description: "a dangling link in so/",
-			tweak: func(t *testing.T, tree *fakehost.Tree) {
-				require.NoError(t, os.Symlink("libbkcl.so.5", tree.Path(tree.XREDir+"/so/libbkcl.so")))
-			},
-			warning: "driver library link /usr/local/xpu/so/libbkcl.so under driver root %ROOT% is dangling",
-			mounts:  []string{"/lib/x86_64-linux-gnu/libxpunvidia-ml.so.1", "/usr/local/xpu/so/libcuda.so.1", "/usr/local/xpu/so/libxpurt.so.2"},
-		},
-		{
-			description: "a library without a SONAME",
-			tweak: func(t *testing.T, tree *fakehost.Tree) {
-				data, err := os.ReadFile(tree.Path(tree.XREDir + "/bin/xpu-smi")) // ELF, no DT_SONAME
-				require.NoError(t, err)
-				require.NoError(t, os.WriteFile(tree.Path(tree.XREDir+"/so/libxft.so"), data, 0o755))
-			},
-			warning: "driver library /usr/local/xpu/so/libxft.so under driver root %ROOT% is not a usable shared library",
-			mounts:  []string{"/lib/x86_64-linux-gnu/libxpunvidia-ml.so.1", "/usr/local/xpu/so/libcuda.so.1", "/usr/local/xpu/so/libxpurt.so.2"},
-		},
-		{
-			description: "the /usr/local/xpu link points nowhere",
-			tweak: func(t *testing.T, tree *fakehost.Tree) {
-				require.NoError(t, os.RemoveAll(tree.Path(tree.XREDir)))
-			},
-			warning: "XRE link /usr/local/xpu under driver root %ROOT% points to /usr/local/xpu-5.0.21.47, which does not exist",
-			mounts:  []string{"/lib/x86_64-linux-gnu/libxpunvidia-ml.so.1"},
-		},
-	} {
-		t.Run(tc.description, func(t *testing.T) {
-			requireRoot(t)
-			tree := fakehosttest.Build(t, fakehost.P800XRE5())
-			tc.tweak(t, tree)
-			dir := t.TempDir()
-			out := filepath.Join(dir, "baidu.com-xpu.yaml")
-			_, logs, err := run(t, append([]string{"generate", "--no-hooks", "--output", out}, roots(tree.Root)...)...)
-			require.NoError(t, err, "warnings do not change the exit status")
-			warning := strings.ReplaceAll(tc.warning, "%ROOT%", tree.Root)
-			require.Equal(t, 1, strings.Count(logs, warning), logs)
-			require.NoError(t, cdispec.ValidateFile(out))
-			data, err := os.ReadFile(out)
-			require.NoError(t, err)
-			for _, m := range tc.mounts {
-				require.Contains(t, string(data), "containerPath: "+m+"\n")
-			}
-			require.Equal(t, 17, strings.Count(string(data), "type: c\n"), "8 devices, the all device (8 nodes) and xpuctrl")
-			entries, err := os.ReadDir(dir)
-			require.NoError(t, err)
-			require.Len(t, entries, 1, "nothing half-written left behind")
-		})
-	}
 }

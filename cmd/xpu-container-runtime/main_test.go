@@ -15,6 +15,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 // buildShim builds the static binary the way the Makefile does.
@@ -208,9 +209,7 @@ func TestFailures(t *testing.T) {
 // TestCreateGivesDevices runs the binary on a fake P800 host (root: real
 // device nodes) and checks what the low-level runtime is handed.
 func TestCreateGivesDevices(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: discovery stats real device nodes")
-	}
+	testreq.Root(t, "discovery stats real device nodes")
 	bin := buildShim(t)
 	dir := t.TempDir()
 	tree := fakehosttest.Build(t, fakehost.P800x8())

@@ -11,15 +11,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 // buildHook builds the hook with CGO_ENABLED=0, as it is shipped.
 func buildHook(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go toolchain")
-	}
+	goBin := testreq.Tool(t, "go")
 	bin := filepath.Join(t.TempDir(), "xpu-runtime-hook")
 	cmd := exec.Command(goBin, "build", "-o", bin, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -44,7 +43,7 @@ func bundle(t *testing.T) (dir, marker string) {
 	// Our "library": the host's libc copy is a real ELF shared object.
 	libc, err := os.ReadFile("/lib/x86_64-linux-gnu/libc.so.6")
 	if err != nil {
-		t.Skip("no host libc to use as a test library")
+		testreq.Missing(t, "no host libc to use as a test library: %v", err)
 	}
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "opt/xpu/lib"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "opt/xpu/lib/libc.so.6"), libc, 0o755))

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 func TestWriteFile(t *testing.T) {
@@ -83,9 +85,7 @@ func TestWriteFileMkdir(t *testing.T) {
 }
 
 func TestWriteFileKeepsOwner(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to chown")
-	}
+	testreq.Root(t, "chown")
 	path := filepath.Join(t.TempDir(), "f")
 	require.NoError(t, os.WriteFile(path, []byte("old"), 0o600))
 	require.NoError(t, os.Chown(path, 4321, 8765))

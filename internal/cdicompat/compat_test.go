@@ -262,21 +262,29 @@ func TestSpecDirsAgreeWithTheCache(t *testing.T) {
 	}
 }
 
+// TestSpecFilesAgreeWithTheCache checks the files SpecFiles visits, and the
+// order it visits them in, against the specs the library's cache reads: the
+// cache appends a vendor's specs in the order it reads them
+// (GetVendorSpecs), so every spec has the one vendor (each its own class).
+// The directories are given in an order that is not the sorted order of
+// their paths, and the names sort differently by byte and by letter.
 func TestSpecFilesAgreeWithTheCache(t *testing.T) {
 	tmp := t.TempDir()
-	dirs := []string{filepath.Join(tmp, "etc"), filepath.Join(tmp, "absent"), filepath.Join(tmp, "run")}
-	spec := func(name string) *specs.Spec {
+	dirs := []string{filepath.Join(tmp, "z-etc"), filepath.Join(tmp, "absent"), filepath.Join(tmp, "a-run")}
+	spec := func(class string) *specs.Spec {
 		s := validSpec()
-		s.Kind = "vendor" + name + ".test/xpu"
+		s.Kind = "vendor.test/" + class
 		return s
 	}
-	writeSpec(t, dirs[0], "a.yaml", spec("a"))
 	writeSpec(t, dirs[0], "b.json", spec("b"))
+	writeSpec(t, dirs[0], "a.yaml", spec("a"))
+	writeSpec(t, dirs[0], "B.yaml", spec("upper-b"))       // before a.yaml: entries sorted by byte
 	writeSpec(t, dirs[0], "c.yml", spec("c"))              // not read: .yml
 	writeSpec(t, dirs[0], "d.yaml.bak", spec("d"))         // not read
 	writeSpec(t, dirs[0]+"/sub.yaml", "e.yaml", spec("e")) // a directory named like a spec, and a subdirectory
 	writeSpec(t, dirs[2], "f.yaml", spec("f"))
-	writeSpec(t, dirs[2], "A.JSON", spec("g")) // not read: the extension is case-sensitive
+	writeSpec(t, dirs[2], "0.json", spec("zero")) // first of its directory, after every file of dirs[0]
+	writeSpec(t, dirs[2], "A.JSON", spec("g"))    // not read: the extension is case-sensitive
 
 	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
 	require.NoError(t, err)
@@ -284,11 +292,10 @@ func TestSpecFilesAgreeWithTheCache(t *testing.T) {
 		path     string
 		priority int
 	}
+	require.Equal(t, []string{"vendor.test"}, cache.ListVendors())
 	var want []file
-	for _, v := range cache.ListVendors() {
-		for _, s := range cache.GetVendorSpecs(v) {
-			want = append(want, file{s.GetPath(), s.GetPriority()})
-		}
+	for _, s := range cache.GetVendorSpecs("vendor.test") {
+		want = append(want, file{s.GetPath(), s.GetPriority()})
 	}
 	var got []file
 	var absent []string
@@ -300,19 +307,13 @@ func TestSpecFilesAgreeWithTheCache(t *testing.T) {
 		got = append(got, file{filepath.Join(dir, name), slices.Index(dirs, dir)})
 		return nil
 	}))
-	sortFiles := func(f []file) {
-		slices.SortFunc(f, func(a, b file) int {
-			if a.path < b.path {
-				return -1
-			}
-			if a.path > b.path {
-				return 1
-			}
-			return 0
-		})
-	}
-	sortFiles(want)
-	sortFiles(got)
-	require.Equal(t, want, got)
+	require.Equal(t, want, got, "the same files in the same order")
+	require.Equal(t, []file{
+		{filepath.Join(dirs[0], "B.yaml"), 0},
+		{filepath.Join(dirs[0], "a.yaml"), 0},
+		{filepath.Join(dirs[0], "b.json"), 0},
+		{filepath.Join(dirs[2], "0.json"), 2},
+		{filepath.Join(dirs[2], "f.yaml"), 2},
+	}, got, "directories in the given order, names sorted by byte")
 	require.Equal(t, []string{dirs[1]}, absent)
 }

@@ -34,7 +34,7 @@ func writeSpec(t *testing.T, tree *fakehost.Tree, dir string) string {
 	t.Helper()
 	h, err := discover.Discover(tree.DiscoverOptions()...)
 	require.NoError(t, err)
-	spec, _, err := cdispec.New(h, cdispec.WithNameStrategies(cdispec.NameByIndex))
+	spec, _, err := cdispec.New(h, cdispec.Settings{NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}, NoHooks: true})
 	require.NoError(t, err)
 	path := filepath.Join(dir, "baidu.com-xpu.yaml")
 	require.NoError(t, cdispec.WriteFile(path, spec, cdispec.FormatYAML))

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -542,4 +543,26 @@ func TestAPIDevicesTopology(t *testing.T) {
 	require.Equal(t, []*pluginapi.NUMANode{{ID: 1}}, got[0].Topology.Nodes)
 	require.Nil(t, got[1].Topology, "no NUMA node known: no topology, so the kubelet does not align on a wrong node")
 	require.Equal(t, pluginapi.Unhealthy, got[1].Health)
+}
+
+// TestListAndWatchTopologyP800Sysfs: on the P800 host whose nodes reach
+// their PCI functions through /sys/dev/char only (no /sys/class/xpu, nodes
+// not in address order), each device is advertised with the NUMA node of
+// its own function.
+func TestListAndWatchTopologyP800Sysfs(t *testing.T) {
+	tree := fakeTree(t, fakehost.P800Sysfs())
+	p, _ := newPlugin(t, tree, &logtest.Recorder{})
+	r := start(t, p)
+	devs, err := r.reg.NextDevices(ctxT(t))
+	require.NoError(t, err)
+	require.Len(t, devs, 8)
+	want := map[string]int64{}
+	for _, d := range tree.Devices {
+		want[strconv.Itoa(d.Index)] = int64(d.NUMANode)
+	}
+	require.Equal(t, int64(1), want["0"], "xpu0 is on NUMA node 1 although its index is first")
+	for _, d := range devs {
+		require.NotNil(t, d.Topology, "device %s", d.ID)
+		require.Equal(t, []*pluginapi.NUMANode{{ID: want[d.ID]}}, d.Topology.Nodes, "device %s", d.ID)
+	}
 }

@@ -19,6 +19,8 @@ const MarkerFile = ".xpu-fakehost.json"
 type options struct {
 	cacheDir string
 	cc       string
+	crossCC  map[string]string
+	arch     string // of the programs BuildTestProgram and friends copy
 	noMknod  bool
 	log      logger.Interface
 }
@@ -32,6 +34,23 @@ func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = di
 
 // WithCompiler sets the C compiler (default "gcc").
 func WithCompiler(cc string) Option { return func(o *options) { o.cc = cc } }
+
+// WithCrossCompiler sets the C compiler for the ELF files of machine
+// goarch (a Go architecture name) when it is not this one (default: Debian's
+// gcc-<triplet>, aarch64-linux-gnu-gcc for arm64).
+func WithCrossCompiler(goarch, cc string) Option {
+	return func(o *options) {
+		if o.crossCC == nil {
+			o.crossCC = map[string]string{}
+		}
+		o.crossCC[goarch] = cc
+	}
+}
+
+// WithArch makes BuildTestProgram and the other program copies write the
+// programs of machine goarch (default: this one), built like the libraries
+// of a Host with that Arch.
+func WithArch(goarch string) Option { return func(o *options) { o.arch = goarch } }
 
 // WithoutMknod makes device nodes regular files even when running as root.
 func WithoutMknod() Option { return func(o *options) { o.noMknod = true } }
@@ -88,13 +107,18 @@ type TreeDevice struct {
 	// VFs lists the /dev indexes of a PF's enabled VFs; such a PF is for
 	// management only.
 	VFs []int `json:"vfs,omitempty"`
-	// What exists for the device: its node, its /proc/xpu/devN and its
-	// /sys/class/xpu/xpuN (neither on driver 5.x hosts).
+	// What exists for the device: its node, its /proc/xpu/devN (none on
+	// driver 5.x hosts) and its class device under its PCI function
+	// (/sys/class/xpu/xpuN; on 5.x hosts only with Host.NodeClass).
 	HasNode  bool `json:"hasNode"`
 	HasProc  bool `json:"hasProc"`
 	HasSysfs bool `json:"hasSysfs"`
-	// SysfsPath is the class device directory (/sys/devices/.../xpu/xpuN).
+	// SysfsPath is the class device directory (/sys/devices/.../xpu/xpuN,
+	// or .../<Host.NodeClass>/xpuN).
 	SysfsPath string `json:"sysfsPath,omitempty"`
+	// DevChar is the kernel's link to the class device,
+	// /sys/dev/char/MAJ:MIN (Host.SysDevChar).
+	DevChar string `json:"devChar,omitempty"`
 }
 
 // TreeLibrary records a library file (not a link) of the driver.
@@ -196,6 +220,9 @@ func (h *Host) validate() error {
 	if h.Major == 0 {
 		return errors.New("fake host: major must not be 0")
 	}
+	if _, err := h.ldArch(); err != nil {
+		return err
+	}
 	if !h.NoDriver && (h.XREVersion == "" || strings.ContainsAny(h.XREVersion, "/\x00")) {
 		return fmt.Errorf("fake host: invalid XRE version %q", h.XREVersion)
 	}
@@ -206,6 +233,9 @@ func (h *Host) validate() error {
 	case "", LayoutXRE4, LayoutXRE5:
 	default:
 		return fmt.Errorf("fake host: unknown layout %q (valid: %s, %s)", h.Layout, LayoutXRE4, LayoutXRE5)
+	}
+	if c := h.NodeClass; c != "" && (c == "." || c == ".." || strings.ContainsAny(c, "/\x00")) {
+		return fmt.Errorf("fake host: node class %q is not a directory name", c)
 	}
 	if !h.NoCtrl {
 		minors[h.ctrlMinor()] = -1

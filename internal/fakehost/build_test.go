@@ -78,6 +78,28 @@ func shapeCases() []shapeCase {
 			},
 		},
 		{
+			description: "p800-sysfs", host: P800Sysfs(),
+			indexes: []int{0, 1, 2, 3, 4, 5, 6, 7}, minors: []uint32{0, 1, 2, 3, 4, 5, 6, 7}, mode: 0o666,
+			compute: []int{0, 1, 2, 3, 4, 5, 6, 7},
+			check: func(t *testing.T, tr *Tree) {
+				var bdfs []string
+				for _, d := range tr.Devices {
+					bdfs = append(bdfs, d.BDF)
+				}
+				require.Equal(t, []string{
+					"0000:82:00.0", "0000:03:00.0", "0000:84:00.0", "0000:01:00.0",
+					"0000:81:00.0", "0000:02:00.0", "0000:83:00.0", "0000:04:00.0",
+				}, bdfs, "nodes are not in PCI address order")
+				require.Equal(t, 1, tr.Devices[0].NUMANode)
+				require.False(t, exists(tr, "/sys/class/xpu"))
+				require.Equal(t, "195:255\n", readTree(t, tr, "/sys/dev/char/195:255/dev"))
+				ctrl, err := filepath.EvalSymlinks(tr.Path("/sys/dev/char/195:255"))
+				require.NoError(t, err)
+				require.Equal(t, tr.Path("/sys/devices/virtual/kunlun/xpuctrl"), ctrl)
+				require.True(t, exists(tr, "/sys/bus/pci/drivers/kunlun/0000:82:00.0"))
+			},
+		},
+		{
 			description: "p800-xre5", host: P800XRE5(),
 			indexes: []int{0, 1, 2, 3, 4, 5, 6, 7}, minors: []uint32{0, 1, 2, 3, 4, 5, 6, 7}, mode: 0o666,
 			compute: []int{0, 1, 2, 3, 4, 5, 6, 7},
@@ -272,8 +294,18 @@ func checkProcAndSysfsXRE5(t *testing.T, tr *Tree) {
 	require.False(t, exists(tr, "/sys/devices/virtual/xpu"))
 	require.Equal(t, "live\n", readTree(t, tr, "/sys/module/kunlun/initstate"))
 	require.Equal(t, "live\n", readTree(t, tr, "/sys/module/kunlun_peermem/initstate"))
+	class := tr.Host.NodeClass
 	for _, d := range tr.Devices {
-		require.False(t, d.HasProc || d.HasSysfs, "xpu%d", d.Index)
+		require.False(t, d.HasProc, "xpu%d", d.Index)
+		require.Equal(t, class != "", d.HasSysfs, "xpu%d: a class device only with a node class", d.Index)
+		require.Equal(t, class != "" && tr.Host.SysDevChar, d.DevChar != "", "xpu%d", d.Index)
+		if d.HasSysfs {
+			checkClassDevice(t, tr, d, "/sys/class/"+class+fmt.Sprintf("/xpu%d", d.Index))
+		}
+		if d.DevChar != "" {
+			require.Equal(t, fmt.Sprintf("/sys/dev/char/%d:%d", d.Major, d.Minor), d.DevChar)
+			checkClassDevice(t, tr, d, d.DevChar)
+		}
 		require.Equal(t, "0x0\n", readTree(t, tr, fmt.Sprintf("/proc/kunlun/dev%d/dma_excp_mask", d.Index)))
 		fn := "/sys/bus/pci/drivers/kunlun/" + d.BDF
 		require.Equal(t, fmt.Sprintf("0x%04x\n", d.DeviceID), readTree(t, tr, fn+"/device"))
@@ -281,6 +313,20 @@ func checkProcAndSysfsXRE5(t *testing.T, tr *Tree) {
 		require.NoError(t, err)
 		require.Equal(t, tr.Path("/sys/bus/pci/drivers/kunlun"), drv)
 	}
+}
+
+// checkClassDevice checks that the in-tree link entry leads to d's class
+// device, under d's PCI function, with its number.
+func checkClassDevice(t *testing.T, tr *Tree, d TreeDevice, entry string) {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(tr.Path(entry))
+	require.NoError(t, err)
+	require.Equal(t, tr.Path(d.SysfsPath), real)
+	require.Equal(t, fmt.Sprintf("%d:%d\n", d.Major, d.Minor), readTree(t, tr, entry+"/dev"))
+	fn, err := filepath.EvalSymlinks(tr.Path(entry + "/device"))
+	require.NoError(t, err)
+	require.Equal(t, d.BDF, filepath.Base(fn))
+	require.Equal(t, fmt.Sprintf("%d\n", d.NUMANode), readTree(t, tr, entry+"/device/numa_node"))
 }
 
 // checkLinks walks the tree: every link is relative and resolves inside it.

@@ -48,7 +48,11 @@ func (b *builder) buildDriver() error {
 	if h.NoDriver {
 		return nil
 	}
-	tc, err := loadToolchain(b.o.cacheDir, b.o.cc)
+	cc, err := b.o.compiler(h.Arch)
+	if err != nil {
+		return err
+	}
+	tc, err := loadToolchain(b.o.cacheDir, cc)
 	if err != nil {
 		return err
 	}
@@ -154,7 +158,11 @@ func copyArtifact(name, dst string, opts []Option) error {
 	if err != nil {
 		return err
 	}
-	tc, err := loadToolchain(o.cacheDir, o.cc)
+	cc, err := o.compiler(o.arch)
+	if err != nil {
+		return err
+	}
+	tc, err := loadToolchain(o.cacheDir, cc)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 func soname(t *testing.T, path string) string {
@@ -191,7 +192,7 @@ func TestTestProgram(t *testing.T) {
 // loader: in a chroot holding only glibc, the tree and xpu-test, the program
 // finds libxpurt.so.1 through /etc/ld.so.cache alone.
 func TestLdCacheInChroot(t *testing.T) {
-	requiresRoot(t)
+	testreq.Root(t, "mknod, chown, chroot")
 	h := P800x8()
 	h.XREVersion = "5.1.0.7"
 	tr := build(t, h)
@@ -199,7 +200,7 @@ func TestLdCacheInChroot(t *testing.T) {
 	for _, lib := range []string{"/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6"} {
 		data, err := os.ReadFile(lib)
 		if err != nil {
-			t.Skipf("glibc layout of this machine unknown: %v", err)
+			testreq.Missing(t, "glibc layout of this machine unknown: %v", err)
 		}
 		require.NoError(t, os.MkdirAll(filepath.Dir(tr.Path(lib)), 0o755))
 		require.NoError(t, os.WriteFile(tr.Path(lib), data, 0o755))

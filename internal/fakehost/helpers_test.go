@@ -9,13 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func requiresRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (mknod, chown, chroot)")
-	}
-}
-
 func readTree(t *testing.T, tr *Tree, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(tr.Path(p))

@@ -146,6 +146,10 @@ type Host struct {
 	Shape string `json:"shape"`
 	// Layout is the driver generation (empty: LayoutXRE4).
 	Layout Layout `json:"layout,omitempty"`
+	// Arch is the machine (a Go architecture name: amd64, arm64) the
+	// host's libraries and programs are built for, with a cross compiler
+	// when it is not the machine the tests run on; empty means that one.
+	Arch string `json:"arch,omitempty"`
 	// Major is the xpu char major (dynamic on 4.x hosts, 195 on 5.x).
 	Major uint32 `json:"major"`
 	// CtrlMinor is the minor of /dev/xpuctrl; 0 means CtrlMinor (128).
@@ -167,6 +171,18 @@ type Host struct {
 	ProbeErrors []ProbeError `json:"probeErrors,omitempty"`
 	Libraries   []Library    `json:"libraries"`
 
+	// NodeClass is the class the driver registers its nodes in: their
+	// class devices live under their PCI functions at
+	// /sys/devices/<PCIParent>/<bdf>/<NodeClass>/xpuN, linked from
+	// /sys/class/<NodeClass>/xpuN, and xpuctrl at
+	// /sys/devices/virtual/<NodeClass>/xpuctrl. Empty means the layout's:
+	// "xpu" on 4.x, none on 5.x (P800XRE5: nothing under /sys leads to a
+	// node).
+	NodeClass string `json:"nodeClass,omitempty"`
+	// SysDevChar writes the kernel's /sys/dev/char/MAJ:MIN link to every
+	// class device (Documentation/ABI/stable/sysfs-dev).
+	SysDevChar bool `json:"sysDevChar,omitempty"`
+
 	// Knobs that leave parts out.
 	NoCtrl   bool `json:"noCtrl,omitempty"`   // no /dev/xpuctrl node
 	NoNodes  bool `json:"noNodes,omitempty"`  // module loaded, no /dev/xpu* nodes at all
@@ -178,6 +194,17 @@ type Host struct {
 
 // XRE5 reports whether the host has the driver 5.x layout.
 func (h *Host) XRE5() bool { return h.Layout == LayoutXRE5 }
+
+// nodeClass is the class of the host's class devices, empty for none.
+func (h *Host) nodeClass() string {
+	switch {
+	case h.NodeClass != "":
+		return h.NodeClass
+	case h.XRE5():
+		return ""
+	}
+	return "xpu"
+}
 
 // ctrlMinor is the minor of the host's /dev/xpuctrl.
 func (h *Host) ctrlMinor() uint32 {

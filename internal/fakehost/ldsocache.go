@@ -7,15 +7,18 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 )
 
-// ldFlags are the cache flags ldconfig gives x86-64 glibc shared objects.
-const ldFlags = ldcache.FlagELFLibc6 | ldcache.FlagX8664Lib64
-
 // ldCacheEntries lists what ldconfig would cache: one entry per SONAME and
 // one per development link, for the libraries of the XRE directory named
 // in ld.so.conf.d (4.x layout: lib64, with paths through /usr/local/xpu as
 // the conf file names it) and of system directories (absolute Dir). XRE
-// 5's so/ is not registered.
+// 5's so/ is not registered. The flags are those ldconfig gives the
+// host machine's glibc shared objects (x86-64 0x0303, aarch64 0x0a03).
 func ldCacheEntries(h *Host) []ldcache.Entry {
+	arch, err := h.ldArch()
+	if err != nil {
+		return nil // validate refused the host already
+	}
+	ldFlags := arch.Flags
 	var entries []ldcache.Entry
 	for _, l := range h.Libraries {
 		var dir string

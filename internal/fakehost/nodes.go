@@ -22,13 +22,16 @@ func (b *builder) recordDevices() {
 			DeviceID: d.DeviceID, Function: d.Function, Parent: d.PhysFn, NUMANode: d.NUMANode, State: d.State,
 			HasNode:  !h.NoNodes && !d.NoNode,
 			HasProc:  !h.NoProcfs && !d.NoProc && !h.XRE5(),
-			HasSysfs: !h.NoSysfs && !d.NoSysfs && !h.XRE5(),
+			HasSysfs: !h.NoSysfs && !d.NoSysfs && h.nodeClass() != "",
 		}
 		if d.Function == FunctionPF {
 			td.VFs = vfs[d.BDF]
 		}
 		if td.HasSysfs {
-			td.SysfsPath = fmt.Sprintf("%s/xpu/xpu%d", pciDir(d), d.Index)
+			td.SysfsPath = fmt.Sprintf("%s/%s/xpu%d", pciDir(d), h.nodeClass(), d.Index)
+			if h.SysDevChar {
+				td.DevChar = devCharPath(h.Major, d.Minor)
+			}
 		}
 		b.t.Devices = append(b.t.Devices, td)
 	}

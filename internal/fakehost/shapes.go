@@ -6,15 +6,17 @@ import "fmt"
 const (
 	ShapeP800x8    = "p800x8"
 	ShapeP800XRE5  = "p800-xre5"
+	ShapeP800Sysfs = "p800-sysfs"
 	ShapeR200SRIOV = "r200-sriov"
 	ShapeK200      = "k200"
 	ShapeDegraded  = "degraded"
 	ShapeScaled    = "scaled"
+	ShapeR200Arm64 = "r200-arm64"
 )
 
 // Shapes lists the valid shape names.
 func Shapes() []string {
-	return []string{ShapeP800x8, ShapeP800XRE5, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled}
+	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled, ShapeR200Arm64}
 }
 
 // ShapeByName returns the named shape; devices and libraries are only used by
@@ -25,12 +27,16 @@ func ShapeByName(name string, devices, libraries int) (Host, error) {
 		return P800x8(), nil
 	case ShapeP800XRE5:
 		return P800XRE5(), nil
+	case ShapeP800Sysfs:
+		return P800Sysfs(), nil
 	case ShapeR200SRIOV:
 		return R200SRIOV(), nil
 	case ShapeK200:
 		return K200(), nil
 	case ShapeDegraded:
 		return Degraded(), nil
+	case ShapeR200Arm64:
+		return R200Arm64(), nil
 	case ShapeScaled:
 		if devices < 0 || libraries < 0 {
 			return Host{}, fmt.Errorf("scaled shape: devices (%d) and libraries (%d) must not be negative", devices, libraries)
@@ -278,6 +284,30 @@ func Scaled(devices, libraries int) Host {
 		}
 		h.Devices = append(h.Devices, p800Device(i, numa,
 			fmt.Sprintf("%04x:%02x:00.0", domain, bus), fmt.Sprintf("pci%04x:00", domain)))
+	}
+	return h
+}
+
+// R200Arm64 is an aarch64 server (Kunpeng/Phytium class, as the Paddle
+// Lite and Kylin V10 aarch64 recipes use) with two Kunlun2 R200 cards
+// without SR-IOV: xpu0 on 0000:01:00.0 behind pci0000:00 (NUMA 0), xpu1 on
+// 0000:81:00.0 behind pci0000:80 (NUMA 1), driver 4.33.0, nodes 0666 with
+// the udev rule. The XRE 4 libraries in /usr/local/xpu-4.33.0/lib64,
+// xpu_smi and the test programs are aarch64 ELF files (built with
+// aarch64-linux-gnu-gcc on other machines), and ld.so.cache carries the
+// aarch64 flags (0x0a03).
+func R200Arm64() Host {
+	h := Host{
+		Shape: ShapeR200Arm64, Arch: "arm64", Major: DefaultMajor,
+		DriverVersion: DriverVersionKunlun2, XREVersion: DriverVersionKunlun2,
+		NodeMode: 0o666, UdevRule: true, LoadJiffies: 4294968231,
+		Libraries: CoreLibraries(),
+	}
+	for i, bdf := range []string{"0000:01:00.0", "0000:81:00.0"} {
+		d := r200PF(i, i, bdf, i)
+		d.PCIParent = fmt.Sprintf("pci0000:%02x", 0x80*i)
+		d.TotalVFs = 0
+		h.Devices = append(h.Devices, d)
 	}
 	return h
 }

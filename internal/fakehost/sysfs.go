@@ -14,7 +14,6 @@ func pciDir(d Device) string {
 }
 
 const (
-	sysClassXPU     = "/sys/class/xpu"
 	sysDriverKunlun = "/sys/bus/pci/drivers/kunlun"
 	sysModuleKunlun = "/sys/module/kunlun"
 	sysModulePeer   = "/sys/module/kunlun_peermem"
@@ -40,9 +39,10 @@ func (b *builder) buildSysfs() error {
 		return nil
 	}
 	h := b.h
-	dirs := []string{sysClassXPU, sysDriverKunlun, "/sys/bus/pci/devices"}
-	if h.XRE5() {
-		dirs = dirs[1:] // no xpu class on driver 5.x
+	class := h.nodeClass()
+	dirs := []string{"/sys/class/" + class, sysDriverKunlun, "/sys/bus/pci/devices"}
+	if class == "" {
+		dirs = dirs[1:] // no class on driver 5.x (P800XRE5)
 	}
 	for _, dir := range dirs {
 		if err := b.mkdir(dir); err != nil {
@@ -65,9 +65,9 @@ func (b *builder) buildSysfs() error {
 	if err := b.symlink(sysDriverKunlun, sysModuleKunlun+"/drivers/pci:kunlun"); err != nil {
 		return err
 	}
-	if !h.NoCtrl && !h.XRE5() {
-		ctrl := "/sys/devices/virtual/xpu/xpuctrl"
-		if err := b.classDevice(ctrl, "xpuctrl", h.ctrlMinor(), ""); err != nil {
+	if !h.NoCtrl && class != "" {
+		ctrl := "/sys/devices/virtual/" + class + "/xpuctrl"
+		if err := b.classDevice(class, ctrl, "xpuctrl", h.ctrlMinor(), ""); err != nil {
 			return err
 		}
 	}
@@ -89,19 +89,20 @@ func (b *builder) buildSysfs() error {
 				return err
 			}
 		}
-		if h.XRE5() {
+		if class == "" {
 			continue
 		}
 		name := fmt.Sprintf("xpu%d", d.Index)
-		if err := b.classDevice(fn+"/xpu/"+name, name, d.Minor, fn); err != nil {
+		if err := b.classDevice(class, fn+"/"+class+"/"+name, name, d.Minor, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// classDevice writes one xpu class device directory and its class link.
-func (b *builder) classDevice(dir, name string, minor uint32, pciFn string) error {
+// classDevice writes one class device directory, its class link and, with
+// Host.SysDevChar, its /sys/dev/char link.
+func (b *builder) classDevice(class, dir, name string, minor uint32, pciFn string) error {
 	h := b.h
 	files := []struct{ name, text string }{
 		{"dev", fmt.Sprintf("%d:%d\n", h.Major, minor)},
@@ -112,7 +113,8 @@ func (b *builder) classDevice(dir, name string, minor uint32, pciFn string) erro
 			return err
 		}
 	}
-	if err := b.symlink(sysClassXPU, dir+"/subsystem"); err != nil {
+	classDir := "/sys/class/" + class
+	if err := b.symlink(classDir, dir+"/subsystem"); err != nil {
 		return err
 	}
 	if pciFn != "" {
@@ -120,7 +122,17 @@ func (b *builder) classDevice(dir, name string, minor uint32, pciFn string) erro
 			return err
 		}
 	}
-	return b.symlink(dir, sysClassXPU+"/"+name)
+	if h.SysDevChar {
+		if err := b.symlink(dir, devCharPath(h.Major, minor)); err != nil {
+			return err
+		}
+	}
+	return b.symlink(dir, classDir+"/"+name)
+}
+
+// devCharPath is the kernel's entry for a char device number.
+func devCharPath(major, minor uint32) string {
+	return fmt.Sprintf("/sys/dev/char/%d:%d", major, minor)
 }
 
 // pciFunction writes a PCI function directory with its IDs, NUMA node,

@@ -77,11 +77,17 @@ func cacheKey(cc string) (string, error) {
 		fmt.Fprintf(h, "%s %d\n", e.Name(), len(b))
 		h.Write(b)
 	}
-	out, err := exec.Command(cc, "-dumpfullversion", "-dumpmachine").Output()
-	if err != nil {
-		return "", fmt.Errorf("running %s (a C compiler is needed to build fake hosts; install gcc and libc6-dev): %w", cc, err)
+	// One option per run: gcc prints only the first of several -dump
+	// options, and the target machine is what tells a cross compiler's
+	// entry from the native one's.
+	for _, opt := range []string{"-dumpfullversion", "-dumpmachine"} {
+		out, err := exec.Command(cc, opt).Output()
+		if err != nil {
+			return "", fmt.Errorf("running %s %s (a C compiler is needed to build fake hosts; install gcc and libc6-dev, "+
+				"or gcc-aarch64-linux-gnu and libc6-dev-arm64-cross for aarch64 hosts: make deps): %w", cc, opt, err)
+		}
+		h.Write(out)
 	}
-	h.Write(out)
 	fmt.Fprintf(h, "flags-v2 %v %v %v %v\n", xpurtFlags(), xpurt2Flags(), templateFlags(), staticFlags)
 	return hex.EncodeToString(h.Sum(nil))[:20], nil
 }

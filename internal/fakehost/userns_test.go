@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 const inUserNSEnv = "XPU_FAKEHOST_TEST_IN_USERNS"
@@ -21,14 +23,12 @@ func TestMknodRefusedFallsBack(t *testing.T) {
 		checkNodes(t, tr, 0o666, 0, 0)
 		return
 	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("needs unshare(1)")
-	}
-	probe := exec.Command("unshare", "--user", "--map-root-user", "true")
+	unshare := testreq.Tool(t, "unshare")
+	probe := exec.Command(unshare, "--user", "--map-root-user", "true")
 	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("user namespaces unavailable: %v: %s", err, out)
+		testreq.Missing(t, "user namespaces unavailable: %v: %s", err, out)
 	}
-	cmd := exec.Command("unshare", "--user", "--map-root-user", os.Args[0],
+	cmd := exec.Command(unshare, "--user", "--map-root-user", os.Args[0],
 		"-test.run=^TestMknodRefusedFallsBack$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), inUserNSEnv+"=1")
 	out, err := cmd.CombinedOutput()

@@ -11,15 +11,13 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 	"github.com/xpu-cdi/xpu-cdi/internal/testenv"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 // buildLib compiles a shared library with SONAME soname to out.
 func buildLib(t testing.TB, out, soname string) {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not installed")
-	}
+	gcc := testreq.Tool(t, "gcc")
 	src := filepath.Join(t.TempDir(), "lib.c")
 	require.NoError(t, os.WriteFile(src, []byte("int xpu_answer(void) { return 42; }\n"), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Dir(out), 0o755))
@@ -81,16 +79,4 @@ func names(es []ldcache.Entry) []string {
 		n = append(n, e.Name+"="+e.Path)
 	}
 	return n
-}
-
-// requiresRoot skips a test that mounts on a laptop, and fails it in CI.
-func requiresRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("test needs root (CI=true forbids skipping)")
-	}
-	t.Skip("test needs root")
 }

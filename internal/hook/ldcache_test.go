@@ -10,6 +10,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 func TestUpdateLDCacheHostile(t *testing.T) {
@@ -264,15 +265,13 @@ func TestUpdateLDCacheIdempotent(t *testing.T) {
 
 // TestUpdateLDCacheReadOnly needs root to make a read-only bind mount.
 func TestUpdateLDCacheReadOnly(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testreq.Root(t, "a read-only bind mount")
 	root := t.TempDir()
 	buildLib(t, filepath.Join(root, "opt/xpu/lib/libxpurt.so.1"), "libxpurt.so.1")
 	copyFile(t, filepath.Join(root, "opt/xpu/lib/libxpurt.so.1"), filepath.Join(root, "lib64/ld-linux-x86-64.so.2"))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
 	if err := unix.Mount(root, root, "", unix.MS_BIND, ""); err != nil {
-		t.Skipf("cannot bind mount: %v", err)
+		testreq.Missing(t, "bind-mounting %s: %v", root, err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
 	require.NoError(t, unix.Mount("", root, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""))

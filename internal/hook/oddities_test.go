@@ -14,6 +14,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 // TestImageOdditiesWarnAndSkip: every layout of the image that keeps the
@@ -79,7 +80,7 @@ func TestImageOdditiesWarnAndSkip(t *testing.T) {
 				require.NoError(t, os.Symlink("/proc/self/root/etc", filepath.Join(root, "etc")))
 				// The runtime has mounted the container's /proc when
 				// createContainer hooks run.
-				requiresRoot(t)
+				testreq.Root(t, "bind mounts")
 				require.NoError(t, os.Mkdir(filepath.Join(root, "proc"), 0o755))
 				require.NoError(t, unix.Mount("proc", filepath.Join(root, "proc"), "proc", 0, ""))
 				t.Cleanup(func() { _ = unix.Unmount(filepath.Join(root, "proc"), unix.MNT_DETACH) })
@@ -103,7 +104,7 @@ func TestImageOdditiesWarnAndSkip(t *testing.T) {
 		{
 			description: "/etc leads into a writable bind mount of a host directory",
 			setup: func(t *testing.T, root string) {
-				requiresRoot(t)
+				testreq.Root(t, "bind mounts")
 				glibc(t, root)
 				mounted = t.TempDir()
 				require.NoError(t, os.MkdirAll(filepath.Join(mounted, "ld.so.conf.d"), 0o755))

@@ -21,7 +21,12 @@
 //     file's DT_SONAME as ldconfig does (ELF header, program headers,
 //     PT_DYNAMIC, one string; the last of repeated tags counts), in a few
 //     bounded preads into reused buffers; hostile files yield an error,
-//     never a panic or an allocation beyond those bounds.
+//     never a panic or an allocation beyond those bounds. It also gives
+//     the cache flags ldconfig records for the file's class and machine
+//     (x86-64 0x0303, aarch64 0x0a03, ...) and the machine itself; Arches
+//     lists the machines xpu-cdi supports with the flags their loader
+//     accepts. Scan keeps every machine's libraries, as ldconfig does (the
+//     loader skips the others' entries); discovery filters by machine.
 //
 // Not supported: writing glibc-hwcaps subdirectory entries (entries whose
 // HWCap carries the extension bit): Encode refuses them, callers drop them

@@ -7,29 +7,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
-
-func requireGCC(t testing.TB) string {
-	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not installed")
-	}
-	return gcc
-}
-
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-}
 
 // buildLib compiles a shared library with the given SONAME to out, whose
 // function name() returns msg.
 func buildLib(t testing.TB, out, soname, fn, msg string) {
 	t.Helper()
-	gcc := requireGCC(t)
+	gcc := testreq.Tool(t, "gcc")
 	src := filepath.Join(t.TempDir(), "lib.c")
 	require.NoError(t, os.WriteFile(src, []byte("const char *"+fn+"(void) { return \""+msg+"\"; }\n"), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Dir(out), 0o755))

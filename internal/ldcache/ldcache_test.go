@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -175,7 +177,7 @@ var ldconfigLine = regexp.MustCompile(`^\t(\S+) \(([^)]*)\) => (\S+)$`)
 func TestHostCache(t *testing.T) {
 	data, err := os.ReadFile("/etc/ld.so.cache")
 	if err != nil {
-		t.Skipf("no host cache: %v", err)
+		testreq.Missing(t, "no host loader cache: %v", err)
 	}
 	ldconfig, err := exec.LookPath("ldconfig")
 	if err != nil {
@@ -183,7 +185,7 @@ func TestHostCache(t *testing.T) {
 	}
 	out, err := exec.Command(ldconfig, "-p").Output()
 	if err != nil {
-		t.Skipf("ldconfig -p: %v", err)
+		testreq.Missing(t, "%s -p: %v", ldconfig, err)
 	}
 	entries, err := Parse(data)
 	require.NoError(t, err)

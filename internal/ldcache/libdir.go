@@ -91,12 +91,22 @@ func (d *LibDir) ReadOpen(f interface {
 	io.Closer
 }, path string,
 ) (soname string, flags int32, isELF bool, err error) {
+	info, isELF, err := d.ReadOpenInfo(f, path)
+	return info.Soname, info.Flags, isELF, err
+}
+
+// ReadOpenInfo is ReadOpen that also returns the file's ELF machine.
+func (d *LibDir) ReadOpenInfo(f interface {
+	io.ReaderAt
+	io.Closer
+}, path string,
+) (info Info, isELF bool, err error) {
 	defer func() { _ = f.Close() }() // read-only
-	soname, flags, err = d.sr.Read(f)
+	info, err = d.sr.ReadInfo(f)
 	if err != nil {
 		var magic [4]byte
 		n, _ := f.ReadAt(magic[:], 0)
-		return "", 0, n == 4 && bytes.Equal(magic[:], []byte(elf.ELFMAG)), fmt.Errorf("%s: %w", path, err)
+		return Info{}, n == 4 && bytes.Equal(magic[:], []byte(elf.ELFMAG)), fmt.Errorf("%s: %w", path, err)
 	}
-	return soname, flags, true, nil
+	return info, true, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 func openRoot(t testing.TB, dir string) *rootfs.Root {
@@ -76,11 +77,9 @@ var lddLine = regexp.MustCompile(`(/\S+) \(0x[0-9a-f]+\)`)
 // loader reads: a program in a chroot finds its library in a non-default
 // directory only through the cache we wrote.
 func TestLoaderUsesEncodedCache(t *testing.T) {
-	requireRoot(t)
-	gcc := requireGCC(t)
-	if _, err := exec.LookPath("ldd"); err != nil {
-		t.Skip("no ldd")
-	}
+	testreq.Root(t, "chroot")
+	gcc := testreq.Tool(t, "gcc")
+	testreq.Tool(t, "ldd")
 	root := t.TempDir()
 	libdir := filepath.Join(root, "opt/foo/lib")
 	buildLib(t, filepath.Join(libdir, "libfoo.so.1.0"), "libfoo.so.1", "foo_message", "hello from libfoo")

@@ -103,23 +103,48 @@ func (e endian) u64(b []byte) uint64 {
 	return binary.LittleEndian.Uint64(b)
 }
 
+// Info is what SonameReader reads of a shared object.
+type Info struct {
+	Soname string
+	// Flags are the cache flags ldconfig records for it (its class,
+	// machine and ABI).
+	Flags int32
+	// Machine is the ELF header's e_machine, whatever its value.
+	Machine elf.Machine
+}
+
 // Read returns the SONAME of the ELF shared object r and the flags ldconfig
 // records for it in the cache (its class, machine and ABI). r must be
 // ET_DYN with a PT_DYNAMIC segment whose non-empty DT_SONAME lies in a
 // PT_LOAD segment; where DT_SONAME, DT_STRTAB or DT_STRSZ repeat, the last
 // one counts, as for ldconfig and the loader (debug/elf returns the first).
 func (s *SonameReader) Read(r io.ReaderAt) (string, int32, error) {
+	i, err := s.ReadInfo(r)
+	return i.Soname, i.Flags, err
+}
+
+// ReadInfo is Read that also returns the file's ELF machine, which callers
+// that must not take another machine's library check.
+func (s *SonameReader) ReadInfo(r io.ReaderAt) (Info, error) {
+	soname, flags, machine, err := s.read(r)
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{Soname: soname, Flags: flags, Machine: machine}, nil
+}
+
+func (s *SonameReader) read(r io.ReaderAt) (string, int32, elf.Machine, error) {
 	n, err := r.ReadAt(s.prefix[:], 0)
 	s.have, s.eof = s.prefix[:n], err != nil
 	if n < elf.EI_NIDENT {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return "", 0, fmt.Errorf("reading the ELF header: %w", err)
+		return "", 0, 0, fmt.Errorf("reading the ELF header: %w", err)
 	}
 	ident := s.have[:elf.EI_NIDENT]
 	if !bytes.Equal(ident[:4], []byte(elf.ELFMAG)) {
-		return "", 0, fmt.Errorf("bad magic number %q", ident[:4])
+		return "", 0, 0, fmt.Errorf("bad magic number %q", ident[:4])
 	}
 	var bo endian
 	switch elf.Data(ident[elf.EI_DATA]) {
@@ -127,7 +152,7 @@ func (s *SonameReader) Read(r io.ReaderAt) (string, int32, error) {
 	case elf.ELFDATA2MSB:
 		bo.big = true
 	default:
-		return "", 0, fmt.Errorf("unknown ELF data encoding %v", elf.Data(ident[elf.EI_DATA]))
+		return "", 0, 0, fmt.Errorf("unknown ELF data encoding %v", elf.Data(ident[elf.EI_DATA]))
 	}
 	class := elf.Class(ident[elf.EI_CLASS])
 	var (
@@ -140,32 +165,32 @@ func (s *SonameReader) Read(r io.ReaderAt) (string, int32, error) {
 	case elf.ELFCLASS64:
 		h, err := s.readFull(r, 0, 64)
 		if err != nil {
-			return "", 0, fmt.Errorf("reading the ELF header: %w", err)
+			return "", 0, 0, fmt.Errorf("reading the ELF header: %w", err)
 		}
 		etype, machine, phoff, eflags = bo.u16(h[16:]), bo.u16(h[18:]), bo.u64(h[32:]), bo.u32(h[48:])
 		phentsize, phnum, minPhent = bo.u16(h[54:]), bo.u16(h[56:]), 56
 	case elf.ELFCLASS32:
 		h, err := s.readFull(r, 0, 52)
 		if err != nil {
-			return "", 0, fmt.Errorf("reading the ELF header: %w", err)
+			return "", 0, 0, fmt.Errorf("reading the ELF header: %w", err)
 		}
 		etype, machine, phoff, eflags = bo.u16(h[16:]), bo.u16(h[18:]), uint64(bo.u32(h[28:])), bo.u32(h[36:])
 		phentsize, phnum, minPhent = bo.u16(h[42:]), bo.u16(h[44:]), 32
 	default:
-		return "", 0, fmt.Errorf("unknown ELF class %v", class)
+		return "", 0, 0, fmt.Errorf("unknown ELF class %v", class)
 	}
 	if elf.Type(etype) != elf.ET_DYN {
-		return "", 0, fmt.Errorf("ELF type %v, not a shared object", elf.Type(etype))
+		return "", 0, 0, fmt.Errorf("ELF type %v, not a shared object", elf.Type(etype))
 	}
 	if phnum == 0 {
-		return "", 0, errors.New("no program headers")
+		return "", 0, 0, errors.New("no program headers")
 	}
 	if phentsize < minPhent || int(phentsize)*int(phnum) > maxPhdrBytes {
-		return "", 0, fmt.Errorf("bad program header table (%d entries of %d bytes)", phnum, phentsize)
+		return "", 0, 0, fmt.Errorf("bad program header table (%d entries of %d bytes)", phnum, phentsize)
 	}
 	phdrs, err := s.readFull(r, phoff, int(phentsize)*int(phnum))
 	if err != nil {
-		return "", 0, fmt.Errorf("reading the program headers: %w", err)
+		return "", 0, 0, fmt.Errorf("reading the program headers: %w", err)
 	}
 	loads := s.loads[:0]
 	var dyn segment
@@ -190,21 +215,21 @@ func (s *SonameReader) Read(r io.ReaderAt) (string, int32, error) {
 	}
 	s.loads = loads
 	if !haveDyn {
-		return "", 0, errNoSoname
+		return "", 0, 0, errNoSoname
 	}
 	if dyn.filesz > maxDynBytes {
-		return "", 0, fmt.Errorf("dynamic segment of %d bytes, more than %d", dyn.filesz, maxDynBytes)
+		return "", 0, 0, fmt.Errorf("dynamic segment of %d bytes, more than %d", dyn.filesz, maxDynBytes)
 	}
 	dynData, err := s.readFull(r, dyn.off, int(dyn.filesz))
 	if err != nil {
-		return "", 0, fmt.Errorf("reading the dynamic segment: %w", err)
+		return "", 0, 0, fmt.Errorf("reading the dynamic segment: %w", err)
 	}
 	strtab, strsz, soname, haveStrtab, haveName := dynEntries(dynData, class == elf.ELFCLASS64, bo)
 	if !haveName {
-		return "", 0, errNoSoname
+		return "", 0, 0, errNoSoname
 	}
 	if !haveStrtab || soname >= strsz {
-		return "", 0, errors.New("DT_SONAME outside the dynamic string table")
+		return "", 0, 0, errors.New("DT_SONAME outside the dynamic string table")
 	}
 	// DT_STRTAB is an address: the file offset is that of the segment
 	// holding it.
@@ -217,17 +242,17 @@ func (s *SonameReader) Read(r io.ReaderAt) (string, int32, error) {
 		}
 	}
 	if !found {
-		return "", 0, errors.New("dynamic string table outside the loaded segments")
+		return "", 0, 0, errors.New("dynamic string table outside the loaded segments")
 	}
 	buf, err := s.readAt(r, strOff+soname, int(min(strsz-soname, maxStringLength)))
 	if err != nil && !errors.Is(err, io.EOF) {
-		return "", 0, fmt.Errorf("reading DT_SONAME: %w", err)
+		return "", 0, 0, fmt.Errorf("reading DT_SONAME: %w", err)
 	}
 	end := bytes.IndexByte(buf, 0)
 	if end <= 0 {
-		return "", 0, errNoSoname
+		return "", 0, 0, errNoSoname
 	}
-	return string(buf[:end]), cacheFlags(class, elf.Machine(machine), eflags), nil
+	return string(buf[:end]), cacheFlags(class, elf.Machine(machine), eflags), elf.Machine(machine), nil
 }
 
 // dynEntries returns DT_STRTAB, DT_STRSZ and DT_SONAME of the dynamic

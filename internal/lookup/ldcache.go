@@ -22,20 +22,29 @@ const (
 	MaxCacheEntries = 1 << 18
 )
 
-// LdcacheLocator finds libraries through the ld.so.cache of a root. The cache
-// is read once, on first use.
+// LdcacheLocator reads the ld.so.cache of a root: the libraries it knows,
+// by SONAME. The cache is read once, on first use.
 type LdcacheLocator struct {
-	root   string
+	root string
+	// accept says which entries count: by default those of this
+	// machine's ABI.
+	accept func(flags int32) bool
 	once   sync.Once
 	byName map[string][]string
 	err    error
 }
 
-var _ Locator = (*LdcacheLocator)(nil)
-
-// NewLdcacheLocator returns a Locator reading root's /etc/ld.so.cache.
+// NewLdcacheLocator returns a LdcacheLocator reading root's /etc/ld.so.cache,
+// taking the entries of this machine's ABI.
 func NewLdcacheLocator(root string) *LdcacheLocator {
-	return &LdcacheLocator{root: root}
+	return &LdcacheLocator{root: root, accept: nativeFlags}
+}
+
+// NewLdcacheLocatorFor is NewLdcacheLocator for a root of the machine arch
+// (a driver root of another machine than this one): it takes the entries
+// that machine's loader would use.
+func NewLdcacheLocatorFor(root string, arch ldcache.Arch) *LdcacheLocator {
+	return &LdcacheLocator{root: root, accept: func(f int32) bool { return f == arch.Flags }}
 }
 
 func (l *LdcacheLocator) load() {
@@ -56,7 +65,7 @@ func (l *LdcacheLocator) load() {
 	}
 	l.byName = make(map[string][]string)
 	for _, e := range entries {
-		if !nativeFlags(e.Flags) {
+		if !l.accept(e.Flags) {
 			continue
 		}
 		l.byName[e.Name] = append(l.byName[e.Name], e.Path)
@@ -67,16 +76,4 @@ func (l *LdcacheLocator) load() {
 func (l *LdcacheLocator) Entries() (map[string][]string, error) {
 	l.once.Do(l.load)
 	return l.byName, l.err
-}
-
-// Locate implements Locator for a SONAME.
-func (l *LdcacheLocator) Locate(soname string) ([]string, error) {
-	l.once.Do(l.load)
-	if l.err != nil {
-		return nil, l.err
-	}
-	if paths := l.byName[soname]; len(paths) > 0 {
-		return paths, nil
-	}
-	return nil, fmt.Errorf("%s in %s: %w", soname, CachePath, ErrNotFound)
 }

@@ -35,8 +35,7 @@ var errTooManyLinks = errors.New("too many symlinks")
 // up after 255 symlinks over the whole path, a Resolver after 255 within the
 // part of the path it has not met before.
 //
-// A Resolver is not safe for concurrent use. Its Locators (FileLocator,
-// ExecutableLocator) share its memory.
+// A Resolver is not safe for concurrent use.
 type Resolver struct {
 	root string
 	// resolved maps a leading part of a path given to Resolve, ending at a
@@ -188,17 +187,6 @@ func (r *Resolver) Stat(hostPath string) (fs.FileInfo, error) {
 	return os.Stat(hostPath)
 }
 
-// FileLocator is NewFileLocator resolving with r.
-func (r *Resolver) FileLocator(dirs ...string) Locator {
-	return &fileLocator{root: r.root, dirs: dirs, res: r}
-}
-
-// ExecutableLocator is NewExecutableLocator resolving with r.
-func (r *Resolver) ExecutableLocator(dirs ...string) Locator {
-	return &fileLocator{root: r.root, dirs: dirs, executable: true, res: r}
-}
-
-// isNotExist is SecureJoin's test for a component that is not there.
 func isNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENOENT)
 }

@@ -204,23 +204,3 @@ func FuzzResolver(f *testing.F) {
 		checkLikeSecureJoin(t, r, root, p)
 	})
 }
-
-// TestResolverLocators: the Resolver's locators find what the plain ones
-// find.
-func TestResolverLocators(t *testing.T) {
-	root, _ := trickyRoot(t)
-	r := lookup.NewResolver(root)
-	for _, name := range []string{"/usr/bin/xpu-smi", "/usr/local/bin/xpu-smi", "/usr/local/xpu/lib64/libup.so", "/opt/up/etc/secret", "/opt", "/nope"} {
-		want, wantErr := lookup.NewExecutableLocator(root).Locate(name)
-		got, err := r.ExecutableLocator().Locate(name)
-		require.Equal(t, want, got, name)
-		require.Equal(t, wantErr, err, name)
-	}
-	for _, name := range []string{"libxpurt.so", "libabs.so", "libup.so", "libout.so", "libloop.so"} {
-		dirs := []string{"/usr/local/xpu/lib64", "/opt/up/usr/local/xpu-1.0/lib64"}
-		want, wantErr := lookup.NewFileLocator(root, dirs...).Locate(name)
-		got, err := r.FileLocator(dirs...).Locate(name)
-		require.Equal(t, want, got, name)
-		require.Equal(t, wantErr, err, name)
-	}
-}

@@ -10,19 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/testenv"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
-
-// requiresRoot skips a test that mounts on a laptop, and fails it in CI.
-func requiresRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("test needs root (CI=true forbids skipping)")
-	}
-	t.Skip("test needs root")
-}
 
 // bindMount bind-mounts src on dst until the test ends.
 func bindMount(t *testing.T, src, dst string) {
@@ -37,7 +26,7 @@ func bindMount(t *testing.T, src, dst string) {
 // symlinks lead there, with openat2 and with the fallback; reading through
 // the mount stays allowed.
 func TestWriteDirsStayOnTheRootMount(t *testing.T) {
-	requiresRoot(t)
+	testreq.Root(t, "bind mounts")
 	host := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(host, "sub"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(host, "precious"), []byte("host\n"), 0o644))
@@ -105,7 +94,7 @@ func TestMkdirAllDanglingSymlink(t *testing.T) {
 // TestMountIDSources: the fdinfo fallback gives the same mount ID as statx,
 // and different IDs for different mounts.
 func TestMountIDSources(t *testing.T) {
-	requiresRoot(t)
+	testreq.Root(t, "bind mounts")
 	dir := t.TempDir()
 	bindMount(t, t.TempDir(), filepath.Join(dir, "vol"))
 	ids := map[uint64]bool{}

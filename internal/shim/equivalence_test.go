@@ -20,6 +20,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 // generateSpec runs `xpu-cdi generate` itself for the fake host at root,
@@ -71,9 +72,7 @@ func libraryResult(t *testing.T, specDir string, req generatorRequest) *oci.Spec
 // discovering the requested devices only. The generator stats real device
 // nodes: root only.
 func TestJITMatchesGenerator(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the generator reads real device nodes (mknod)")
-	}
+	testreq.Root(t, "the generator reads real device nodes (mknod)")
 	tree := fakehosttest.Build(t, fakehost.P800x8())
 	requests := []generatorRequest{
 		{
@@ -125,9 +124,7 @@ func TestJITMatchesGenerator(t *testing.T) {
 // maps a node to a PCI address) and whose driver files are in the XRE's
 // so/ directory and the system library directory.
 func TestJITMatchesGeneratorXRE5(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the generator reads real device nodes (mknod)")
-	}
+	testreq.Root(t, "the generator reads real device nodes (mknod)")
 	tree := fakehosttest.Build(t, fakehost.P800XRE5())
 	checkJITMatchesGenerator(t, tree, []generatorRequest{
 		{
@@ -205,9 +202,7 @@ func checkJITMatchesGenerator(t *testing.T, tree *fakehost.Tree, requests []gene
 // whether jit mode found it out from the narrow discovery or not. Root
 // only, as the generator.
 func TestJITIndexRequestsOnEveryShape(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the generator reads real device nodes (mknod)")
-	}
+	testreq.Root(t, "the generator reads real device nodes (mknod)")
 	for _, shape := range []fakehost.Host{fakehost.P800x8(), fakehost.P800XRE5(), fakehost.R200SRIOV(), fakehost.K200(), fakehost.Degraded()} {
 		t.Run(shape.Shape, func(t *testing.T) {
 			tree := fakehosttest.Build(t, shape)
@@ -257,7 +252,7 @@ func TestJITIndexRequestsOnEveryShape(t *testing.T) {
 	}
 }
 
-// TestAutoMode: without a spec of the kind, auto discovers the host.
+// TestAutoModeFallsBackToJIT: without a spec of the kind, auto discovers the host.
 func TestAutoModeFallsBackToJIT(t *testing.T) {
 	tree, seam := fakeHost(t, fakehost.K200())
 	specDir := t.TempDir()

@@ -182,7 +182,7 @@ func discoverJIT(c *config.Config, discoverOpts []discover.Option) (*editsResolv
 	if err != nil {
 		return nil, fmt.Errorf("discovering the XPUs of the host (dev-root %s, driver-root %s): %w", c.DevRoot, c.DriverRoot, err)
 	}
-	spec, _, err := cdispec.New(host, c.SpecSettings().Options()...)
+	spec, _, err := cdispec.New(host, c.SpecSettings())
 	if err != nil {
 		return nil, fmt.Errorf("building the CDI spec of the host (dev-root %s): %w", c.DevRoot, err)
 	}

@@ -11,17 +11,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
-func requireBusybox(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(HostBusybox); err != nil {
-		t.Skipf("%s not installed (busybox-static): %v", HostBusybox, err)
-	}
-}
-
 func TestBuildBusyboxRootfs(t *testing.T) {
-	requireBusybox(t)
+	testreq.Tool(t, HostBusybox)
 	dir := t.TempDir()
 	require.NoError(t, BuildBusyboxRootfs(dir))
 
@@ -53,12 +48,12 @@ func TestBuildBusyboxRootfs(t *testing.T) {
 }
 
 func TestBuildGlibcRootfs(t *testing.T) {
-	requireBusybox(t)
+	testreq.Tool(t, HostBusybox)
 	loader, libc, err := HostGlibc()
 	require.NoError(t, err)
 	libm := filepath.Join(filepath.Dir(libc), "libm.so.6")
 	if _, err := os.Stat(libm); err != nil {
-		t.Skipf("host has no %s: %v", libm, err)
+		testreq.Missing(t, "host has no %s: %v", libm, err)
 	}
 	tests := []struct {
 		description string
@@ -97,7 +92,7 @@ func TestBuildGlibcRootfs(t *testing.T) {
 }
 
 func TestBaseImageLibsAndLDCache(t *testing.T) {
-	requireBusybox(t)
+	testreq.Tool(t, HostBusybox)
 	dir := t.TempDir()
 	require.NoError(t, BuildGlibcRootfs(dir))
 	require.NoError(t, AddBaseImageLibs(dir), "libc.so.6, already in the root, is skipped")
@@ -132,10 +127,8 @@ func TestBaseImageLibsAndLDCache(t *testing.T) {
 // TestGlibcRootfsRunsHostProgram runs a dynamically linked host program
 // chrooted in the root: the point of a glibc root.
 func TestGlibcRootfsRunsHostProgram(t *testing.T) {
-	requireBusybox(t)
-	if os.Geteuid() != 0 {
-		t.Skip("chroot needs root")
-	}
+	testreq.Tool(t, HostBusybox)
+	testreq.Root(t, "chroot")
 	const prog = "/usr/bin/env"
 	dir := t.TempDir()
 	require.NoError(t, BuildGlibcRootfs(dir))

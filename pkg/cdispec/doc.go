@@ -1,9 +1,10 @@
 // Package cdispec turns a discovered host (package discover) into a CDI spec for
 // the baidu.com/xpu kind and writes it.
 //
-// The wire types are the CDI library's specs-go types; this package keeps a
-// few small values of its own (Hook) and converts everything to container
-// edits in one place (edits.go). Specs declare the lowest cdiVersion their
+// The wire types are the CDI library's specs-go types; the discovered host's
+// values become container edits in one place (edits.go). Settings is the one
+// configuration of New: its zero value is the default spec, and its defaults
+// are filled in one place. Specs declare the lowest cdiVersion their
 // content needs, so that the default spec stays readable by Podman 4.3.1
 // (CDI 0.5.0), and every spec is checked with the CDI library's validators
 // (ValidateSpec) before it replaces anything. YAML is written by a small

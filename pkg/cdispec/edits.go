@@ -1,7 +1,6 @@
 package cdispec
 
 import (
-	"fmt"
 	"path"
 	"strconv"
 
@@ -16,8 +15,8 @@ import (
 // mountOptions are the options of every driver file bind mount.
 var mountOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
 
-// hookEnv is the environment a hook gets when its Hook has none: hooks never
-// inherit the runtime's (or the image's) environment.
+// hookEnv is the environment of every hook: explicit, so that a hook never
+// inherits the runtime's (or the image's) environment.
 var hookEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 
 // DeviceEnvPrefix starts the per-device variable XPU_CDI_DEVICE_<N>=<PCI
@@ -86,22 +85,13 @@ func fileMounts(files []discover.DriverFile) []*specs.Mount {
 	return out
 }
 
-func ociHook(h Hook) (*specs.Hook, error) {
-	if h.Stage == "" || h.Path == "" {
-		return nil, fmt.Errorf("hook %v: stage and path are required", h.Args)
-	}
-	env := h.Env
-	if len(env) == 0 {
-		env = hookEnv
-	}
-	args := h.Args
-	if len(args) == 0 {
-		args = []string{h.Path}
-	}
+// ociHook is the hook run at stage: program path, the whole argv args
+// (args[0] the program name) and hookEnv.
+func ociHook(stage, path string, args []string) *specs.Hook {
 	return &specs.Hook{
-		HookName: h.Stage,
-		Path:     h.Path,
+		HookName: stage,
+		Path:     path,
 		Args:     append([]string(nil), args...),
-		Env:      append([]string(nil), env...),
-	}, nil
+		Env:      append([]string(nil), hookEnv...),
+	}
 }

@@ -4,20 +4,10 @@ import (
 	"path"
 	"sort"
 
+	"tags.cncf.io/container-device-interface/specs-go"
+
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
-
-// Hook is an OCI hook to run for every container that gets a device of the
-// spec. Env is always emitted explicitly (HookEnv when empty), so a hook
-// never inherits an environment shaped by the image.
-type Hook struct {
-	// Stage is the OCI hook name, e.g. "createContainer".
-	Stage string
-	Path  string
-	// Args is the whole argv, Args[0] being the program name.
-	Args []string
-	Env  []string
-}
 
 // DefaultHookPath is where the packages install xpu-runtime-hook.
 const DefaultHookPath = "/usr/bin/xpu-runtime-hook"
@@ -25,7 +15,7 @@ const DefaultHookPath = "/usr/bin/xpu-runtime-hook"
 // hookProgram is argv[0] of the emitted hooks.
 const hookProgram = "xpu-runtime-hook"
 
-// RuntimeHooks returns the xpu-runtime-hook invocation that finishes the
+// runtimeHook returns the xpu-runtime-hook invocation that finishes the
 // injection of the given driver libraries inside a container: one
 // setup-libraries hook that makes them resolvable by the container's loader
 // (so programs load libxpurt.so.N without LD_LIBRARY_PATH) and creates
@@ -35,11 +25,8 @@ const hookProgram = "xpu-runtime-hook"
 // system directory of hundreds of the image's own libraries, is given as
 // --library, which the hook reads alone. One hook, not one per job: each
 // hook is a process the runtime starts and waits for on every container
-// creation. It returns nothing when there is nothing to do.
-func RuntimeHooks(hookPath string, libraries []discover.DriverFile) []Hook {
-	if hookPath == "" {
-		hookPath = DefaultHookPath
-	}
+// creation. It returns nil when there is nothing to do.
+func runtimeHook(hookPath string, libraries []discover.DriverFile) *specs.Hook {
 	var (
 		folders, files, links []string
 		seen                  = map[string]bool{}
@@ -76,5 +63,5 @@ func RuntimeHooks(hookPath string, libraries []discover.DriverFile) []Hook {
 	for _, l := range links {
 		args = append(args, "--link", l)
 	}
-	return []Hook{{Stage: "createContainer", Path: hookPath, Args: args}}
+	return ociHook("createContainer", hookPath, args)
 }

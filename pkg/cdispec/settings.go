@@ -1,15 +1,19 @@
 package cdispec
 
-// Settings describe the spec to build in the terms users configure it in:
+// Settings describe the spec to build, in the terms users configure it in:
 // the flags of `xpu-cdi generate` and `refresh`, and the keys of the shim's
-// config.toml for its jit mode. Both go through Options, so the same
-// settings give the same spec. The zero value is the default spec.
+// config.toml for its jit mode. They are New's only configuration, so the
+// same settings give the same spec whoever builds it. The zero value is the
+// default spec: every name, the all device, the driver files and the
+// xpu-runtime-hook hook at DefaultHookPath.
 type Settings struct {
 	// Vendor and Class make the kind; "" means DefaultVendor/DefaultClass.
 	Vendor, Class string
 	// NameStrategies choose the device names; empty means AllStrategies.
 	NameStrategies []NameStrategy
-	// NodesOnly leaves out the driver libraries (WithDriverFiles(false)).
+	// NodesOnly leaves out the driver libraries, and with them the hooks
+	// that set them up: the spec has device nodes and tools only, for
+	// images that ship their own XRE.
 	NodesOnly bool
 	// NoAllDevice leaves out the "all" device.
 	NoAllDevice bool
@@ -19,20 +23,23 @@ type Settings struct {
 	HookPath string
 }
 
-// Options returns the New options for s.
-func (s Settings) Options() []Option {
-	strategies := s.NameStrategies
-	if len(strategies) == 0 {
-		strategies = AllStrategies
+// withDefaults returns s with every "" or empty field set to its default
+// (the one place the defaults are chosen) and its kind checked.
+func (s Settings) withDefaults() (Settings, error) {
+	if s.Vendor == "" {
+		s.Vendor = DefaultVendor
 	}
-	opts := []Option{
-		WithKind(s.Vendor, s.Class),
-		WithNameStrategies(strategies...),
-		WithDriverFiles(!s.NodesOnly),
-		WithAllDevice(!s.NoAllDevice),
+	if s.Class == "" {
+		s.Class = DefaultClass
 	}
-	if !s.NoHooks {
-		opts = append(opts, WithRuntimeHooks(s.HookPath))
+	if len(s.NameStrategies) == 0 {
+		s.NameStrategies = AllStrategies
 	}
-	return opts
+	if s.HookPath == "" {
+		s.HookPath = DefaultHookPath
+	}
+	if err := ValidateKind(s.Vendor, s.Class); err != nil {
+		return Settings{}, err
+	}
+	return s, nil
 }

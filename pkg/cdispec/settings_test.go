@@ -1,6 +1,7 @@
 package cdispec_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,34 +10,43 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
-func TestSettingsOptions(t *testing.T) {
+// TestSettingsDefaults: the zero value is the defaults spelt out.
+func TestSettingsDefaults(t *testing.T) {
 	_, host := discoverShape(t, fakehost.P800x8())
-	build := func(opts ...cdispec.Option) string {
+	build := func(s cdispec.Settings) string {
 		t.Helper()
-		spec, _, err := cdispec.New(host, opts...)
+		spec, _, err := cdispec.New(host, s)
 		require.NoError(t, err)
 		data, err := cdispec.Encode(spec, cdispec.FormatYAML)
 		require.NoError(t, err)
 		return string(data)
 	}
-	for _, tc := range []struct {
-		name     string
-		settings cdispec.Settings
-		want     []cdispec.Option
-	}{
-		{name: "zero value is the default spec plus the default hook", settings: cdispec.Settings{}, want: []cdispec.Option{cdispec.WithRuntimeHooks(cdispec.DefaultHookPath)}},
-		{name: "no hooks is New's default", settings: cdispec.Settings{NoHooks: true}, want: nil},
-		{
-			name:     "every setting",
-			settings: cdispec.Settings{Vendor: "example.com", Class: "acc", NameStrategies: []cdispec.NameStrategy{cdispec.NameByBDF}, NodesOnly: true, NoAllDevice: true, HookPath: "/opt/hook"},
-			want: []cdispec.Option{
-				cdispec.WithKind("example.com", "acc"), cdispec.WithNameStrategies(cdispec.NameByBDF), cdispec.WithDriverFiles(false),
-				cdispec.WithAllDevice(false), cdispec.WithRuntimeHooks("/opt/hook"),
-			},
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, build(tc.want...), build(tc.settings.Options()...))
-		})
+	require.Equal(t, build(cdispec.Settings{
+		Vendor: cdispec.DefaultVendor, Class: cdispec.DefaultClass,
+		NameStrategies: cdispec.AllStrategies, HookPath: cdispec.DefaultHookPath,
+	}), build(cdispec.Settings{}))
+}
+
+// TestEverySetting changes every field from its default at once.
+func TestEverySetting(t *testing.T) {
+	tree, host := discoverShape(t, fakehost.P800x8())
+	spec, _, err := cdispec.New(host, cdispec.Settings{
+		Vendor: "example.com", Class: "acc", NameStrategies: []cdispec.NameStrategy{cdispec.NameByBDF},
+		NodesOnly: true, NoAllDevice: true, HookPath: "/opt/hook",
+	})
+	require.NoError(t, err)
+	require.Equal(t, "example.com/acc", spec.Kind)
+	var names []string
+	for _, d := range spec.Devices {
+		names = append(names, d.Name)
+	}
+	var want []string
+	for _, d := range tree.Devices {
+		want = append(want, d.BDF)
+	}
+	require.ElementsMatch(t, want, names, "PCI-address names only, no all device")
+	require.Empty(t, spec.ContainerEdits.Hooks, "nodes only: no libraries for a hook to set up")
+	for _, m := range spec.ContainerEdits.Mounts {
+		require.False(t, strings.Contains(m.ContainerPath, ".so"), "nodes only mounts no library: %s", m.ContainerPath)
 	}
 }

@@ -15,10 +15,11 @@ import (
 // AllDevice is the name of the device that stands for every compute device.
 const AllDevice = "all"
 
-// New builds the CDI spec of a discovered host. Warnings are things left out
-// (names that are not unique, ...); they do not make the spec invalid.
-func New(host *discover.Host, opts ...Option) (*specs.Spec, []string, error) {
-	o, err := newOptions(opts)
+// New builds the CDI spec of a discovered host as s describes it. Warnings
+// are things left out (names that are not unique, ...); they do not make
+// the spec invalid.
+func New(host *discover.Host, s Settings) (*specs.Spec, []string, error) {
+	s, err := s.withDefaults()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -26,13 +27,13 @@ func New(host *discover.Host, opts ...Option) (*specs.Spec, []string, error) {
 		return nil, nil, err
 	}
 	compute := host.ComputeDevices()
-	named, warnings := deviceNames(host, compute, o.strategies)
+	named, warnings := deviceNames(host, compute, s.NameStrategies)
 
-	spec := &specs.Spec{Kind: Kind(o.vendor, o.class)}
+	spec := &specs.Spec{Kind: Kind(s.Vendor, s.Class)}
 	for _, n := range named {
 		spec.Devices = append(spec.Devices, specs.Device{Name: n.name, ContainerEdits: deviceEdits(n.dev)})
 	}
-	if o.allDevice {
+	if !s.NoAllDevice {
 		spec.Devices = append(spec.Devices, specs.Device{Name: AllDevice, ContainerEdits: deviceEdits(compute...)})
 	}
 
@@ -41,21 +42,15 @@ func New(host *discover.Host, opts ...Option) (*specs.Spec, []string, error) {
 	}
 
 	common := specs.ContainerEdits{DeviceNodes: []*specs.DeviceNode{deviceNode(host.Control)}}
-	if o.driverFiles {
+	if !s.NodesOnly {
 		common.Mounts = append(common.Mounts, fileMounts(host.Libraries)...)
 	}
 	common.Mounts = append(common.Mounts, fileMounts(host.Tools)...)
 	sort.SliceStable(common.Mounts, func(i, j int) bool { return common.Mounts[i].ContainerPath < common.Mounts[j].ContainerPath })
-	hooks := o.hooks
-	if o.hookPath != "" && o.driverFiles {
-		hooks = append(RuntimeHooks(o.hookPath, host.Libraries), hooks...)
-	}
-	for _, h := range hooks {
-		oh, err := ociHook(h)
-		if err != nil {
-			return nil, nil, err
+	if !s.NodesOnly && !s.NoHooks {
+		if h := runtimeHook(s.HookPath, host.Libraries); h != nil {
+			common.Hooks = append(common.Hooks, h)
 		}
-		common.Hooks = append(common.Hooks, oh)
 	}
 	spec.ContainerEdits = common
 

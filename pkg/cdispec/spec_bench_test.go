@@ -33,7 +33,7 @@ func BenchmarkNew(b *testing.B) {
 			host := benchHost(b, size.devices, size.libraries)
 			b.ReportAllocs()
 			for b.Loop() {
-				spec, _, err := cdispec.New(host, cdispec.WithRuntimeHooks(cdispec.DefaultHookPath))
+				spec, _, err := cdispec.New(host, cdispec.Settings{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -52,7 +52,7 @@ func BenchmarkEncode(b *testing.B) {
 		for _, f := range []cdispec.Format{cdispec.FormatYAML, cdispec.FormatJSON} {
 			b.Run(fmt.Sprintf("devices=%d/libs=%d/%s", size.devices, size.libraries, f), func(b *testing.B) {
 				host := benchHost(b, size.devices, size.libraries)
-				spec, _, err := cdispec.New(host, cdispec.WithRuntimeHooks(cdispec.DefaultHookPath))
+				spec, _, err := cdispec.New(host, cdispec.Settings{})
 				require.NoError(b, err)
 				b.ReportAllocs()
 				for b.Loop() {
@@ -71,7 +71,7 @@ func BenchmarkValidate(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("devices=%d/libs=%d", size.devices, size.libraries), func(b *testing.B) {
 			host := benchHost(b, size.devices, size.libraries)
-			spec, _, err := cdispec.New(host, cdispec.WithRuntimeHooks(cdispec.DefaultHookPath))
+			spec, _, err := cdispec.New(host, cdispec.Settings{})
 			require.NoError(b, err)
 			b.ReportAllocs()
 			for b.Loop() {

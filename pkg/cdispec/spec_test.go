@@ -34,22 +34,23 @@ func discoverShape(t *testing.T, h fakehost.Host) (*fakehost.Tree, *discover.Hos
 
 func TestGolden(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		host fakehost.Host
-		opts []cdispec.Option
+		name     string
+		host     fakehost.Host
+		settings cdispec.Settings
 	}{
-		{name: "p800x8", host: fakehost.P800x8()},
-		{name: "p800x8-hooks", host: fakehost.P800x8(), opts: []cdispec.Option{cdispec.WithRuntimeHooks("/usr/bin/xpu-runtime-hook"), cdispec.WithNameStrategies(cdispec.NameByIndex)}},
-		{name: "p800x8-nodes-only-index", host: fakehost.P800x8(), opts: []cdispec.Option{cdispec.WithDriverFiles(false), cdispec.WithNameStrategies(cdispec.NameByIndex)}},
-		{name: "r200-sriov", host: fakehost.R200SRIOV()},
-		{name: "k200", host: fakehost.K200()},
-		{name: "degraded", host: fakehost.Degraded()},
-		{name: "p800-xre5", host: fakehost.P800XRE5()},
-		{name: "p800-xre5-hooks", host: fakehost.P800XRE5(), opts: []cdispec.Option{cdispec.WithRuntimeHooks("/usr/bin/xpu-runtime-hook"), cdispec.WithNameStrategies(cdispec.NameByIndex)}},
+		{name: "p800x8", host: fakehost.P800x8(), settings: cdispec.Settings{NoHooks: true}},
+		{name: "p800x8-hooks", host: fakehost.P800x8(), settings: cdispec.Settings{HookPath: "/usr/bin/xpu-runtime-hook", NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}}},
+		{name: "p800x8-nodes-only-index", host: fakehost.P800x8(), settings: cdispec.Settings{NodesOnly: true, NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}}},
+		{name: "r200-sriov", host: fakehost.R200SRIOV(), settings: cdispec.Settings{NoHooks: true}},
+		{name: "k200", host: fakehost.K200(), settings: cdispec.Settings{NoHooks: true}},
+		{name: "degraded", host: fakehost.Degraded(), settings: cdispec.Settings{NoHooks: true}},
+		{name: "p800-xre5", host: fakehost.P800XRE5(), settings: cdispec.Settings{NoHooks: true}},
+		{name: "p800-xre5-hooks", host: fakehost.P800XRE5(), settings: cdispec.Settings{HookPath: "/usr/bin/xpu-runtime-hook", NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}}},
+		{name: "p800-sysfs", host: fakehost.P800Sysfs(), settings: cdispec.Settings{NoHooks: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tree, host := discoverShape(t, tc.host)
-			spec, _, err := cdispec.New(host, tc.opts...)
+			spec, _, err := cdispec.New(host, tc.settings)
 			require.NoError(t, err)
 			require.NoError(t, cdispec.ValidateSpec(spec))
 			data, err := cdispec.Encode(spec, cdispec.FormatYAML)
@@ -61,7 +62,7 @@ func TestGolden(t *testing.T) {
 				require.NoError(t, os.WriteFile(golden, got, 0o644))
 			}
 			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "run go test ./pkg/cdi -update to create it")
+			require.NoError(t, err, "run go test ./pkg/cdispec -update to create it")
 			require.Equal(t, string(want), string(got))
 		})
 	}
@@ -69,7 +70,7 @@ func TestGolden(t *testing.T) {
 
 func TestPodman431CanReadTheDefaultSpec(t *testing.T) {
 	_, host := discoverShape(t, fakehost.P800x8())
-	spec, _, err := cdispec.New(host)
+	spec, _, err := cdispec.New(host, cdispec.Settings{})
 	require.NoError(t, err)
 	require.Equal(t, "0.5.0", spec.Version, "Podman 4.3.1 reads at most cdiVersion 0.5.0")
 }
@@ -78,7 +79,7 @@ func TestNames(t *testing.T) {
 	for _, tc := range []struct {
 		description string
 		host        fakehost.Host
-		opts        []cdispec.Option
+		settings    cdispec.Settings
 		want        []string
 		absent      []string
 		warning     string
@@ -91,7 +92,7 @@ func TestNames(t *testing.T) {
 		{
 			description: "index only, no all",
 			host:        fakehost.P800x8(),
-			opts:        []cdispec.Option{cdispec.WithNameStrategies(cdispec.NameByIndex), cdispec.WithAllDevice(false)},
+			settings:    cdispec.Settings{NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}, NoAllDevice: true},
 			want:        []string{"0", "7"},
 			absent:      []string{"0000:01:00.0", "all", "02P00A5240V00101"},
 		},
@@ -111,7 +112,7 @@ func TestNames(t *testing.T) {
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			_, host := discoverShape(t, tc.host)
-			spec, warnings, err := cdispec.New(host, tc.opts...)
+			spec, warnings, err := cdispec.New(host, tc.settings)
 			require.NoError(t, err)
 			names := map[string]bool{}
 			for _, d := range spec.Devices {
@@ -135,7 +136,7 @@ func TestNames(t *testing.T) {
 // devices it got, whatever the order.
 func TestMultiDeviceRequests(t *testing.T) {
 	tree, host := discoverShape(t, fakehost.P800x8())
-	spec, _, err := cdispec.New(host, cdispec.WithKind("test.xpu-cdi.dev", "xpu"))
+	spec, _, err := cdispec.New(host, cdispec.Settings{Vendor: "test.xpu-cdi.dev", Class: "xpu", NoHooks: true})
 	require.NoError(t, err)
 	dir := t.TempDir()
 	require.NoError(t, cdispec.WriteFile(filepath.Join(dir, "test.yaml"), spec, cdispec.FormatYAML))
@@ -184,21 +185,42 @@ func TestMultiDeviceRequests(t *testing.T) {
 	}
 }
 
-func TestHooksAlwaysHaveEnv(t *testing.T) {
+// TestHooks: one setup-libraries hook by default, at HookPath, with an
+// explicit environment; none with NoHooks, nor with NodesOnly (no libraries
+// to set up).
+func TestHooks(t *testing.T) {
 	_, host := discoverShape(t, fakehost.P800x8())
-	spec, _, err := cdispec.New(host, cdispec.WithHooks(cdispec.Hook{Stage: "createContainer", Path: "/usr/bin/xpu-runtime-hook", Args: []string{"xpu-runtime-hook", "x"}}))
-	require.NoError(t, err)
-	require.Len(t, spec.ContainerEdits.Hooks, 1)
-	require.NotEmpty(t, spec.ContainerEdits.Hooks[0].Env)
-
-	_, _, err = cdispec.New(host, cdispec.WithHooks(cdispec.Hook{Path: "/x"}))
-	require.ErrorContains(t, err, "stage and path are required")
+	for _, tc := range []struct {
+		description string
+		settings    cdispec.Settings
+		wantPath    string
+	}{
+		{description: "default", wantPath: cdispec.DefaultHookPath},
+		{description: "hook path", settings: cdispec.Settings{HookPath: "/opt/xpu/bin/xpu-runtime-hook"}, wantPath: "/opt/xpu/bin/xpu-runtime-hook"},
+		{description: "no hooks", settings: cdispec.Settings{NoHooks: true}},
+		{description: "nodes only", settings: cdispec.Settings{NodesOnly: true, HookPath: "/opt/hook"}},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			spec, _, err := cdispec.New(host, tc.settings)
+			require.NoError(t, err)
+			if tc.wantPath == "" {
+				require.Empty(t, spec.ContainerEdits.Hooks)
+				return
+			}
+			require.Len(t, spec.ContainerEdits.Hooks, 1)
+			h := spec.ContainerEdits.Hooks[0]
+			require.Equal(t, "createContainer", h.HookName)
+			require.Equal(t, tc.wantPath, h.Path)
+			require.Equal(t, []string{"xpu-runtime-hook", "setup-libraries"}, h.Args[:2])
+			require.Equal(t, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, h.Env, "never the runtime's environment")
+		})
+	}
 }
 
 func TestInvalidKind(t *testing.T) {
 	_, host := discoverShape(t, fakehost.P800x8())
-	_, _, err := cdispec.New(host, cdispec.WithKind("baidu.com", "x/y"))
+	_, _, err := cdispec.New(host, cdispec.Settings{Vendor: "baidu.com", Class: "x/y"})
 	require.ErrorContains(t, err, `class "x/y"`)
-	_, _, err = cdispec.New(host, cdispec.WithKind("-bad", "xpu"))
+	_, _, err = cdispec.New(host, cdispec.Settings{Vendor: "-bad"})
 	require.ErrorContains(t, err, `vendor "-bad"`)
 }

@@ -41,7 +41,7 @@ func TestYAMLRoundTripEveryShape(t *testing.T) {
 	for _, h := range []fakehost.Host{fakehost.P800x8(), fakehost.R200SRIOV(), fakehost.K200(), fakehost.Degraded(), fakehost.Scaled(64, 20)} {
 		t.Run(h.Shape, func(t *testing.T) {
 			_, host := discoverShape(t, h)
-			spec, _, err := cdispec.New(host, cdispec.WithRuntimeHooks(""))
+			spec, _, err := cdispec.New(host, cdispec.Settings{})
 			require.NoError(t, err)
 			data, err := cdispec.Encode(spec, cdispec.FormatYAML)
 			require.NoError(t, err)

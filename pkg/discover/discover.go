@@ -48,6 +48,9 @@ func chain(srcs ...source) source {
 // not log: the caller prints each once.
 func Discover(opts ...Option) (*Host, error) {
 	o := newOptions(opts)
+	if o.archErr != nil {
+		return nil, o.archErr
+	}
 	devRoot, err := filepath.Abs(o.devRoot)
 	if err != nil {
 		return nil, fmt.Errorf("dev root %q: %w", o.devRoot, err)
@@ -61,11 +64,18 @@ func Discover(opts ...Option) (*Host, error) {
 	if o.indices != nil {
 		nodes = newIndexedNodeSource(devRoot, o.stater, o.indices)
 	}
+	// The node-to-PCI sources in the order they are believed: the
+	// kernel's entry for the node's own major:minor first, then the 4.x
+	// driver's class by name; bindings and models need what they found.
+	sys := newSysfs(devRoot)
 	src := chain(
 		nodes,
 		newProcSource(devRoot),
-		newSysfsSource(devRoot),
-		newDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log),
+		newDevCharSource(sys),
+		newClassSource(sys),
+		newBindingSource(sys, o.indices == nil),
+		newMergeSource(sys),
+		newDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log, archFilter(o)),
 	)
 	if err := src.Discover(h); err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -39,6 +40,7 @@ func TestShapes(t *testing.T) {
 		{description: "K200: two power domains on one PCI function", host: fakehost.K200(), compute: []int{0, 1}},
 		{description: "degraded host: gaps, missing procfs and sysfs, unknown ID", host: fakehost.Degraded(), compute: []int{0, 1, 3}, warning: "xpu-smi not found"},
 		{description: "P800 with driver and XRE 5: no /proc/xpu, no /sys/class/xpu", host: fakehost.P800XRE5(), compute: []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{description: "P800 through /sys/dev/char: class kunlun, nodes not in address order", host: fakehost.P800Sysfs(), compute: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			tree := build(t, tc.host)
@@ -236,17 +238,14 @@ func TestMissingDevDir(t *testing.T) {
 }
 
 func TestNonCharNodeIgnored(t *testing.T) {
-	if os.Getuid() == 0 {
-		// As root the builder makes real nodes; add a bogus regular file.
-		tree := build(t, fakehost.P800x8())
-		require.NoError(t, os.WriteFile(filepath.Join(tree.Root, "dev", "xpu9"), nil, 0o644))
-		h, err := discoverTree(t, tree)
-		require.NoError(t, err)
-		require.Nil(t, h.Device(9))
-		require.Contains(t, strings.Join(h.Warnings, "\n"), "xpu9 is not a character device")
-		return
-	}
-	t.Skip("needs real device nodes (root)")
+	// As root the builder makes real nodes; add a bogus regular file.
+	testreq.Root(t, "real device nodes")
+	tree := build(t, fakehost.P800x8())
+	require.NoError(t, os.WriteFile(filepath.Join(tree.Root, "dev", "xpu9"), nil, 0o644))
+	h, err := discoverTree(t, tree)
+	require.NoError(t, err)
+	require.Nil(t, h.Device(9))
+	require.Contains(t, strings.Join(h.Warnings, "\n"), "xpu9 is not a character device")
 }
 
 // TestNodeStaterSeam runs discovery on a tree whose nodes are plain files,

@@ -50,6 +50,12 @@ type driverSource struct {
 	xreDirs   []string
 	toolPaths []string
 	log       logger.Interface
+	// arch is the machine the libraries must be for; nil: any.
+	arch *ldcache.Arch
+	// rejected are the host paths of the XRE files left out with a
+	// warning (not usable, another machine's): the loader cache naming
+	// them does not bring them back.
+	rejected map[string]bool
 }
 
 var _ source = (*driverSource)(nil)
@@ -58,9 +64,20 @@ var _ source = (*driverSource)(nil)
 // the XRE library directories (xreDirs, in-root paths, searched in order:
 // a library family found in one directory is not taken from a later one),
 // the driver libraries the root's ld.so.cache knows, and the first xpu-smi
-// of toolPaths.
-func newDriverSource(root string, xreDirs, toolPaths []string, log logger.Interface) source {
-	return &driverSource{root: root, xreDirs: xreDirs, toolPaths: toolPaths, log: logger.OrDiscard(log)}
+// of toolPaths. With arch, libraries of other machines are left out.
+func newDriverSource(root string, xreDirs, toolPaths []string, log logger.Interface, arch *ldcache.Arch) source {
+	return &driverSource{root: root, xreDirs: xreDirs, toolPaths: toolPaths, log: logger.OrDiscard(log), arch: arch}
+}
+
+// archFilter is the machine the options say the driver root's libraries
+// are for, or nil where none is known (a build for another machine than
+// ldcache.Arches, without WithArch).
+func archFilter(o *options) *ldcache.Arch {
+	if !o.archSet {
+		return nil
+	}
+	a := o.arch
+	return &a
 }
 
 // family is the name of a library without its version: libxpurt.so for
@@ -77,6 +94,7 @@ func (s *driverSource) Discover(h *Host) error {
 	// libraries' links, the cache entries and the tool paths share their
 	// leading components, which are looked at once.
 	res := lookup.NewResolver(s.root)
+	s.rejected = map[string]bool{}
 	s.readXRELink(h, res)
 	seen := map[string]bool{}    // host paths already taken
 	owner := map[string]string{} // library family -> directory that supplies it
@@ -179,6 +197,9 @@ func (s *driverSource) inRoot(host string) string {
 // is left out.
 func (s *driverSource) cacheLibraries(h *Host, res *lookup.Resolver, seen map[string]bool, owner map[string]string, leftOut []string) []string {
 	cache := lookup.NewLdcacheLocator(s.root)
+	if s.arch != nil {
+		cache = lookup.NewLdcacheLocatorFor(s.root, *s.arch)
+	}
 	entries, err := cache.Entries()
 	if err != nil {
 		s.log.Debugf("driver root ld.so.cache: %v", err)
@@ -193,7 +214,7 @@ func (s *driverSource) cacheLibraries(h *Host, res *lookup.Resolver, seen map[st
 	for _, name := range sonames {
 		inRoot := entries[name][0]
 		host, err := res.Resolve(inRoot)
-		if err != nil || seen[host] || !isRegular(res, host) {
+		if err != nil || seen[host] || s.rejected[host] || !isRegular(res, host) {
 			continue
 		}
 		fam := family(name)
@@ -257,17 +278,15 @@ func (s *driverSource) noteRuntime(h *Host, owner map[string]string) {
 	h.notef("runtime library: %s (%s)", strings.Join(runtime, ", "), why)
 }
 
-// findTool returns xpu-smi from the first of the tool paths that holds an
-// executable file.
+// findTool returns xpu-smi from the first of the tool paths (in-root, links
+// resolved inside the root) that is a regular file with an execute bit.
 func (s *driverSource) findTool(res *lookup.Resolver) (DriverFile, bool) {
-	loc := res.ExecutableLocator()
 	for _, p := range s.toolPaths {
-		found, err := loc.Locate(p)
+		host, err := res.Resolve(p)
 		if err != nil {
 			continue
 		}
-		host, err := res.Resolve(found[0])
-		if err != nil {
+		if st, err := res.Stat(host); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 			continue
 		}
 		return DriverFile{Kind: KindTool, Path: ToolPath, HostPath: host, Links: []string{ToolAlias}}, true
@@ -360,8 +379,8 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 			ef, err = fdio.Open(unix.AT_FDCWD, f.host, f.host, 0)
 		}
 		var (
-			soname string
-			isELF  bool
+			info  ldcache.Info
+			isELF bool
 		)
 		if err != nil {
 			if f.entry == "" && errors.Is(err, fs.ErrNotExist) {
@@ -371,15 +390,30 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 			}
 			continue
 		}
-		soname, _, isELF, err = d.ReadOpen(ef, f.host)
+		info, isELF, err = d.ReadOpenInfo(ef, f.host)
 		if err != nil {
 			if isELF {
+				s.rejected[f.host] = true
 				h.warnf("driver library %s under driver root %s is not a usable shared library (%v): a library needs a SONAME; left out", path.Join(dir, f.names[0]), s.root, err)
 			} else {
 				s.log.Debugf("%v; not a library", err)
 			}
 			continue
 		}
+		// The loader of the containers would skip it (and a cache entry
+		// the hook writes for it): a library of another machine is a
+		// broken install, not a library to hand out.
+		if s.arch != nil && info.Machine != s.arch.Machine {
+			s.rejected[f.host] = true
+			name := f.names[0]
+			if f.entry != "" {
+				name = f.entry // the file itself, not one of its links
+			}
+			h.warnf("driver library %s under driver root %s is built for %s, not for this host's %s (%s); left out",
+				path.Join(dir, name), s.root, ldcache.MachineName(info.Machine), ldcache.MachineName(s.arch.Machine), s.arch.GOARCH)
+			continue
+		}
+		soname := info.Soname
 		if strings.ContainsRune(soname, '/') {
 			h.warnf("driver library %s under driver root %s has an unusable SONAME %q; left out", path.Join(dir, f.names[0]), s.root, soname)
 			continue

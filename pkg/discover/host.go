@@ -50,6 +50,10 @@ type PCI struct {
 	Parent string
 	// NumVFs is the number of enabled VFs of a PF.
 	NumVFs int
+	// PCIeRoot is the PCI root complex the function sits below, as sysfs
+	// names it (pci0000:00, the first directory of its path below
+	// /sys/devices): functions with the same root share a host bridge.
+	PCIeRoot string
 }
 
 // Device is one /dev/xpuN node with everything known about it.
@@ -57,7 +61,9 @@ type Device struct {
 	// Index is the N of /dev/xpuN.
 	Index int
 	Node  Node
-	// PCI is nil when sysfs had nothing for this device.
+	// PCI is nil when sysfs had nothing for this device: no source
+	// (/sys/dev/char/MAJ:MIN, /sys/class/xpu/xpuN) led from its node to a
+	// PCI function.
 	PCI *PCI
 	// From /proc/xpu/devN.
 	ProcAddress     string // DeviceAddr
@@ -74,6 +80,9 @@ type Device struct {
 	Compute bool
 	// Problems lists what could not be read about this device.
 	Problems []string
+	// pciFrom is the sysfs entry PCI was read through, for the problem of
+	// a later source that disagrees.
+	pciFrom string
 }
 
 // Address returns the PCI address of the device from sysfs or, failing
@@ -146,9 +155,12 @@ type Host struct {
 	// /sys/class/xpu on driver 5.x), which runtime library was chosen and
 	// why, what was left out of an upgrade's leftovers.
 	Notes []string
-	// noProcXPU and noClassXPU record that /proc/xpu and /sys/class/xpu
-	// are absent on the whole host.
-	noProcXPU, noClassXPU bool
+	// noProcXPU, noClassXPU and noDevChar record that /proc/xpu,
+	// /sys/class/xpu and /sys/dev/char are absent on the whole host.
+	noProcXPU, noClassXPU, noDevChar bool
+	// boundNoNode are the PCI functions the kunlun driver binds that no
+	// device was mapped to (sorted; only without WithIndices).
+	boundNoNode []string
 
 	byIndex map[int]*Device
 }

@@ -81,3 +81,159 @@ func TestDiscoverBoundedOnHostileFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestDevCharHostileLinks: a /sys/dev/char entry (or the device link of the
+// class device it leads to) that loops, leaves the sysfs tree, or leads to
+// something that is not a PCI function gives the device one problem naming
+// the entry and no PCI address; files that would block or are too large
+// are refused. The other devices are found as ever.
+func TestDevCharHostileLinks(t *testing.T) {
+	const entry = "/sys/dev/char/195:0"
+	for _, tc := range []struct {
+		description string
+		shape       func(t *testing.T, tree *fakehost.Tree, classDev string)
+		want        string
+	}{
+		{
+			description: "entry links to itself",
+			shape:       func(t *testing.T, tree *fakehost.Tree, _ string) { relink(t, tree, entry, "195:0") },
+			want:        "symlink loop",
+		},
+		{
+			description: "entry loops through another link",
+			shape: func(t *testing.T, tree *fakehost.Tree, _ string) {
+				relink(t, tree, entry, "loop")
+				relink(t, tree, "/sys/dev/char/loop", "195:0")
+			},
+			want: "symlink loop",
+		},
+		{
+			description: "device link loops",
+			shape: func(t *testing.T, tree *fakehost.Tree, classDev string) {
+				relink(t, tree, classDev+"/device", "device")
+			},
+			want: "symlink loop",
+		},
+		{
+			description: "entry is an absolute link out of the tree",
+			shape:       func(t *testing.T, tree *fakehost.Tree, _ string) { relink(t, tree, entry, "/etc") },
+			want:        "outside /sys/devices",
+		},
+		{
+			description: "entry climbs out of the root",
+			shape: func(t *testing.T, tree *fakehost.Tree, _ string) {
+				relink(t, tree, entry, strings.Repeat("../", 20)+"tmp")
+			},
+			want: "outside /sys/devices",
+		},
+		{
+			description: "entry leads into sysfs but not to a device",
+			shape:       func(t *testing.T, tree *fakehost.Tree, _ string) { relink(t, tree, entry, "../../module/kunlun") },
+			want:        "leads to /sys/module/kunlun, outside /sys/devices",
+		},
+		{
+			description: "device link climbs out of the root",
+			shape: func(t *testing.T, tree *fakehost.Tree, classDev string) {
+				relink(t, tree, classDev+"/device", strings.Repeat("../", 20)+"etc")
+			},
+			want: "outside /sys/devices",
+		},
+		{
+			description: "a virtual device: no device link",
+			shape: func(t *testing.T, tree *fakehost.Tree, _ string) {
+				dir := "/sys/devices/virtual/kunlun/xpu0"
+				require.NoError(t, os.MkdirAll(tree.Path(dir), 0o755))
+				require.NoError(t, os.WriteFile(tree.Path(dir+"/dev"), []byte("195:0\n"), 0o444))
+				relink(t, tree, entry, "../../devices/virtual/kunlun/xpu0")
+			},
+			want: "device not found: the device has no parent, not a PCI function",
+		},
+		{
+			description: "device link to a platform device named like a PCI address",
+			shape: func(t *testing.T, tree *fakehost.Tree, classDev string) {
+				require.NoError(t, os.MkdirAll(tree.Path("/sys/devices/platform/0000:82:00.0"), 0o755))
+				require.NoError(t, os.WriteFile(tree.Path("/sys/devices/platform/0000:82:00.0/vendor"), []byte("0x1d22\n"), 0o444))
+				relink(t, tree, classDev+"/device", "../../../../../platform/0000:82:00.0")
+			},
+			want: "leads to /sys/devices/platform/0000:82:00.0: not a PCI function",
+		},
+		{
+			description: "device link to a dangling PCI function",
+			shape: func(t *testing.T, tree *fakehost.Tree, classDev string) {
+				relink(t, tree, classDev+"/device", "../../../0000:99:00.0")
+			},
+			want: "0000:99:00.0: not found",
+		},
+		{
+			description: "entry leads to another node's class device",
+			shape: func(t *testing.T, tree *fakehost.Tree, _ string) {
+				relink(t, tree, entry, "195:1")
+			},
+			want: `whose dev file says "195:1", not 195:0`,
+		},
+		{
+			description: "entry missing",
+			shape: func(t *testing.T, tree *fakehost.Tree, _ string) {
+				require.NoError(t, os.Remove(tree.Path(entry)))
+			},
+			want: "not found: no char device of the kernel has the number 195:0",
+		},
+		{
+			description: "dev file is a FIFO",
+			shape: func(t *testing.T, tree *fakehost.Tree, classDev string) {
+				require.NoError(t, os.Remove(tree.Path(classDev+"/dev")))
+				require.NoError(t, unix.Mkfifo(tree.Path(classDev+"/dev"), 0o644))
+			},
+			want: "whose dev file is unreadable or empty",
+		},
+		{
+			description: "vendor file of a gigabyte",
+			shape: func(t *testing.T, tree *fakehost.Tree, classDev string) {
+				require.NoError(t, os.Truncate(tree.Path(classDev+"/device/vendor"), 1<<30))
+			},
+			want: "larger than 65536 bytes",
+		},
+		{
+			description: "vendor file is a link out of the tree",
+			shape: func(t *testing.T, tree *fakehost.Tree, classDev string) {
+				relink(t, tree, classDev+"/device/vendor", "/etc/hostname")
+			},
+			want: "too many levels of symbolic links",
+		},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			tree := build(t, fakehost.P800Sysfs())
+			td := tree.Devices[0]
+			require.Equal(t, entry, td.DevChar)
+			tc.shape(t, tree, td.SysfsPath)
+			done := make(chan struct{})
+			var (
+				h   *discover.Host
+				err error
+			)
+			go func() {
+				defer close(done)
+				h, err = discoverTree(t, tree)
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("discovery blocks")
+			}
+			require.NoError(t, err)
+			d := h.Device(0)
+			require.Len(t, d.Problems, 1, d.Problems)
+			t.Log(strings.ReplaceAll(d.Problems[0], tree.Root, "<root>"))
+			require.Contains(t, d.Problems[0], tree.Path(entry), "the problem names the entry")
+			require.Contains(t, d.Problems[0], tc.want)
+			require.Nil(t, d.PCI, "no PCI facts")
+			require.Empty(t, d.Address(), "no guessed address")
+			require.Equal(t, discover.ModelUnknown, d.Model)
+			for _, other := range tree.Devices[1:] {
+				require.Equal(t, other.BDF, h.Device(other.Index).Address())
+				require.Empty(t, h.Device(other.Index).Problems)
+			}
+			require.Empty(t, h.Warnings, "one device not mapped: its function may be it, no host warning")
+		})
+	}
+}

@@ -5,7 +5,11 @@ const (
 	vendorKunlun   uint16 = 0x1d22
 	deviceKunlunPF uint16 = 0x3684 // Kunlun1 and Kunlun2 physical functions
 	deviceKunlunVF uint16 = 0x3685 // Kunlun2 SR-IOV virtual function
-	deviceP800     uint16 = 0x3688 // reported by third parties for P800 (Kunlun3)
+	// P800 (Kunlun3): PaddlePaddle's P800 guide names the device IDs
+	// 0x3686-0x3689; third parties report 0x3688. Which one is which
+	// board, and whether one is a VF, is not public.
+	deviceP800First uint16 = 0x3686
+	deviceP800Last  uint16 = 0x3689
 
 	subsystemVendorKunlun2 uint16 = 0x0002
 )
@@ -24,7 +28,9 @@ var kunlun2Boards = map[uint16]string{
 
 // modelFor names the board from its PCI IDs. family is the procfs DeviceName,
 // which is the only source telling K100 from K200. parentModel is used for
-// VFs. It never fails: unknown IDs give ModelUnknown.
+// VFs. It never fails: unknown IDs, and the IDs of another vendor (a
+// function the kunlun driver binds is a Kunlun device whatever its IDs),
+// give ModelUnknown.
 func modelFor(p *PCI, family, parentModel string) string {
 	if p == nil {
 		if family == "K100" || family == "K200" {
@@ -52,7 +58,13 @@ func modelFor(p *PCI, family, parentModel string) string {
 			return parentModel + " VF"
 		}
 		return "Kunlun2 VF"
-	case deviceP800:
+	}
+	if p.DeviceID >= deviceP800First && p.DeviceID <= deviceP800Last {
+		// No P800 VF device ID is public: the physfn link says which
+		// function is a VF.
+		if p.Function == FunctionVF {
+			return "P800 VF"
+		}
 		return "P800"
 	}
 	return ModelUnknown

@@ -50,10 +50,10 @@ func newNodeSource(devRoot string, stater NodeStater) source {
 	return &nodeSource{devRoot: devRoot, stater: stater}
 }
 
-// newIndexedNodeSource is NewNodeSource for the /dev/xpuN nodes of the given
+// newIndexedNodeSource is newNodeSource for the /dev/xpuN nodes of the given
 // indices only: it stats those nodes and /dev/xpuctrl by name instead of
 // listing /dev. A device whose node does not exist is left out, as
-// NewNodeSource leaves it out; negative indices and indices that no node
+// newNodeSource leaves it out; negative indices and indices that no node
 // name can carry are ignored. The sources after it only add facts to the
 // devices it created, so the whole discovery reads nothing of the others.
 func newIndexedNodeSource(devRoot string, stater NodeStater, indices []int) source {

@@ -1,6 +1,9 @@
 package discover
 
 import (
+	"fmt"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
@@ -13,6 +16,11 @@ type options struct {
 	toolPaths  []string
 	// indices, when not nil, select the devices to discover.
 	indices []int
+	// arch is the machine whose libraries the driver root must hold;
+	// archSet is false where that is unknown (no filter).
+	arch    ldcache.Arch
+	archSet bool
+	archErr error
 }
 
 // Option configures Discover.
@@ -42,12 +50,32 @@ func WithNodeStater(s NodeStater) Option { return func(o *options) { o.stater = 
 // one, which is also what WithIndices() without an index gives.
 //
 // What differs from a full discovery: the host's other devices are not in
-// the result, and the model of a VF whose PF is not selected is derived from
+// the result, the model of a VF whose PF is not selected is derived from
 // the PF's PCI IDs alone (a full discovery also uses the PF's procfs family,
-// which only tells K100 from K200, boards without SR-IOV).
+// which only tells K100 from K200, boards without SR-IOV), and the PCI
+// functions the kunlun driver binds that have no node are not reported
+// (each selected device's own binding is still checked).
 func WithIndices(indices ...int) Option {
 	return func(o *options) {
 		o.indices = append([]int{}, indices...)
+	}
+}
+
+// WithArch names the machine (a Go architecture: amd64, arm64) the
+// driver root's libraries must be built for, for a driver root of another
+// machine than the one xpu-cdi runs on (a spec written for another host, a
+// fake host tree). By default it is the machine xpu-cdi is built for:
+// the containers that use the spec run there, and so does their loader. A
+// library of another machine is left out with a warning naming it, and
+// the driver root's ld.so.cache entries of other machines are not used.
+// An unknown name makes Discover fail.
+func WithArch(goarch string) Option {
+	return func(o *options) {
+		o.arch, o.archErr = ldcache.ArchByGOARCH(goarch)
+		o.archSet = o.archErr == nil
+		if o.archErr != nil {
+			o.archErr = fmt.Errorf("driver root architecture: %w", o.archErr)
+		}
 	}
 }
 
@@ -79,6 +107,9 @@ func newOptions(opts []Option) *options {
 		o.driverRoot = "/"
 	}
 	o.log = logger.OrDiscard(o.log)
+	if !o.archSet && o.archErr == nil {
+		o.arch, o.archSet = ldcache.NativeArch()
+	}
 	if o.stater == nil {
 		o.stater = statNode{}
 	}

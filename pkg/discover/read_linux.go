@@ -36,9 +36,11 @@ func openAttrDir(path string) (*attrDir, error) {
 
 func (d *attrDir) close() { _ = unix.Close(d.fd) }
 
-// read returns the content of the file name in the directory.
+// read returns the content of the file name in the directory. Kernel
+// attribute files are never symlinks: one planted in a fake tree is
+// refused, not followed out of it.
 func (d *attrDir) read(name string) ([]byte, error) {
-	return readSmallAt(d.fd, name, filepath.Join(d.path, name))
+	return readSmallAt(d.fd, name, filepath.Join(d.path, name), unix.O_NOFOLLOW)
 }
 
 // readlink returns the target of the symlink name in the directory.
@@ -58,7 +60,7 @@ func (d *attrDir) readlink(name string) (string, error) {
 
 // readSmall reads a small kernel text file by path.
 func readSmall(path string) ([]byte, error) {
-	return readSmallAt(unix.AT_FDCWD, path, path)
+	return readSmallAt(unix.AT_FDCWD, path, path, 0)
 }
 
 // ErrNotRegular is wrapped by the errors for a file that discovery reads
@@ -74,8 +76,8 @@ func openRegularAt(dirfd int, name, path string, flags int) (int, error) {
 	return fd, err
 }
 
-func readSmallAt(dirfd int, name, path string) ([]byte, error) {
-	fd, err := openRegularAt(dirfd, name, path, 0)
+func readSmallAt(dirfd int, name, path string, flags int) ([]byte, error) {
+	fd, err := openRegularAt(dirfd, name, path, flags)
 	if err != nil {
 		return nil, err
 	}

@@ -5,23 +5,176 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
-	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/xpu-cdi/xpu-cdi/internal/lookup"
 )
 
-// sysfsSource adds PCI facts from /sys below the dev root.
-type sysfsSource struct {
+// sysDevices is where the kernel keeps every device directory; a PCI
+// function lives below a root complex, /sys/devices/pciDDDD:BB.
+const sysDevices = "/sys/devices"
+
+// errNotPCI is wrapped by the errors for a sysfs link that leads somewhere
+// else than a PCI function.
+var errNotPCI = errors.New("not a PCI function")
+
+// sysfs reads the PCI functions behind device nodes for the sources that
+// map a node to its function (devCharSource, classSource) and for the last
+// one (mergeSource). Every link is resolved inside the dev root, and only a
+// directory below /sys/devices/pciDDDD:BB whose name is a PCI address is
+// taken for a PCI function: a link that loops, leads out of /sys/devices or
+// to a device of another bus gives an error, never an address.
+type sysfs struct {
 	devRoot string
+	res     *lookup.Resolver
 }
 
-var _ source = (*sysfsSource)(nil)
+// newSysfs returns the sysfs reader of one discovery below devRoot.
+func newSysfs(devRoot string) *sysfs {
+	return &sysfs{devRoot: devRoot, res: lookup.NewResolver(devRoot)}
+}
 
-// newSysfsSource returns the Source reading /sys/class/xpu below devRoot.
-func newSysfsSource(devRoot string) source {
-	return &sysfsSource{devRoot: devRoot}
+// pciFunction is a PCI function directory found through a link.
+type pciFunction struct {
+	// addr is its PCI address, dir its in-root path
+	// (/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0), root the root
+	// complex it sits below (pci0000:00).
+	addr, dir, root string
+}
+
+// hostPath is the host path of the in-root path p.
+func (s *sysfs) hostPath(p string) string { return filepath.Join(s.devRoot, p) }
+
+// resolve returns the in-root path the in-root path p leads to, with every
+// symlink resolved inside the dev root (messages name where a link "leads
+// to" by such in-root paths). A path that does not exist is
+// returned as far as it resolves; only loops and unreadable links fail.
+func (s *sysfs) resolve(p string) (string, error) {
+	host, err := s.res.Resolve(p)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return "", fmt.Errorf("%s: symlink loop", s.hostPath(p))
+		}
+		return "", fmt.Errorf("resolving %s: %w", s.hostPath(p), err)
+	}
+	if s.devRoot == "/" {
+		return host, nil
+	}
+	rel := strings.TrimPrefix(host, s.devRoot)
+	if rel == "" {
+		rel = "/"
+	}
+	return rel, nil
+}
+
+// below reports whether the in-root path p is dir or below it, comparing
+// whole components.
+func below(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// isRootComplex reports whether name is a PCI root complex directory of
+// sysfs, pciDDDD:BB (domains may have more than 4 hex digits).
+func isRootComplex(name string) bool {
+	domain, bus, ok := strings.Cut(strings.TrimPrefix(name, "pci"), ":")
+	if !ok || !strings.HasPrefix(name, "pci") || len(domain) < 4 || len(bus) != 2 {
+		return false
+	}
+	for _, c := range []byte(domain + bus) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// functionAt resolves the in-root link path (a class device's "device"
+// link) and returns the PCI function it leads to. It fails, wrapping
+// errNotPCI, for anything but a path named by a PCI address below
+// /sys/devices/pciDDDD:BB; whether that directory exists is left to the
+// reader, which opens it anyway.
+func (s *sysfs) functionAt(link string) (pciFunction, error) {
+	dir, err := s.resolve(link)
+	if err != nil {
+		return pciFunction{}, err
+	}
+	rest, ok := strings.CutPrefix(dir, sysDevices+"/")
+	root, _, _ := strings.Cut(rest, "/")
+	addr := path.Base(dir)
+	if ok && isRootComplex(root) && IsPCIAddress(addr) && root != rest {
+		return pciFunction{addr: addr, dir: dir, root: root}, nil
+	}
+	// Only what is not a PCI function costs more syscalls.
+	switch _, err := os.Lstat(s.hostPath(link)); {
+	case errors.Is(err, fs.ErrNotExist):
+		return pciFunction{}, fmt.Errorf("%s not found: the device has no parent, %w", s.hostPath(link), errNotPCI)
+	case !ok:
+		return pciFunction{}, fmt.Errorf("%s leads to %s, outside %s: %w", s.hostPath(link), dir, sysDevices, errNotPCI)
+	}
+	return pciFunction{}, fmt.Errorf("%s leads to %s: %w", s.hostPath(link), dir, errNotPCI)
+}
+
+// read reads what sysfs says about the function fn: its IDs, NUMA node and
+// SR-IOV role.
+func (s *sysfs) read(fn pciFunction) (*PCI, []string, error) {
+	dir, err := openAttrDir(s.hostPath(fn.dir))
+	if err != nil {
+		return nil, nil, errors.New(trimPathError(err, s.hostPath(fn.dir)))
+	}
+	defer dir.close()
+	p, err := readPCI(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.Address, p.PCIeRoot = fn.addr, fn.root
+	var problems []string
+	switch _, err := dir.readlink("physfn"); {
+	case err == nil:
+		p.Function = FunctionVF
+		// Resolved like the node's own link: the PF is a PCI function
+		// below /sys/devices too.
+		if pf, err := s.functionAt(fn.dir + "/physfn"); err == nil {
+			p.Parent = pf.addr
+		} else {
+			problems = append(problems, fmt.Sprintf("physfn: %v", err))
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		p.Function = FunctionPF
+		if n, err := dir.read("sriov_numvfs"); err == nil {
+			p.NumVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
+		}
+	default:
+		problems = append(problems, err.Error())
+	}
+	return p, problems, nil
+}
+
+// attach gives d the PCI function fn, which the sysfs entry from maps its
+// node to. The first source to map a device wins; a later one that names
+// another function is reported, not followed.
+func (s *sysfs) attach(d *Device, from string, fn pciFunction) {
+	if d.PCI != nil {
+		if d.PCI.Address != fn.addr {
+			d.problemf("sysfs: %s leads to PCI function %s, but %s leads to %s; the PCI facts are %s's", from, fn.addr, d.pciFrom, d.PCI.Address, d.PCI.Address)
+		}
+		return
+	}
+	p, problems, err := s.read(fn)
+	if err != nil {
+		d.problemf("sysfs: reading PCI function %s, which %s leads to: %v", fn.addr, from, err)
+		return
+	}
+	for _, pr := range problems {
+		d.problemf("sysfs: %s", pr)
+	}
+	d.PCI, d.pciFrom = p, from
+	if p.Function == FunctionPF && p.NumVFs > 0 {
+		d.Compute = false
+	}
 }
 
 // IsPCIAddress reports whether s is a full PCI address in the kernel's
@@ -42,152 +195,113 @@ func IsPCIAddress(s string) bool {
 	return true
 }
 
-func (s *sysfsSource) Discover(h *Host) error {
-	classDir := filepath.Join(s.devRoot, "sys", "class", "xpu")
+// classSource maps /dev/xpuN to its PCI function through the 4.x driver's
+// class device /sys/class/xpu/xpuN.
+type classSource struct {
+	sys *sysfs
+}
+
+var _ source = (*classSource)(nil)
+
+// newClassSource returns the Source reading /sys/class/xpu below the dev
+// root of sys.
+func newClassSource(sys *sysfs) source {
+	return &classSource{sys: sys}
+}
+
+func (s *classSource) Discover(h *Host) error {
+	classDir := s.sys.hostPath("/sys/class/xpu")
 	if _, err := os.Stat(classDir); err != nil {
 		// Driver 5.x (P800) has no xpu class: optional, one note for the
 		// host, none per device.
 		if errors.Is(err, fs.ErrNotExist) {
 			h.noClassXPU = true
-			h.notef("%s not present (optional: driver 5.x does not create it): devices get no PCI facts (model, NUMA node, SR-IOV) from sysfs", classDir)
+			h.notef("%s not present (optional: driver 5.x does not create it): only %s can lead a node to its PCI function", classDir, s.sys.hostPath("/sys/dev/char"))
 		} else {
-			h.warnf("%s not readable (%v): devices get no PCI facts", classDir, trimPathError(err, classDir))
-		}
-		for _, d := range h.Devices {
-			d.Model = modelFor(nil, d.Family, "")
-		}
-		if h.noProcXPU && h.noClassXPU && len(h.Devices) > 0 {
-			h.notef("no PCI address for %s: neither /proc/xpu/devN/info nor /sys/class/xpu/xpuN exists to map a node to its PCI function, and xpu-cdi does not guess one; the devices are named by index only",
-				nodeList(h.Devices))
+			h.warnf("%s not readable (%v): devices get no PCI facts from it", classDir, trimPathError(err, classDir))
 		}
 		return nil
 	}
-	models := map[string]string{} // PF address -> model, for VFs
 	for _, d := range h.Devices {
 		s.device(d)
-	}
-	for _, d := range h.Devices {
-		if d.PCI != nil && d.PCI.Function == FunctionPF {
-			d.Model = modelFor(d.PCI, d.Family, "")
-			models[d.PCI.Address] = d.Model
-		}
-	}
-	for _, d := range h.Devices {
-		switch {
-		case d.PCI == nil:
-			d.Model = modelFor(nil, d.Family, "")
-		case d.PCI.Function == FunctionVF:
-			parent, ok := models[d.PCI.Parent]
-			if !ok {
-				parent = s.parentModel(d.PCI.Parent)
-			}
-			d.Model = modelFor(d.PCI, d.Family, parent)
-		case d.PCI.Function != FunctionPF:
-			d.Model = modelFor(d.PCI, d.Family, "")
-		}
-		if d.PCI != nil && d.ProcAddress != "" && d.ProcAddress != d.PCI.Address {
-			d.problemf("procfs says PCI address %s, sysfs says %s", d.ProcAddress, d.PCI.Address)
-		}
 	}
 	return nil
 }
 
-// pciAddressOf returns the PCI address the sysfs link name of dir (a class
-// device's "device", a VF's "physfn") leads to. The kernel writes these
-// links relative and ending in the target's name, which for a PCI function
-// is its address, so one readlink is enough; a link of another form is
-// resolved inside the dev root.
-func (s *sysfsSource) pciAddressOf(dir *attrDir, name string) (string, error) {
-	target, err := dir.readlink(name)
+func (s *classSource) device(d *Device) {
+	class := "/sys/class/xpu/xpu" + strconv.Itoa(d.Index)
+	classPath := s.sys.hostPath(class)
+	dir, dev, err := s.sys.classDevice(class)
 	if err != nil {
-		return "", err
+		d.problemf("sysfs: %v", err)
+		return
 	}
-	if base := filepath.Base(target); IsPCIAddress(base) {
-		return base, nil
+	if want := fmt.Sprintf("%d:%d", d.Node.Major, d.Node.Minor); dev != "" && dev != want {
+		d.problemf("sysfs: %s/dev says %s but %s is %s: the node is stale (driver reloaded?)", classPath, dev, d.Node.HostPath, want)
 	}
-	rel, err := filepath.Rel(s.devRoot, filepath.Join(dir.path, name))
+	fn, err := s.sys.functionAt(dir + "/device")
 	if err != nil {
-		return "", err
+		d.problemf("sysfs: %v", err)
+		return
 	}
-	resolved, err := securejoin.SecureJoin(s.devRoot, rel)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Base(resolved), nil
+	s.sys.attach(d, classPath+"/device", fn)
 }
 
-func (s *sysfsSource) device(d *Device) {
-	classPath := filepath.Join(s.devRoot, "sys", "class", "xpu", "xpu"+strconv.Itoa(d.Index))
-	class, err := openAttrDir(classPath)
+// classDevice resolves the in-root path entry (/sys/class/xpu/xpuN,
+// /sys/dev/char/MAJ:MIN) to the class device directory it leads to, below
+// /sys/devices, and returns that directory and its dev file (MAJ:MIN,
+// empty when unreadable).
+func (s *sysfs) classDevice(entry string) (dir, dev string, err error) {
+	dir, err = s.resolve(entry)
 	if err != nil {
-		d.problemf("sysfs: %s", trimPathError(err, classPath))
-		return
+		return "", "", err
 	}
-	defer class.close()
-	addr, err := s.pciAddressOf(class, "device")
-	if err != nil {
-		d.problemf("sysfs: %s", trimPathError(err, filepath.Join(classPath, "device")))
-		return
-	}
-	if mm, err := class.read("dev"); err == nil {
-		if want := fmt.Sprintf("%d:%d", d.Node.Major, d.Node.Minor); strings.TrimSpace(string(mm)) != want {
-			d.problemf("sysfs: %s/dev says %s but %s is %s: the node is stale (driver reloaded?)", classPath, strings.TrimSpace(string(mm)), d.Node.HostPath, want)
+	if !below(dir, sysDevices) || dir == sysDevices {
+		if _, err := os.Lstat(s.hostPath(entry)); err != nil {
+			return "", "", errors.New(trimPathError(err, s.hostPath(entry)))
 		}
+		return "", "", fmt.Errorf("%s leads to %s, outside %s: not a device", s.hostPath(entry), dir, sysDevices)
 	}
-	if !IsPCIAddress(addr) {
-		d.problemf("sysfs: %s/device does not lead to a PCI function (%s)", classPath, addr)
-		return
-	}
-	// The function's directory is opened through the device link: sysfs
-	// links are relative, so it resolves below the dev root.
-	fn, err := openAttrDir(filepath.Join(classPath, "device"))
+	mm, err := readSmall(s.hostPath(dir + "/dev"))
 	if err != nil {
-		d.problemf("sysfs: %v", err)
-		return
-	}
-	defer fn.close()
-	p, err := readPCI(fn)
-	if err != nil {
-		d.problemf("sysfs: %v", err)
-		return
-	}
-	p.Address = addr
-	if p.VendorID != vendorKunlun {
-		d.problemf("sysfs: %s has PCI vendor 0x%04x, not Kunlun (0x%04x)", addr, p.VendorID, vendorKunlun)
-	}
-	switch parent, err := s.pciAddressOf(fn, "physfn"); {
-	case err == nil:
-		p.Function = FunctionVF
-		if IsPCIAddress(parent) {
-			p.Parent = parent
-		} else {
-			d.problemf("sysfs: %s/physfn does not name a PCI function (%s)", fn.path, parent)
+		if err := isDir(s.hostPath(dir)); err != nil {
+			return "", "", fmt.Errorf("%s leads to %s, %w", s.hostPath(entry), dir, err)
 		}
+		return dir, "", nil
+	}
+	return dir, strings.TrimSpace(string(mm)), nil
+}
+
+// isDir returns nil for an existing directory, else an error that reads
+// after "leads to X, ".
+func isDir(hostPath string) error {
+	st, err := os.Stat(hostPath)
+	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		p.Function = FunctionPF
-		if n, err := fn.read("sriov_numvfs"); err == nil {
-			p.NumVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
-		}
-	default:
-		d.problemf("sysfs: %v", err)
+		return errors.New("which does not exist")
+	case err != nil:
+		return err
+	case !st.IsDir():
+		return errors.New("not a directory")
 	}
-	d.PCI = p
-	if p.Function == FunctionPF && p.NumVFs > 0 {
-		d.Compute = false
-	}
+	return nil
 }
 
 // parentModel reads the IDs of a PF that has no node of its own.
-func (s *sysfsSource) parentModel(addr string) string {
+func (s *sysfs) parentModel(addr string) string {
 	if !IsPCIAddress(addr) {
 		return ""
 	}
-	fn, err := openAttrDir(filepath.Join(s.devRoot, "sys", "bus", "pci", "devices", addr))
+	fn, err := s.functionAt("/sys/bus/pci/devices/" + addr)
 	if err != nil {
 		return ""
 	}
-	defer fn.close()
-	p, err := readPCI(fn)
+	dir, err := openAttrDir(s.hostPath(fn.dir))
+	if err != nil {
+		return ""
+	}
+	defer dir.close()
+	p, err := readPCI(dir)
 	if err != nil {
 		return ""
 	}

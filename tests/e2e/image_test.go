@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,8 +16,10 @@ import (
 )
 
 // TestMakeImage runs `make image` (deployments/Containerfile, FROM scratch)
-// with a private Podman storage: nothing is pulled, the image holds the four
-// static binaries and runs the device plugin by default.
+// with a private Podman storage: nothing is pulled; the result is a
+// manifest list of an amd64 and an arm64 image, each holding the four
+// static binaries of its machine and running the device plugin by default;
+// the list's name runs the host's image.
 func TestMakeImage(t *testing.T) {
 	p := harness.NewPodman(t)
 	harness.RequiresTool(t, "make")
@@ -36,8 +40,35 @@ exec podman --root %[4]s --runroot %[5]s "$@"
 	require.NoError(t, err, "make image:\n%s", out)
 	require.Contains(t, string(out), "FROM scratch")
 
-	r := p.MustRun(t, "image", "inspect", "--format", "{{len .RootFS.Layers}} {{.Config.Entrypoint}}", image)
-	require.Equal(t, "1 [/usr/bin/xpu-device-plugin]", strings.TrimSpace(r.Stdout), "one layer: the binaries, nothing from a base image")
+	r := p.MustRun(t, "manifest", "inspect", image)
+	var list struct {
+		Manifests []struct {
+			Platform struct{ Architecture, OS string }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &list), r.Stdout)
+	var platforms []string
+	for _, m := range list.Manifests {
+		platforms = append(platforms, m.Platform.OS+"/"+m.Platform.Architecture)
+	}
+	require.ElementsMatch(t, []string{"linux/amd64", "linux/arm64"}, platforms)
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	for arch, machine := range machines {
+		r = p.MustRun(t, "image", "inspect", "--format", "{{.Architecture}} {{len .RootFS.Layers}} {{.Config.Entrypoint}}", image+"-"+arch)
+		require.Equal(t, arch+" 1 [/usr/bin/xpu-device-plugin]", strings.TrimSpace(r.Stdout), "one layer: the binaries, nothing from a base image")
+		// The binaries are the ones of that machine (copied out: the
+		// other machine's cannot run here without an emulator).
+		ctr := strings.TrimSpace(p.MustRun(t, "create", image+"-"+arch).Stdout)
+		out := t.TempDir()
+		for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin"} {
+			p.MustRun(t, "cp", ctr+":/usr/bin/"+name, filepath.Join(out, name))
+			f, err := elf.Open(filepath.Join(out, name))
+			require.NoError(t, err)
+			require.Equal(t, machine, f.Machine, "%s in the %s image", name, arch)
+			require.NoError(t, f.Close())
+		}
+		p.MustRun(t, "rm", ctr)
+	}
 
 	r = p.MustRun(t, "run", "--rm", image, "--version")
 	require.Contains(t, r.Stdout, "xpu-device-plugin version")

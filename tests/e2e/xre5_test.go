@@ -135,3 +135,43 @@ func TestXRE5Containers(t *testing.T) {
 		require.True(t, strings.Contains(r.Stdout, "| 7     | /dev/xpu7          | 195:7 "), r.Stdout)
 	})
 }
+
+// TestP800SysfsPodman runs real Podman 4.3.1 with the spec of the P800 host
+// whose nodes reach their PCI functions only through /sys/dev/char (class
+// kunlun, no /sys/class/xpu, nodes not in PCI address order): a device asked
+// for by PCI address is the node of that function, with its variable, and
+// the XRE 5 programs run with it.
+func TestP800SysfsPodman(t *testing.T) {
+	tree := FakeHost(t, fakehost.P800Sysfs())
+	rootfs := xre5Rootfs(t)
+	vendor := harness.UniqueVendor(t)
+	spec := GenerateSpec(t, tree, vendor)
+	require.Contains(t, string(spec), "name: \"0000:01:00.0\"\n")
+
+	info := XPUCDI(t, "info", "--dev-root", tree.Root, "--driver-root", tree.Root)
+	require.NotContains(t, info, "Problems:")
+	require.NotContains(t, info, "no PCI address")
+
+	p := harness.NewPodman(t)
+	p.ImportImage(t, rootfs, "xpu-e2e-p800-sysfs")
+	p.InstallSpec(t, spec, vendor)
+	for _, tc := range []struct {
+		name string
+		idx  int
+		bdf  string
+	}{
+		{name: "0000:01:00.0", idx: 3, bdf: "0000:01:00.0"},
+		{name: "0000:82:00.0", idx: 0, bdf: "0000:82:00.0"},
+		{name: "0", idx: 0, bdf: "0000:82:00.0"},
+	} {
+		r := p.MustRun(t, "run", "--rm", "--device", vendor+"/xpu="+tc.name, "xpu-e2e-p800-sysfs", "sh", "-c", xre5Script)
+		nodes, env := parseNodes(t, r.Stdout)
+		require.Equal(t, map[string]string{
+			"/dev/xpuctrl":                    "195:255",
+			fmt.Sprintf("/dev/xpu%d", tc.idx): fmt.Sprintf("195:%d", tc.idx),
+		}, nodes, "%s: %s", tc.name, r.Stdout)
+		require.Equal(t, []string{fmt.Sprintf("XPU_CDI_DEVICE_%d=%s", tc.idx, tc.bdf)}, env, tc.name)
+		require.Contains(t, r.Stdout, "xpu devices: 1\n", tc.name)
+		require.Contains(t, r.Stdout, "1 device(s) found", tc.name)
+	}
+}

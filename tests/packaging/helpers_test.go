@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -28,10 +29,16 @@ type builtPackages struct {
 	log      string
 }
 
+// buildCache holds one "make deb rpm" per architecture.
+type buildCache struct {
+	once  sync.Once
+	built builtPackages
+}
+
 var (
-	buildOnce sync.Once
-	built     builtPackages
-	buildDir  string
+	buildsMu sync.Mutex
+	builds   = map[string]*buildCache{}
+	buildDir string
 )
 
 func TestMain(m *testing.M) {
@@ -42,26 +49,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// inCI reports whether a missing tool must fail the test instead of skipping it.
-func inCI() bool { return os.Getenv("CI") == "true" }
-
+// requireRoot is testreq.Root for what every packaging test does.
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: installs and removes packages")
-	}
+	testreq.Root(t, "installs and removes packages")
 }
 
-// requireTools skips (or fails in CI) when one of the tools is not in PATH.
+// requireTools is testreq.Tool for each of the tools: skips on a laptop,
+// fails under CI=true.
 func requireTools(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if inCI() {
-				t.Fatalf("%s is missing (CI=true): run packaging/install-build-deps.sh", tool)
-			}
-			t.Skipf("%s is missing: run packaging/install-build-deps.sh", tool)
-		}
+		testreq.Tool(t, tool)
 	}
 }
 
@@ -92,23 +91,38 @@ func runErr(env []string, name string, args ...string) (string, error) {
 	return buf.String(), err
 }
 
-// packages builds the .deb and the .rpm once with the make targets.
-func packages(t *testing.T) builtPackages {
+// packages builds the .deb and the .rpm of the host's architecture once
+// with the make targets.
+func packages(t *testing.T) builtPackages { return packagesFor(t, runtime.GOARCH) }
+
+// packagesFor builds the .deb and the .rpm for a Go architecture once with
+// the make targets (GOARCH=arm64 on an amd64 host: a cross build).
+func packagesFor(t *testing.T, goarch string) builtPackages {
 	t.Helper()
 	requireRoot(t)
 	requireTools(t, "make", "go", "dpkg-buildpackage", "dh", "lintian", "rpmbuild", "rpmlint", "help2man")
 	root := repoRoot(t)
-	buildOnce.Do(func() {
+	buildsMu.Lock()
+	if buildDir == "" {
 		dir, err := os.MkdirTemp("", "xpu-cdi-packaging-test-")
 		if err != nil {
-			built.err = err
-			return
+			buildsMu.Unlock()
+			require.NoError(t, err)
 		}
 		buildDir = dir
-		built.stage = filepath.Join(dir, "stage")
-		dist := filepath.Join(dir, "dist")
+	}
+	c, ok := builds[goarch]
+	if !ok {
+		c = &buildCache{}
+		builds[goarch] = c
+	}
+	buildsMu.Unlock()
+	c.once.Do(func() {
+		built := &c.built
+		built.stage = filepath.Join(buildDir, goarch, "stage")
+		dist := filepath.Join(buildDir, goarch, "dist")
 		cmd := exec.Command("make", "-f", "packaging/packaging.mk", "deb", "rpm",
-			"DIST="+dist, "PKG_STAGE="+built.stage)
+			"DIST="+dist, "PKG_STAGE="+built.stage, "GOARCH="+goarch)
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		built.log = string(out)
@@ -126,8 +140,8 @@ func packages(t *testing.T) builtPackages {
 		// xpu-cdi_<version>_<arch>.deb
 		built.version = strings.Split(filepath.Base(built.deb), "_")[1]
 	})
-	require.NoError(t, built.err, "make deb rpm:\n%s", built.log)
-	return built
+	require.NoError(t, c.built.err, "make deb rpm GOARCH=%s:\n%s", goarch, c.built.log)
+	return c.built
 }
 
 // stagedBinaries lists the binaries the packages contain.
@@ -156,10 +170,7 @@ func fakeHost(t *testing.T, extra ...string) string {
 	t.Helper()
 	root := repoRoot(t)
 	if _, err := os.Stat(filepath.Join(root, "internal", "cmd", "xpu-fakehost")); err != nil {
-		if inCI() {
-			t.Fatalf("internal/cmd/xpu-fakehost is missing: %v", err)
-		}
-		t.Skipf("internal/cmd/xpu-fakehost is missing: %v", err)
+		testreq.Missing(t, "internal/cmd/xpu-fakehost is missing: %v", err)
 	}
 	dir := filepath.Join(t.TempDir(), "host")
 	args := append([]string{"run", "./internal/cmd/xpu-fakehost", "--shape", "p800x8", "--root", dir}, extra...)

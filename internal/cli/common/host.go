@@ -2,9 +2,11 @@ package common
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
@@ -13,6 +15,9 @@ import (
 type HostOptions struct {
 	DevRoot    string
 	DriverRoot string
+	// DriverArch is the machine of the driver root's libraries; empty:
+	// the one xpu-cdi is built for.
+	DriverArch string
 }
 
 // Flags returns the --dev-root and --driver-root flags bound to o.
@@ -32,17 +37,31 @@ func (o *HostOptions) Flags() []cli.Flag {
 			EnvVars:     []string{"XPU_CDI_DRIVER_ROOT", "XPU_DRIVER_ROOT"},
 			Destination: &o.DriverRoot,
 		},
+		&cli.StringFlag{
+			Name: "driver-arch",
+			Usage: "machine (amd64, arm64) the driver root's libraries must be built for: libraries of another machine are left out " +
+				"with a warning. Default: the machine this xpu-cdi is built for, where the containers run; set it for a driver root of another machine",
+			EnvVars:     []string{"XPU_CDI_DRIVER_ARCH"},
+			Destination: &o.DriverArch,
+		},
 	}
 }
 
 // Discover reads the host. A host without any XPU gives an error that says
 // where it looked and what to check.
 func (o *HostOptions) Discover(log logger.Interface) (*discover.Host, error) {
-	h, err := discover.Discover(
+	opts := []discover.Option{
 		discover.WithDevRoot(o.DevRoot),
 		discover.WithDriverRoot(o.DriverRoot),
 		discover.WithLogger(log),
-	)
+	}
+	if o.DriverArch != "" {
+		if _, err := ldcache.ArchByGOARCH(o.DriverArch); err != nil {
+			return nil, fmt.Errorf("--driver-arch (XPU_CDI_DRIVER_ARCH): %w", err)
+		}
+		opts = append(opts, discover.WithArch(o.DriverArch))
+	}
+	h, err := discover.Discover(opts...)
 	if errors.Is(err, discover.ErrNoDevices) {
 		return nil, &HintError{Err: err, Hint: "is the kunlun kernel module loaded (lsmod | grep kunlun)? " +
 			"When the host's /dev is mounted elsewhere, pass --dev-root. To try xpu-cdi without an XPU, run `make demo`"}

@@ -1,27 +1,22 @@
 package config
 
 import (
-	"bytes"
-	"io"
 	"testing"
 
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
-	"github.com/urfave/cli/v2"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
 	shimconfig "github.com/xpu-cdi/xpu-cdi/internal/config"
 )
 
 func TestConfigDefault(t *testing.T) {
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	var out bytes.Buffer
-	app := &cli.App{Name: "xpu-cdi", Writer: &out, ErrWriter: io.Discard, Commands: []*cli.Command{NewCommand(log)}}
-	require.NoError(t, app.Run([]string{"xpu-cdi", "config", "default"}))
-	c, err := shimconfig.Parse(out.Bytes())
+	out, _, err := clitest.Run(t, NewCommand, "config", "default")
+	require.NoError(t, err)
+	c, err := shimconfig.Parse([]byte(out))
 	require.NoError(t, err)
 	require.Equal(t, shimconfig.Default(), c)
-	require.Contains(t, out.String(), "# ")
+	require.Contains(t, out, "# ")
 
-	require.Error(t, app.Run([]string{"xpu-cdi", "config", "default", "extra"}))
+	_, _, err = clitest.Run(t, NewCommand, "config", "default", "extra")
+	require.ErrorContains(t, err, `config default takes no arguments, got "extra"`)
 }

@@ -111,7 +111,7 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	for _, n := range host.Notes {
 		log.Debug(n)
 	}
-	spec, warnings, err := cdispec.New(host, o.spec.Options()...)
+	spec, warnings, err := cdispec.New(host, o.spec)
 	if err != nil {
 		return fmt.Errorf("building the spec for %s: %w", host.DevRoot, err)
 	}

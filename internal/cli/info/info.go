@@ -56,6 +56,7 @@ type deviceView struct {
 	Index           int      `json:"index"`
 	Node            nodeView `json:"node"`
 	PCIAddress      string   `json:"pciAddress,omitempty"`
+	PCIeRoot        string   `json:"pcieRoot,omitempty"`
 	VendorID        string   `json:"vendorID,omitempty"`
 	DeviceID        string   `json:"deviceID,omitempty"`
 	SubsystemVendor string   `json:"subsystemVendorID,omitempty"`
@@ -135,7 +136,7 @@ func view(h *discover.Host) hostView {
 			dv.DeviceID = fmt.Sprintf("0x%04x", p.DeviceID)
 			dv.SubsystemVendor = fmt.Sprintf("0x%04x", p.SubsystemVendor)
 			dv.SubsystemDevice = fmt.Sprintf("0x%04x", p.SubsystemDevice)
-			dv.Function, dv.Parent, dv.NumVFs = string(p.Function), p.Parent, p.NumVFs
+			dv.Function, dv.Parent, dv.NumVFs, dv.PCIeRoot = string(p.Function), p.Parent, p.NumVFs, p.PCIeRoot
 			if p.NUMANode >= 0 {
 				numa := p.NUMANode
 				dv.NUMANode = &numa

@@ -1,24 +1,23 @@
 package runtime
 
 import (
-	"bytes"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
 )
 
+// runApp runs `xpu-cdi runtime configure args...` and returns its stdout.
 func runApp(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
-	app := &cli.App{Name: "xpu-cdi", Writer: &out, ErrWriter: &out, Commands: []*cli.Command{NewCommand(logrus.New())}}
-	err := app.Run(append([]string{"xpu-cdi", "runtime", "configure"}, args...))
-	return out.String(), err
+	out, _, err := clitest.Run(t, NewCommand, append([]string{"runtime", "configure"}, args...)...)
+	return out, err
 }
 
 func tree(t *testing.T, root string) map[string]string {

@@ -30,7 +30,7 @@ func TestCommand(t *testing.T) {
 		{
 			description: "unknown shape lists the valid ones",
 			args:        []string{"--shape", "p900"},
-			wantErr:     "valid shapes are p800x8, p800-xre5, r200-sriov, k200, degraded, scaled",
+			wantErr:     "valid shapes are p800x8, p800-xre5, p800-sysfs, r200-sriov, k200, degraded, scaled",
 		},
 		{
 			description: "negative devices",
@@ -47,6 +47,24 @@ func TestCommand(t *testing.T) {
 				require.Len(t, tr.Devices, 5)
 				require.Contains(t, stderr, "fake r200-sriov host in "+root)
 				require.FileExists(t, filepath.Join(root, "dev/xpu4"))
+			},
+		},
+		{
+			description: "p800-sysfs: nodes found through /sys/dev/char, not in address order",
+			args:        []string{"--shape", "p800-sysfs", "--json", "--no-mknod"},
+			check: func(t *testing.T, root, stdout, stderr string) {
+				var tr fakehost.Tree
+				require.NoError(t, json.Unmarshal([]byte(stdout), &tr))
+				require.Equal(t, fakehost.ShapeP800Sysfs, tr.Shape)
+				require.Len(t, tr.Devices, 8)
+				require.Equal(t, "/sys/dev/char/195:0", tr.Devices[0].DevChar)
+				fn, err := filepath.EvalSymlinks(filepath.Join(root, "sys/dev/char/195:0/device"))
+				require.NoError(t, err)
+				require.Equal(t, "0000:82:00.0", filepath.Base(fn))
+				require.NoDirExists(t, filepath.Join(root, "sys/class/xpu"))
+				st, err := os.Stat(filepath.Join(root, "sys/class/kunlun/xpu0"))
+				require.NoError(t, err)
+				require.True(t, st.IsDir(), "the class link leads to the class device")
 			},
 		},
 		{

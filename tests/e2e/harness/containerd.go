@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -159,7 +160,7 @@ func newContainerd(t testing.TB, major int, bin, ctrBin, path string, opts []Con
 		}
 	})
 	if major == 2 || o.cri {
-		if crictl, err := lookTool(filepath.Join(ToolsBin(), "crictl")); err == nil {
+		if crictl, err := exec.LookPath(filepath.Join(ToolsBin(), "crictl")); err == nil {
 			crictlConf := filepath.Join(dir, "crictl.yaml")
 			if err := writeFile(crictlConf, []byte("runtime-endpoint: unix://"+c.Address+"\nimage-endpoint: unix://"+c.Address+"\ntimeout: 60\ndisable-pull-on-run: true\n")); err != nil {
 				t.Fatalf("configuring crictl: %v", err)

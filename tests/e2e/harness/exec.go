@@ -82,7 +82,7 @@ func (c command) run(t testing.TB, args ...string) Result {
 	return res
 }
 
-// envWith returns env with PATH replaced by path.
+// pathEnv is the PATH variable naming path.
 func pathEnv(path string) string { return "PATH=" + path }
 
 // systemPath is the PATH engines run with unless a harness needs its own

@@ -1,0 +1,131 @@
+package info_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/info"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+func run(t *testing.T, root string, args ...string) (string, string, error) {
+	t.Helper()
+	return clitest.Run(t, info.NewCommand, append(append([]string{"info"}, args...), clitest.Roots(root)...)...)
+}
+
+func TestInfoJSON(t *testing.T) {
+	root := clitest.FakeHost(t, fakehost.Degraded())
+	stdout, _, err := run(t, root, "--json")
+	require.NoError(t, err)
+	require.True(t, json.Valid([]byte(stdout)), stdout)
+	require.Contains(t, stdout, `"index": 3`)
+	require.Contains(t, stdout, `"state": "ERROR"`)
+	require.Contains(t, stdout, `"model": "unknown"`)
+	require.Contains(t, stdout, `xpu-smi not found`)
+	text, _, err := run(t, root)
+	require.NoError(t, err)
+	require.Contains(t, text, "Problems:")
+}
+
+// TestInfoXRE5 runs info on the P800 (driver and XRE 5) host: one note per
+// host-wide fact, nothing logged, no problem.
+func TestInfoXRE5(t *testing.T) {
+	root := clitest.FakeHost(t, fakehost.P800XRE5())
+	text, logs, err := run(t, root)
+	require.NoError(t, err)
+	require.Empty(t, logs, "info prints what it found; it logs nothing")
+	require.Contains(t, text, "XRE: /usr/local/xpu -> /usr/local/xpu-5.0.21.47\n")
+	require.Contains(t, text, "Control node: /dev/xpuctrl 195:255 ")
+	require.NotContains(t, text, "Problems:")
+	require.NotContains(t, text, "does not seem to be loaded")
+	for _, line := range []string{
+		"/proc/xpu not present",
+		"/sys/class/xpu not present",
+		"no PCI address for /dev/xpu0../dev/xpu7",
+		"runtime library: /usr/local/xpu/so/libxpurt.so.2",
+		"library /lib/x86_64-linux-gnu/libxpunvidia-ml.so.1 <- " + root + "/lib/x86_64-linux-gnu/libxpunvidia-ml.so.5.0.21.47",
+		"library /usr/local/xpu/so/libcuda.so.1 <- ",
+	} {
+		require.Equal(t, 1, strings.Count(text, line), "%q once in\n%s", line, text)
+	}
+}
+
+// TestInfoPrintsProblemsOnce checks that a host's warnings appear once,
+// under Problems, and not also on the log.
+func TestInfoPrintsProblemsOnce(t *testing.T) {
+	root := clitest.FakeHost(t, fakehost.Degraded())
+	text, logs, err := run(t, root)
+	require.NoError(t, err)
+	require.NotContains(t, logs, "xpu-smi not found")
+	require.Equal(t, 1, strings.Count(text, "xpu-smi not found"), text)
+}
+
+// TestInfoWithoutXPU: the error says where it looked and carries the hint
+// main prints.
+func TestInfoWithoutXPU(t *testing.T) {
+	empty := t.TempDir()
+	stdout, _, err := run(t, empty)
+	require.ErrorIs(t, err, discover.ErrNoDevices)
+	require.ErrorContains(t, err, "no Kunlun XPU found under "+empty)
+	var hint *common.HintError
+	require.True(t, errors.As(err, &hint))
+	require.Contains(t, hint.Hint, "lsmod | grep kunlun")
+	require.Empty(t, stdout)
+}
+
+// TestInfoP800Sysfs: on the P800 host whose nodes are found through
+// /sys/dev/char, info and info --json give each node the PCI address, model
+// and NUMA node of its own function, not those of its place in address
+// order; a bound function without a node and a node whose function is not
+// bound are problems.
+func TestInfoP800Sysfs(t *testing.T) {
+	host := fakehost.P800Sysfs()
+	host.Devices[6].NoNode = true // 0000:83:00.0
+	root := clitest.FakeHost(t, host)
+	require.NoError(t, os.Remove(filepath.Join(root, "sys/bus/pci/drivers/kunlun/0000:84:00.0"))) // xpu2's
+
+	text, logs, err := run(t, root)
+	require.NoError(t, err)
+	require.Empty(t, logs)
+	require.Regexp(t, `(?m)^0 +/dev/xpu0 +195:0 +0000:82:00\.0 +P800 +pf +- +- +1 +yes$`, text)
+	require.Regexp(t, `(?m)^3 +/dev/xpu3 +195:3 +0000:01:00\.0 +P800 +pf +- +- +0 +yes$`, text)
+	require.NotContains(t, text, "no PCI address")
+	require.Contains(t, text, "Problems:\n")
+	require.Contains(t, text, "/dev/xpu2: sysfs: PCI function 0000:84:00.0 is not bound to the kunlun driver")
+	require.Contains(t, text, "PCI functions bound to the kunlun driver with no /dev/xpuN node: 0000:83:00.0;")
+
+	stdout, _, err := run(t, root, "--json")
+	require.NoError(t, err)
+	var v struct {
+		Devices []struct {
+			Index      int    `json:"index"`
+			PCIAddress string `json:"pciAddress"`
+			PCIeRoot   string `json:"pcieRoot"`
+			Model      string `json:"model"`
+			NUMANode   *int   `json:"numaNode"`
+			Function   string `json:"function"`
+		} `json:"devices"`
+		Warnings []string `json:"warnings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &v))
+	require.Len(t, v.Devices, 7)
+	for _, d := range v.Devices {
+		want := host.Devices[d.Index]
+		require.Equal(t, want.BDF, d.PCIAddress, "xpu%d", d.Index)
+		require.Equal(t, "P800", d.Model)
+		require.Equal(t, "pf", d.Function)
+		require.NotNil(t, d.NUMANode)
+		require.Equal(t, want.NUMANode, *d.NUMANode, "xpu%d", d.Index)
+		require.Equal(t, "pci0000:"+map[int]string{0: "00", 1: "80"}[want.NUMANode], d.PCIeRoot)
+	}
+	require.Len(t, v.Warnings, 1)
+}

@@ -1,0 +1,36 @@
+package list_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+)
+
+func TestList(t *testing.T) {
+	root := clitest.FakeHost(t, fakehost.R200SRIOV())
+	dir := t.TempDir()
+	_, _, err := clitest.Run(t, generate.NewCommand, append([]string{"generate", "-o", filepath.Join(dir, "x.yaml"), "--vendor", "list.xpu-cdi.test"}, clitest.Roots(root)...)...)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("kind: [\n"), 0o644))
+	stdout, logs, err := clitest.Run(t, list.NewCommand, "list", "--spec-dir", dir)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "list.xpu-cdi.test/xpu=1\n")
+	require.Contains(t, stdout, "list.xpu-cdi.test/xpu=all\n")
+	require.NotContains(t, stdout, "list.xpu-cdi.test/xpu=0\n", "the PF with VFs is not offered")
+	require.Contains(t, logs, "broken.yaml")
+}
+
+func TestListNothing(t *testing.T) {
+	dir := t.TempDir()
+	stdout, logs, err := clitest.Run(t, list.NewCommand, "list", "--spec-dir", dir)
+	require.NoError(t, err, "an empty directory is not an error")
+	require.Empty(t, stdout)
+	require.Contains(t, logs, "no CDI device found in ["+dir+"]")
+}

@@ -1,0 +1,89 @@
+package validate_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/validate"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+)
+
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	return clitest.Run(t, validate.NewCommand, append([]string{"validate"}, args...)...)
+}
+
+// generateSpec writes the spec of the fake host at root to out with
+// `xpu-cdi generate`, with extra flags.
+func generateSpec(t *testing.T, root, out string, extra ...string) {
+	t.Helper()
+	args := append(append([]string{"generate", "-o", out}, extra...), clitest.Roots(root)...)
+	_, _, err := clitest.Run(t, generate.NewCommand, args...)
+	require.NoError(t, err)
+}
+
+func TestValidateReportsStaleSpec(t *testing.T) {
+	tree := clitest.FakeTree(t, fakehost.P800x8())
+	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
+	generateSpec(t, tree.Root, out, "--no-hooks")
+	stdout, _, err := run(t, out)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "OK   "+out+" (kind baidu.com/xpu, ")
+
+	// The driver is reloaded and gets another major.
+	require.NoError(t, os.RemoveAll(tree.Root))
+	reloaded := fakehost.P800x8()
+	reloaded.Major = 250
+	_, err = fakehost.Build(tree.Root, reloaded, fakehost.WithCacheDir(fakehosttest.CacheDir(t)))
+	require.NoError(t, err)
+
+	stdout, _, err = run(t, out)
+	require.ErrorIs(t, err, validate.ErrInvalid)
+	require.ErrorContains(t, err, "1 of 1 spec(s) failed")
+	require.Contains(t, stdout, "is 250:0 on this host but the spec says 243:0")
+	require.Contains(t, stdout, "fix: regenerate it with: xpu-cdi generate --output "+out)
+}
+
+func TestValidateRejectsBrokenSpec(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
+	require.NoError(t, os.WriteFile(out, []byte("cdiVersion: \"0.5.0\"\nkind: baidu.com/xpu\ndevices: []\nunknownField: 1\n"), 0o644))
+	stdout, _, err := run(t, out)
+	require.ErrorIs(t, err, validate.ErrInvalid)
+	require.Contains(t, stdout, "FAIL "+out)
+
+	missing := filepath.Join(t.TempDir(), "absent.yaml")
+	stdout, _, err = run(t, missing)
+	require.ErrorIs(t, err, validate.ErrInvalid)
+	require.Contains(t, stdout, "FAIL "+missing)
+}
+
+// TestValidateSearchesTheSpecDirs: without FILE, every spec of the kind in
+// the directories is checked, and a spec of another kind is not.
+func TestValidateSearchesTheSpecDirs(t *testing.T) {
+	root := clitest.FakeHost(t, fakehost.P800x8())
+	etc, run2 := t.TempDir(), t.TempDir()
+	mine := filepath.Join(etc, "baidu.com-xpu.yaml")
+	generateSpec(t, root, mine, "--no-hooks")
+	other := filepath.Join(run2, "example.com-acc.json")
+	generateSpec(t, root, other, "--no-hooks", "--vendor", "example.com", "--class", "acc")
+
+	stdout, _, err := run(t, "--spec-dir", etc, "--spec-dir", run2)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "OK   "+mine)
+	require.NotContains(t, stdout, other)
+
+	stdout, _, err = run(t, "--spec-dir", etc, "--spec-dir", run2, "--vendor", "example.com", "--class", "acc")
+	require.NoError(t, err)
+	require.Contains(t, stdout, "OK   "+other)
+	require.NotContains(t, stdout, mine)
+
+	empty := t.TempDir()
+	_, _, err = run(t, "--spec-dir", empty)
+	require.ErrorContains(t, err, "no baidu.com/xpu spec found in ["+empty+"]; create one with: xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml")
+}

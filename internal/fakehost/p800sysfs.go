@@ -1,0 +1,36 @@
+package fakehost
+
+// p800SysfsOrder gives, for each /dev/xpuN of P800Sysfs, the card's place
+// in PCI address order (0 = 0000:01:00.0 ... 7 = 0000:84:00.0): the driver
+// numbers its nodes in probe order, which need not follow the addresses,
+// and here mixes the two NUMA nodes too.
+var p800SysfsOrder = []int{5, 2, 7, 0, 4, 1, 6, 3}
+
+// P800SysfsClass is the class P800Sysfs registers its nodes in. The 5.x
+// driver's class name is not public; what matters is that it is not xpu.
+const P800SysfsClass = "kunlun"
+
+// P800Sysfs (p800-sysfs) is the P800XRE5 box as the kernel's generic
+// device links show it: the driver registers its nodes in a class that is
+// not xpu (/sys/class/kunlun), each under its PCI function
+// (/sys/devices/<PCIParent>/<bdf>/kunlun/xpuN, xpuctrl under
+// /sys/devices/virtual/kunlun), and the kernel links every char device
+// number to its class device, /sys/dev/char/195:N (udev creates /dev/xpuN
+// from these). The nodes are not in PCI address order: /dev/xpu0 is
+// 0000:82:00.0 on NUMA node 1, /dev/xpu3 is 0000:01:00.0 (p800SysfsOrder).
+// Everything else (no /proc/xpu, no /sys/class/xpu, XRE 5 in so/, 195:N
+// nodes, PCI functions bound to kunlun) is P800XRE5's.
+func P800Sysfs() Host {
+	h := P800XRE5()
+	h.Shape = ShapeP800Sysfs
+	h.NodeClass = P800SysfsClass
+	h.SysDevChar = true
+	byAddress := h.Devices
+	h.Devices = make([]Device, len(byAddress))
+	for n, place := range p800SysfsOrder {
+		d := byAddress[place]
+		d.Index, d.Minor, d.Serial = n, uint32(n), p800Serial(n)
+		h.Devices[n] = d
+	}
+	return h
+}

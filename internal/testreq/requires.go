@@ -1,0 +1,68 @@
+package testreq
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// StrictEnv, set to 1, makes missing prerequisites fail as CI=true does
+// (for a developer who wants a run that cannot pass by skipping).
+const StrictEnv = "XPU_E2E_REQUIRE"
+
+// The advice given with a missing prerequisite.
+const (
+	installHint = "run hack/install-deps.sh as root to install the test prerequisites"
+	rootHint    = "run the tests as root, e.g. sudo go test"
+)
+
+// Strict reports whether missing prerequisites must fail tests instead of
+// skipping them: CI=true or XPU_E2E_REQUIRE=1.
+func Strict() bool {
+	return os.Getenv("CI") == "true" || os.Getenv(StrictEnv) == "1"
+}
+
+// Missing skips the test, or fails it in strict mode, with a message saying
+// which prerequisite is missing (format and args) and how to install it.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	missing(t, installHint, format, args...)
+}
+
+func missing(t testing.TB, hint, format string, args ...any) {
+	t.Helper()
+	if Strict() {
+		t.Fatalf("test prerequisite missing (CI=true or "+StrictEnv+"=1 forbids skipping; "+hint+"): "+format, args...)
+	}
+	t.Skipf("test prerequisite missing ("+hint+"): "+format, args...)
+}
+
+// Root skips the test when it does not run as root (fails it in strict
+// mode); why says what needs root, for the message.
+func Root(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		missing(t, rootHint, "needs root (%s), running as uid %d", why, os.Geteuid())
+	}
+}
+
+// Tool returns the absolute path of the executable name (looked up in PATH,
+// or checked as given when it contains a slash), skipping the test (failing
+// it in strict mode) when it is not there.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	path, err := lookTool(name)
+	if err != nil {
+		Missing(t, "tool %s not found: %v", name, err)
+	}
+	return path
+}
+
+func lookTool(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(path)
+}

@@ -1,0 +1,59 @@
+package discover
+
+import (
+	"fmt"
+	"strings"
+)
+
+// mergeSource runs after every source that maps a node to its PCI
+// function: it names the models (a VF's from its PF's), compares the
+// procfs address with the one sysfs led to, and, on a host where no source
+// could map any node, says so once.
+type mergeSource struct {
+	sys *sysfs
+}
+
+var _ source = (*mergeSource)(nil)
+
+// newMergeSource returns the last of the PCI sources.
+func newMergeSource(sys *sysfs) source {
+	return &mergeSource{sys: sys}
+}
+
+func (s *mergeSource) Discover(h *Host) error {
+	models := map[string]string{} // PF address -> model, for VFs
+	for _, d := range h.Devices {
+		if d.PCI != nil && d.PCI.Function == FunctionPF {
+			d.Model = modelFor(d.PCI, d.Family, "")
+			models[d.PCI.Address] = d.Model
+		}
+	}
+	for _, d := range h.Devices {
+		switch {
+		case d.PCI == nil:
+			d.Model = modelFor(nil, d.Family, "")
+		case d.PCI.Function == FunctionVF:
+			parent, ok := models[d.PCI.Parent]
+			if !ok {
+				parent = s.sys.parentModel(d.PCI.Parent)
+			}
+			d.Model = modelFor(d.PCI, d.Family, parent)
+		case d.PCI.Function != FunctionPF:
+			d.Model = modelFor(d.PCI, d.Family, "")
+		}
+		if d.PCI != nil && d.ProcAddress != "" && d.ProcAddress != d.PCI.Address {
+			d.problemf("procfs says PCI address %s, sysfs says %s", d.ProcAddress, d.PCI.Address)
+		}
+	}
+	// Where some source exists, a device it could not map has a problem
+	// saying why; where none does, one note for the host.
+	if h.noProcXPU && h.noClassXPU && h.noDevChar && len(h.Devices) > 0 {
+		bound := ""
+		if len(h.boundNoNode) > 0 {
+			bound = fmt.Sprintf(" (the kunlun driver binds %d PCI functions, %s, but nothing says which node is whose)", len(h.boundNoNode), strings.Join(h.boundNoNode, ", "))
+		}
+		h.notef("no PCI address for %s: none of /proc/xpu/devN/info, /sys/class/xpu/xpuN and /sys/dev/char/MAJ:MIN exists to map a node to its PCI function%s, and xpu-cdi does not guess one; the devices are named by index only",
+			nodeList(h.Devices), bound)
+	}
+	return nil
+}
