@@ -117,7 +117,7 @@ func TestMountIDSources(t *testing.T) {
 // OpenRegular refuses it without reading, so the host's kernel log keeps
 // its messages.
 func TestKernelFilesRefusedInTheRoot(t *testing.T) {
-	requiresRoot(t)
+	testreq.Root(t, "a procfs mount")
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "proc"), 0o755))
 	require.NoError(t, unix.Mount("proc", filepath.Join(dir, "proc"), "proc", 0, ""))
