@@ -1,8 +1,9 @@
 // Command xpu-container-runtime is a runc shim that gives Kunlun XPUs to
 // containers of engines that do not read CDI specs (Docker 20.10,
 // containerd 1.6). It is called exactly like runc. For `create` and `run`
-// it adds the XPUs the container asks for (cdi.k8s.io annotations,
-// XPU_VISIBLE_DEVICES) to the bundle's config.json; then, and for every
+// it adds the XPUs the container was granted (cdi.k8s.io annotations, the
+// device plugin's mounts, XPU_VISIBLE_DEVICES of privileged containers) to
+// the bundle's config.json; then, and for every
 // other subcommand, it execs the low-level runtime (runc, crun) with the
 // same arguments and environment.
 //
@@ -81,9 +82,34 @@ func newLogger(cfg *config.Config) (*logrus.Logger, func()) {
 	}
 	log.SetLevel(level)
 	log.SetOutput(f)
-	log.SetFormatter(&logrus.TextFormatter{DisableColors: true, FullTimestamp: true})
+	log.SetFormatter(boundedFormatter{&logrus.TextFormatter{DisableColors: true, FullTimestamp: true}})
 	log.AddHook(pidHook{})
 	return log, func() { _ = f.Close() }
+}
+
+// maxLogMessage bounds one message of the shim's log, its stderr and the
+// engine's --log file. A refused variable or annotation is quoted in the
+// message, and the container author chooses its size (megabytes).
+const maxLogMessage = 4096
+
+// boundMessage cuts msg to maxLogMessage bytes and says so.
+func boundMessage(msg string) string {
+	if len(msg) <= maxLogMessage {
+		return msg
+	}
+	return fmt.Sprintf("%s... [truncated: %d more bytes]", msg[:maxLogMessage], len(msg)-maxLogMessage)
+}
+
+// boundedFormatter formats entries with their message bounded.
+type boundedFormatter struct{ logrus.Formatter }
+
+func (f boundedFormatter) Format(e *logrus.Entry) ([]byte, error) {
+	if len(e.Message) > maxLogMessage {
+		c := *e
+		c.Message = boundMessage(e.Message)
+		e = &c
+	}
+	return f.Formatter.Format(e)
 }
 
 // pidHook tags every entry with the process ID: many shims run at once.
@@ -98,7 +124,7 @@ func (pidHook) Fire(e *logrus.Entry) error {
 // fail reports err on stderr, in the engine's --log file and in the shim's
 // own log, and exits 1.
 func fail(a shim.Args, log *logrus.Logger, err error) {
-	msg := program + ": " + err.Error()
+	msg := boundMessage(program + ": " + err.Error())
 	log.Error(err)
 	fmt.Fprintln(os.Stderr, msg)
 	if a.Log != "" {

@@ -86,6 +86,9 @@ func writeBundle(t *testing.T, env ...string) (string, []byte) {
 			Args: []string{"sh"}, Cwd: "/", Env: append([]string{"PATH=/bin"}, env...),
 			Capabilities: &oci.LinuxCapabilities{Bounding: caps},
 		},
+		// Privileged: every device allowed, what engines write for
+		// --privileged.
+		Linux: &oci.Linux{Resources: &oci.LinuxResources{Devices: []oci.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}}},
 	}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	require.NoError(t, err)

@@ -66,8 +66,9 @@ while no CDI spec names it.
 When the kubelet allocates XPUs to a container the answer depends on --device-list-strategy:
   cdi-cri          the CRI CDIDevices field (baidu.com/xpu=0 ...): containerd 2.x, CRI-O
   cdi-annotations  a cdi.k8s.io/ annotation: containerd 1.6 through xpu-container-runtime
-  envvar           XPU_VISIBLE_DEVICES=0,1: xpu-container-runtime with
-                   accept-envvar-when-unprivileged = true
+  volume-mounts    /dev/null mounted at /var/run/xpu-container-devices/<id>: xpu-container-runtime
+                   as the runtime of engines that forward neither (a pod cannot forge the mount;
+                   the removed envvar strategy it could, with XPU_VISIBLE_DEVICES=all)
 
 The cdi-* strategies need a CDI spec on the node:
   xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml
@@ -98,7 +99,7 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind of the devices handed out", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
 		&cli.StringFlag{Name: "device-plugin-path", Usage: "the kubelet's device plugin `DIR` (its kubelet.sock; the plugin's socket is created there)", Value: deviceplugin.DefaultPluginDir, EnvVars: []string{"XPU_CDI_DEVICE_PLUGIN_PATH"}, Destination: &o.pluginPath},
 		&cli.StringFlag{Name: "resource-name", Usage: "extended resource to advertise (e.g. kunlunxin.com/xpu on clusters that already use it)", Value: deviceplugin.DefaultResourceName, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
-		&cli.StringFlag{Name: "device-list-strategy", Usage: "how allocated devices reach the container: cdi-cri, cdi-annotations or envvar", Value: string(deviceplugin.StrategyCDICRI), EnvVars: []string{"XPU_CDI_DEVICE_LIST_STRATEGY"}, Destination: &o.strategy},
+		&cli.StringFlag{Name: "device-list-strategy", Usage: "how allocated devices reach the container: cdi-cri, cdi-annotations or volume-mounts", Value: string(deviceplugin.StrategyCDICRI), EnvVars: []string{"XPU_CDI_DEVICE_LIST_STRATEGY"}, Destination: &o.strategy},
 		&cli.DurationFlag{Name: "health-check-interval", Usage: "how often the devices' state and the CDI specs are read again", Value: deviceplugin.DefaultHealthInterval, EnvVars: []string{"XPU_CDI_HEALTH_CHECK_INTERVAL"}, Destination: &o.healthInterval},
 		&cli.StringSliceFlag{Name: "cdi-spec-dir", Usage: "CDI spec directory checked for the cdi-* strategies (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &o.level},

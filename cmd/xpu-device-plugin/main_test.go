@@ -29,7 +29,7 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		"--dev-root", "[$XPU_CDI_DEV_ROOT, $XPU_DEV_ROOT]", "--driver-root",
 		`--device-plugin-path DIR`, `(default: "/var/lib/kubelet/device-plugins") [$XPU_CDI_DEVICE_PLUGIN_PATH]`,
 		`--resource-name value`, `(default: "baidu.com/xpu") [$XPU_CDI_RESOURCE_NAME]`,
-		`cdi-cri, cdi-annotations or envvar (default: "cdi-cri") [$XPU_CDI_DEVICE_LIST_STRATEGY]`,
+		`cdi-cri, cdi-annotations or volume-mounts (default: "cdi-cri") [$XPU_CDI_DEVICE_LIST_STRATEGY]`,
 		`--health-check-interval value`, `(default: 10s) [$XPU_CDI_HEALTH_CHECK_INTERVAL]`,
 		"xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml",
 	} {
@@ -42,7 +42,7 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"--device-list-strategy", "mounts"}, `--device-list-strategy: unknown device list strategy "mounts": use one of cdi-cri, cdi-annotations, envvar`},
+		{[]string{"--device-list-strategy", "mounts"}, `--device-list-strategy: unknown device list strategy "mounts": use one of cdi-cri, cdi-annotations, volume-mounts`},
 		{[]string{"--resource-name", "xpu"}, `--resource-name: resource name "xpu" is not DOMAIN/NAME`},
 		{[]string{"--vendor", "Baidu com"}, "--vendor/--class"},
 		{[]string{"--health-check-interval", "1ms"}, "--health-check-interval 1ms is too short"},

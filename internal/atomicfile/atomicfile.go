@@ -21,6 +21,7 @@ type options struct {
 	keepOwner bool
 	mkdir     bool
 	noSync    bool
+	maxPerm   os.FileMode
 }
 
 // Option configures WriteFile.
@@ -32,6 +33,10 @@ func WithPerm(perm os.FileMode) Option { return func(o *options) { o.perm = perm
 // WithKeepMode keeps the mode and owner of the file being replaced; a new
 // file gets the WithPerm mode.
 func WithKeepMode() Option { return func(o *options) { o.keepOwner = true } }
+
+// WithMaxPerm caps the mode of the file written, new or kept (WithKeepMode),
+// at max: a file that holds a copy of another gets no more than its mode.
+func WithMaxPerm(max os.FileMode) Option { return func(o *options) { o.maxPerm = max } }
 
 // WithMkdir creates the parent directories (0755) when missing.
 func WithMkdir() Option { return func(o *options) { o.mkdir = true } }
@@ -63,6 +68,9 @@ func WriteFile(path string, data []byte, opts ...Option) (err error) {
 		uid, gid = owner(st)
 	case statErr != nil && !errors.Is(statErr, fs.ErrNotExist):
 		return fmt.Errorf("writing %s: %w", path, statErr)
+	}
+	if o.maxPerm != 0 {
+		perm &= o.maxPerm
 	}
 	if o.mkdir {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

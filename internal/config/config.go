@@ -56,8 +56,11 @@ type Config struct {
 	SpecDirs []string `toml:"spec-dirs"`
 	Vendor   string   `toml:"vendor"`
 	Class    string   `toml:"class"`
-	// AcceptEnvvarWhenUnprivileged lets containers without CAP_SYS_ADMIN in
-	// their bounding set ask for devices through XPU_VISIBLE_DEVICES.
+	// AcceptEnvvarWhenUnprivileged lets unprivileged containers (device
+	// rules that do not allow every device) of engines without a CRI ask
+	// for devices through XPU_VISIBLE_DEVICES; the shim ignores it for
+	// specs written by containerd's CRI or CRI-O (pods set their own
+	// environment).
 	AcceptEnvvarWhenUnprivileged bool `toml:"accept-envvar-when-unprivileged"`
 	// FailOnRefusedEnvvar makes a refused XPU_VISIBLE_DEVICES (an
 	// unprivileged container without annotations) fail the create; by

@@ -35,15 +35,18 @@ spec-dirs = %[5]s
 vendor = %[6]q
 class = %[7]q
 
-# Containers that do not hold CAP_SYS_ADMIN in their bounding capability set
-# may not ask for XPUs through the XPU_VISIBLE_DEVICES variable (an image
-# can set it). They can still get XPUs through cdi.k8s.io annotations.
-# Set to true to accept the variable from every container.
+# Unprivileged containers (their device cgroup rules do not allow every
+# device, as --privileged does) may not ask for XPUs through the
+# XPU_VISIBLE_DEVICES variable: an image or a pod author can set it. They
+# still get XPUs through cdi.k8s.io annotations and the device plugin.
+# true accepts the variable from every container of engines without a CRI
+# (Docker, Podman, ctr); it never applies to Kubernetes pods (specs from
+# containerd's CRI or CRI-O).
 accept-envvar-when-unprivileged = %[8]t
 
 # What happens to such a container when it sets the variable and has no
-# cdi.k8s.io annotation: by default it starts without XPUs (the shim logs a
-# warning saying why); true makes its creation fail with that reason.
+# other grant: by default it starts without XPUs (the shim logs a warning
+# saying why); true makes its creation fail with that reason.
 fail-on-refused-envvar = %[17]t
 
 # jit mode: where the host is read. XPU_DEV_ROOT and XPU_DRIVER_ROOT in the

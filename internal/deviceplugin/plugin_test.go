@@ -47,13 +47,15 @@ func TestHealthOf(t *testing.T) {
 }
 
 func TestParseStrategyAndResourceName(t *testing.T) {
-	for _, s := range []string{"cdi-cri", "cdi-annotations", "envvar"} {
+	for _, s := range []string{"cdi-cri", "cdi-annotations", "volume-mounts"} {
 		got, err := ParseStrategy(s)
 		require.NoError(t, err)
 		require.Equal(t, Strategy(s), got)
 	}
-	_, err := ParseStrategy("volume-mounts")
-	require.ErrorContains(t, err, `unknown device list strategy "volume-mounts": use one of cdi-cri, cdi-annotations, envvar`)
+	_, err := ParseStrategy("mounts")
+	require.ErrorContains(t, err, `unknown device list strategy "mounts": use one of cdi-cri, cdi-annotations, volume-mounts`)
+	_, err = ParseStrategy("envvar")
+	require.ErrorContains(t, err, `device list strategy "envvar" was removed: a pod or its image can set XPU_VISIBLE_DEVICES itself`)
 
 	for _, tc := range []struct {
 		name, err string
@@ -96,8 +98,11 @@ func TestAllocateStrategies(t *testing.T) {
 		{StrategyCDIAnnotations, []string{"1", "2"}, &pluginapi.ContainerAllocateResponse{
 			Annotations: map[string]string{"cdi.k8s.io/xpu-device-plugin_xpu": "baidu.com/xpu=1,baidu.com/xpu=2"},
 		}},
-		{StrategyEnvvar, []string{"7", "6"}, &pluginapi.ContainerAllocateResponse{
-			Envs: map[string]string{"XPU_VISIBLE_DEVICES": "7,6"},
+		{StrategyVolumeMounts, []string{"7", "6"}, &pluginapi.ContainerAllocateResponse{
+			Mounts: []*pluginapi.Mount{
+				{ContainerPath: "/var/run/xpu-container-devices/7", HostPath: "/dev/null", ReadOnly: true},
+				{ContainerPath: "/var/run/xpu-container-devices/6", HostPath: "/dev/null", ReadOnly: true},
+			},
 		}},
 	} {
 		t.Run(string(tc.strategy)+"/"+strings.Join(tc.ids, ","), func(t *testing.T) {
@@ -111,9 +116,9 @@ func TestAllocateStrategies(t *testing.T) {
 			got := resp.ContainerResponses[0]
 			require.Equal(t, tc.want.CdiDevices, got.CdiDevices)
 			require.Equal(t, tc.want.Annotations, got.Annotations)
-			require.Equal(t, tc.want.Envs, got.Envs)
+			require.Empty(t, got.Envs, "never a variable: the pod sets its own")
+			require.Equal(t, tc.want.Mounts, got.Mounts)
 			require.Empty(t, got.Devices, "no device nodes of its own: CDI adds them")
-			require.Empty(t, got.Mounts)
 			if tc.strategy == StrategyCDIAnnotations {
 				// The annotation is what the CDI library (and the shim) parse.
 				_, names, err := cdiapi.ParseAnnotations(got.Annotations)
@@ -124,7 +129,7 @@ func TestAllocateStrategies(t *testing.T) {
 	}
 
 	t.Run("another kind and two containers", func(t *testing.T) {
-		p, err := New(WithDiscover(discoverTree(tree)), WithStrategy(StrategyEnvvar), WithKind("example.com/npu"), WithResourceName("kunlunxin.com/xpu"))
+		p, err := New(WithDiscover(discoverTree(tree)), WithStrategy(StrategyVolumeMounts), WithKind("example.com/npu"), WithResourceName("kunlunxin.com/xpu"))
 		require.NoError(t, err)
 		p.Refresh()
 		resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
@@ -132,8 +137,10 @@ func TestAllocateStrategies(t *testing.T) {
 		})
 		require.NoError(t, err)
 		require.Len(t, resp.ContainerResponses, 2)
-		require.Equal(t, "0", resp.ContainerResponses[0].Envs["XPU_VISIBLE_DEVICES"])
-		require.Equal(t, "4,5", resp.ContainerResponses[1].Envs["XPU_VISIBLE_DEVICES"])
+		require.Len(t, resp.ContainerResponses[0].Mounts, 1)
+		require.Equal(t, "/var/run/xpu-container-devices/0", resp.ContainerResponses[0].Mounts[0].ContainerPath)
+		require.Len(t, resp.ContainerResponses[1].Mounts, 2)
+		require.Equal(t, "/var/run/xpu-container-devices/5", resp.ContainerResponses[1].Mounts[1].ContainerPath)
 	})
 }
 
@@ -410,8 +417,8 @@ func TestSpecChecks(t *testing.T) {
 		require.Contains(t, log.String(), "info: the CDI specs of kind baidu.com/xpu now name every device")
 	})
 
-	t.Run("envvar needs no spec", func(t *testing.T) {
-		p, err := New(WithDiscover(discoverTree(tree)), WithSpecDirs(t.TempDir()), WithStrategy(StrategyEnvvar))
+	t.Run("volume-mounts needs no spec", func(t *testing.T) {
+		p, err := New(WithDiscover(discoverTree(tree)), WithSpecDirs(t.TempDir()), WithStrategy(StrategyVolumeMounts))
 		require.NoError(t, err)
 		p.Refresh()
 		for _, d := range p.Devices() {
@@ -497,7 +504,7 @@ func TestDeviceSetChanges(t *testing.T) {
 	var mu sync.Mutex
 	current := before
 	log := &logtest.Recorder{}
-	p, err := New(WithStrategy(StrategyEnvvar), WithPluginDir(shortDir(t)), WithLogger(log),
+	p, err := New(WithStrategy(StrategyVolumeMounts), WithPluginDir(shortDir(t)), WithLogger(log),
 		WithHealthInterval(30*time.Millisecond), WithWatchInterval(20*time.Millisecond),
 		WithDiscover(func() (*discover.Host, error) {
 			mu.Lock()

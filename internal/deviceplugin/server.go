@@ -8,7 +8,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -131,7 +134,7 @@ func (p *Plugin) serve() (*server, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
 	}
-	l, err := net.Listen("unix", path)
+	l, err := listenPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("creating the device plugin socket in %s (--device-plugin-path must be the kubelet's device plugin directory, writable by the plugin): %w", p.o.pluginDir, err)
 	}
@@ -151,6 +154,34 @@ func (p *Plugin) serve() (*server, error) {
 		}
 	}()
 	return s, nil
+}
+
+// SocketMode is the mode of the plugin's socket, whatever the umask: only
+// root (the kubelet) may connect and ask for devices.
+const SocketMode = 0o600
+
+// listenPrivate listens on the unix socket path created with SocketMode.
+// Linux creates a socket's node with the mode of the socket's inode less
+// the umask, so setting that mode before bind leaves no moment in which
+// others could connect; the chmod after bind undoes a umask stricter than
+// SocketMode.
+func listenPrivate(path string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var ferr error
+		if err := c.Control(func(fd uintptr) { ferr = unix.Fchmod(int(fd), SocketMode) }); err != nil {
+			return err
+		}
+		return ferr
+	}}
+	l, err := lc.Listen(context.Background(), "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, SocketMode); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("setting the mode of %s: %w", path, err)
+	}
+	return l, nil
 }
 
 // stop ends the streams and removes the socket if it is still the server's.

@@ -7,6 +7,8 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/shim"
 )
 
 // Strategy is how Allocate hands devices to a container.
@@ -20,13 +22,20 @@ const (
 	// names: for engines that reach CDI through xpu-container-runtime
 	// (containerd 1.6 with container_annotations, Docker is not a CRI).
 	StrategyCDIAnnotations Strategy = "cdi-annotations"
-	// StrategyEnvvar sets XPU_VISIBLE_DEVICES to the index names, for
-	// xpu-container-runtime with accept-envvar-when-unprivileged = true.
-	StrategyEnvvar Strategy = "envvar"
+	// StrategyVolumeMounts mounts /dev/null at
+	// /var/run/xpu-container-devices/<id> for each device, for
+	// xpu-container-runtime on engines that forward neither CDI names nor
+	// annotations: a pod cannot forge a mount of a host file (short of a
+	// hostPath volume, which gives it the node anyway), while it sets its
+	// own environment.
+	StrategyVolumeMounts Strategy = "volume-mounts"
 )
 
+// strategyEnvvarRemoved is the strategy this release no longer has.
+const strategyEnvvarRemoved = "envvar"
+
 // Strategies lists the strategies, default first.
-var Strategies = []Strategy{StrategyCDICRI, StrategyCDIAnnotations, StrategyEnvvar}
+var Strategies = []Strategy{StrategyCDICRI, StrategyCDIAnnotations, StrategyVolumeMounts}
 
 // ParseStrategy checks a --device-list-strategy value.
 func ParseStrategy(s string) (Strategy, error) {
@@ -34,6 +43,13 @@ func ParseStrategy(s string) (Strategy, error) {
 		if string(st) == s {
 			return st, nil
 		}
+	}
+	if s == strategyEnvvarRemoved {
+		// The kubelet puts the plugin's variables before the container's
+		// own, and the shim read the last: a pod or its image widened the
+		// grant with XPU_VISIBLE_DEVICES=all (docs/security.md).
+		return "", fmt.Errorf("device list strategy %q was removed: a pod or its image can set %s itself and so take every XPU; "+
+			"use %s (the same shim, an answer a pod cannot forge), %s or %s", s, VisibleDevicesEnv, StrategyVolumeMounts, StrategyCDIAnnotations, StrategyCDICRI)
 	}
 	names := make([]string, len(Strategies))
 	for i, st := range Strategies {
@@ -46,7 +62,7 @@ func ParseStrategy(s string) (Strategy, error) {
 // CDI spec of the plugin's kind (so one must exist on the node).
 func (s Strategy) UsesCDISpec() bool { return s == StrategyCDICRI || s == StrategyCDIAnnotations }
 
-// VisibleDevicesEnv is the variable of the envvar strategy.
+// VisibleDevicesEnv is the variable the removed envvar strategy set.
 const VisibleDevicesEnv = "XPU_VISIBLE_DEVICES"
 
 // AnnotationPlugin is the plugin part of the cdi.k8s.io/ annotation key of
@@ -74,8 +90,12 @@ func containerResponse(s Strategy, kind string, ids []string) (*pluginapi.Contai
 			return nil, fmt.Errorf("building the CDI annotation for %s: %w", strings.Join(names, ","), err)
 		}
 		resp.Annotations = annotations
-	case StrategyEnvvar:
-		resp.Envs = map[string]string{VisibleDevicesEnv: strings.Join(ids, ",")}
+	case StrategyVolumeMounts:
+		for _, id := range ids {
+			resp.Mounts = append(resp.Mounts, &pluginapi.Mount{
+				ContainerPath: shim.DeviceListMountDir + "/" + id, HostPath: shim.DeviceListMountSource, ReadOnly: true,
+			})
+		}
 	default:
 		return nil, fmt.Errorf("unknown device list strategy %q", s)
 	}

@@ -4,6 +4,13 @@
 // unless it is a regular file, bounded in size, and read with pread, without
 // the os.File machinery (poller registration, finalizer) that every open
 // would otherwise pay.
+//
+// Open and ReadFileAt, the readers of libraries, loader caches and
+// configuration files, also refuse a file on a kernel file system (procfs,
+// sysfs, debugfs, tracefs, securityfs, cgroupfs, bpffs, configfs, ...;
+// CheckOrdinaryFS) before any byte is read: there a "regular file" can be
+// /proc/kmsg, whose read takes the host's kernel log from its other
+// readers. OpenRegularAt does not: discovery reads procfs and sysfs with it.
 package fdio
 
 import "errors"
@@ -15,3 +22,7 @@ var ErrNotRegular = errors.New("not a regular file")
 // ErrTooLarge is wrapped by the errors for a file over the size its reader
 // accepts.
 var ErrTooLarge = errors.New("file too large")
+
+// ErrKernelFS is wrapped by the errors for a file on a kernel file system
+// (procfs, sysfs, ...), refused before any read.
+var ErrKernelFS = errors.New("on a kernel file system, not an ordinary one")

@@ -12,7 +12,9 @@ import (
 // OpenRegularAt opens name relative to dirfd (unix.AT_FDCWD for a path)
 // read-only, without blocking and with flags added (unix.O_NOFOLLOW, say),
 // and refuses anything but a regular file. path names the file in errors.
-// It returns the descriptor and what fstat said of it.
+// It returns the descriptor and what fstat said of it. It accepts files of
+// kernel file systems (procfs, sysfs): the readers of anything else use
+// Open or ReadFileAt.
 func OpenRegularAt(dirfd int, name, path string, flags int) (int, unix.Stat_t, error) {
 	var st unix.Stat_t
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK|flags, 0)
@@ -26,6 +28,64 @@ func OpenRegularAt(dirfd int, name, path string, flags int) (int, unix.Stat_t, e
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		_ = unix.Close(fd)
 		return -1, st, fmt.Errorf("%s: %w (mode %#o)", path, ErrNotRegular, st.Mode&unix.S_IFMT)
+	}
+	return fd, st, nil
+}
+
+// kernelFS are the file systems whose files are the kernel's interfaces,
+// not stored bytes: reading one can change kernel state (/proc/kmsg takes
+// the messages it returns, a tracefs pipe drains its buffer) or block. No
+// library, loader cache or configuration file lives on one. (devtmpfs
+// reports tmpfs's magic; its regular files are ordinary.)
+var kernelFS = map[int64]string{
+	unix.PROC_SUPER_MAGIC:     "procfs",
+	unix.SYSFS_MAGIC:          "sysfs",
+	unix.DEBUGFS_MAGIC:        "debugfs",
+	unix.TRACEFS_MAGIC:        "tracefs",
+	unix.SECURITYFS_MAGIC:     "securityfs",
+	unix.CGROUP_SUPER_MAGIC:   "cgroup",
+	unix.CGROUP2_SUPER_MAGIC:  "cgroup2",
+	unix.BPF_FS_MAGIC:         "bpf",
+	0x62656570:                "configfs",
+	unix.EFIVARFS_MAGIC:       "efivarfs",
+	unix.PSTOREFS_MAGIC:       "pstore",
+	unix.SELINUX_MAGIC:        "selinuxfs",
+	unix.SMACK_MAGIC:          "smackfs",
+	unix.BINFMTFS_MAGIC:       "binfmt_misc",
+	unix.DEVPTS_SUPER_MAGIC:   "devpts",
+	unix.NSFS_MAGIC:           "nsfs",
+	0x65735543:                "fusectl",
+	0x19800202:                "mqueue",
+	unix.RDTGROUP_SUPER_MAGIC: "resctrl",
+	unix.ANON_INODE_FS_MAGIC:  "anon_inodefs",
+	unix.PIPEFS_MAGIC:         "pipefs",
+	unix.SOCKFS_MAGIC:         "sockfs",
+}
+
+// CheckOrdinaryFS refuses fd (an O_PATH handle will do) when its file is
+// on a kernel file system (ErrKernelFS, naming it); path names the file in
+// errors.
+func CheckOrdinaryFS(fd int, path string) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil {
+		return &os.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	if name, ok := kernelFS[int64(st.Type)]; ok { //nolint:unconvert // Statfs_t.Type is int32 on some architectures
+		return fmt.Errorf("%s: %w (%s)", path, ErrKernelFS, name)
+	}
+	return nil
+}
+
+// openOrdinaryAt is OpenRegularAt that also refuses files of kernel file
+// systems, before the caller reads a byte.
+func openOrdinaryAt(dirfd int, name, path string, flags int) (int, unix.Stat_t, error) {
+	fd, st, err := OpenRegularAt(dirfd, name, path, flags)
+	if err != nil {
+		return -1, st, err
+	}
+	if err := CheckOrdinaryFS(fd, path); err != nil {
+		_ = unix.Close(fd)
+		return -1, st, err
 	}
 	return fd, st, nil
 }
@@ -51,12 +111,12 @@ func ReadFullAt(fd int, path string, b []byte, off int64) (int, error) {
 }
 
 // ReadFileAt reads the regular file name relative to dirfd (opened as
-// OpenRegularAt does) whole, and returns it with its permission bits. A
+// OpenRegularAt does, and refused on a kernel file system) whole, and returns it with its permission bits. A
 // file of more than limit bytes is refused (ErrTooLarge); one that shrinks
 // while it is read is returned as far as it goes; one that grows is read
 // up to the size it had when opened.
 func ReadFileAt(dirfd int, name, path string, flags int, limit int64) ([]byte, os.FileMode, error) {
-	fd, st, err := OpenRegularAt(dirfd, name, path, flags)
+	fd, st, err := openOrdinaryAt(dirfd, name, path, flags)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -79,10 +139,10 @@ type File struct {
 	path string
 }
 
-// Open opens name relative to dirfd as OpenRegularAt does; path names it in
-// errors.
+// Open opens name relative to dirfd as OpenRegularAt does, refusing a file
+// on a kernel file system; path names it in errors.
 func Open(dirfd int, name, path string, flags int) (*File, error) {
-	fd, _, err := OpenRegularAt(dirfd, name, path, flags)
+	fd, _, err := openOrdinaryAt(dirfd, name, path, flags)
 	if err != nil {
 		return nil, err
 	}

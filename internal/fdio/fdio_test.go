@@ -75,3 +75,29 @@ func TestReadFullAt(t *testing.T) {
 	require.ErrorIs(t, err, unix.EBADF)
 	require.Contains(t, err.Error(), path)
 }
+
+// TestKernelFilesRefused: Open and ReadFileAt refuse regular files of
+// procfs and sysfs before reading (OpenRegularAt, discovery's reader, takes
+// them); an ordinary file passes.
+func TestKernelFilesRefused(t *testing.T) {
+	for _, path := range []string{"/proc/self/status", "/proc/kmsg", "/sys/kernel/uevent_seqnum"} {
+		t.Run(path, func(t *testing.T) {
+			if _, err := os.Lstat(path); err != nil {
+				t.Skipf("%s: %v", path, err)
+			}
+			_, _, err := ReadFileAt(unix.AT_FDCWD, path, path, 0, 1<<20)
+			require.ErrorIs(t, err, ErrKernelFS)
+			require.ErrorContains(t, err, path)
+			_, err = Open(unix.AT_FDCWD, path, path, 0)
+			require.ErrorIs(t, err, ErrKernelFS)
+		})
+	}
+	fd, _, err := OpenRegularAt(unix.AT_FDCWD, "/proc/self/status", "/proc/self/status", 0)
+	require.NoError(t, err, "discovery reads procfs")
+	require.ErrorContains(t, CheckOrdinaryFS(fd, "/proc/self/status"), "(procfs)")
+	require.NoError(t, unix.Close(fd))
+	file := filepath.Join(t.TempDir(), "f")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	_, _, err = ReadFileAt(unix.AT_FDCWD, file, file, 0, 1)
+	require.NoError(t, err)
+}

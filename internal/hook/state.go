@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 // maxStateSize bounds what is read from the runtime (stdin, config.json).
@@ -42,15 +44,15 @@ func RootPath(st *specs.State) (string, error) {
 		return "", fmt.Errorf("bundle path %q in the container state is not absolute", bundle)
 	}
 	cfgPath := filepath.Join(bundle, "config.json")
-	f, err := os.Open(cfgPath)
+	// Without blocking on a FIFO, regular files only, bounded.
+	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, cfgPath, cfgPath, 0, maxStateSize)
 	if err != nil {
 		return "", fmt.Errorf("reading the bundle's config: %w", err)
 	}
-	defer f.Close()
 	var spec struct {
 		Root *specs.Root `json:"root"`
 	}
-	if err := json.NewDecoder(io.LimitReader(f, maxStateSize)).Decode(&spec); err != nil {
+	if err := json.Unmarshal(data, &spec); err != nil {
 		return "", fmt.Errorf("decoding %s: %w", cfgPath, err)
 	}
 	if spec.Root == nil || spec.Root.Path == "" {

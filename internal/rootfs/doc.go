@@ -10,7 +10,9 @@
 //     clamped to the root. Magic links (/proc/self/...) are refused.
 //   - OpenFile and OpenRegular return only regular files and never open a
 //     device node, FIFO or socket (the type is checked on an O_PATH handle
-//     first, and again on the opened file). OpenRegular's File is a bare
+//     first, and again on the opened file), nor a file of a kernel file
+//     system (procfs, sysfs, ...: fdio.CheckOrdinaryFS on the O_PATH handle,
+//     before it is opened for reading). OpenRegular's File is a bare
 //     descriptor for preads, without the *os.File machinery.
 //   - A directory opened for writing (OpenDirForWrite, MkdirAll) is resolved
 //     without crossing a mount point (RESOLVE_NO_XDEV; with the fallback, and

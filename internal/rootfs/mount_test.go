@@ -111,3 +111,30 @@ func TestMountIDSources(t *testing.T) {
 	}
 	require.Len(t, ids, 2)
 }
+
+// TestKernelFilesRefusedInTheRoot: a link of the image into the container's
+// procfs (mounted when the hook runs) reaches /proc/kmsg, a regular file:
+// OpenRegular refuses it without reading, so the host's kernel log keeps
+// its messages.
+func TestKernelFilesRefusedInTheRoot(t *testing.T) {
+	testreq.Root(t, "a procfs mount")
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "proc"), 0o755))
+	require.NoError(t, unix.Mount("proc", filepath.Join(dir, "proc"), "proc", 0, ""))
+	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(dir, "proc"), unix.MNT_DETACH) })
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "lib"), 0o755))
+	require.NoError(t, os.Symlink("/proc/kmsg", filepath.Join(dir, "lib", "libk0.so")))
+	require.NoError(t, os.Symlink("../proc/self/status", filepath.Join(dir, "lib", "libk1.so")))
+	for _, fallback := range []bool{false, true} {
+		r, err := Open(dir)
+		require.NoError(t, err)
+		r.fallback = fallback
+		for _, p := range []string{"/lib/libk0.so", "/lib/libk1.so", "/proc/kmsg"} {
+			_, err := r.OpenRegular(p)
+			require.ErrorIs(t, err, ErrKernelFS, "fallback=%v %s", fallback, p)
+			_, err = r.ReadFile(p, 1<<20)
+			require.ErrorIs(t, err, ErrKernelFS, "fallback=%v %s", fallback, p)
+		}
+		require.NoError(t, r.Close())
+	}
+}

@@ -202,6 +202,10 @@ func (r *Root) OpenDir(unsafePath string) (*os.File, error) {
 // ErrNotRegular is returned by OpenFile for anything but a regular file.
 var ErrNotRegular = fdio.ErrNotRegular
 
+// ErrKernelFS is returned by OpenFile for a file on a kernel file system
+// (procfs, sysfs, ...).
+var ErrKernelFS = fdio.ErrKernelFS
+
 // OpenFile opens the regular file at unsafePath inside the root for reading.
 // Symlinks are followed, inside the root.
 func (r *Root) OpenFile(unsafePath string) (*os.File, error) {
@@ -234,12 +238,21 @@ func (r *Root) OpenRegular(unsafePath string) (*File, error) {
 	}
 	var before unix.Stat_t
 	err = unix.Fstat(h, &before)
-	_ = unix.Close(h)
 	if err != nil {
+		_ = unix.Close(h)
 		return nil, fmt.Errorf("stat %s in root %s: %w", unsafePath, r.path, err)
 	}
 	if before.Mode&unix.S_IFMT != unix.S_IFREG {
+		_ = unix.Close(h)
 		return nil, fmt.Errorf("opening %s in root %s: %w (mode %#o)", unsafePath, r.path, ErrNotRegular, before.Mode&unix.S_IFMT)
+	}
+	// An image's link into the container's procfs (mounted when the hook
+	// runs) reaches /proc/kmsg, a regular file whose read drains the host's
+	// kernel log: refused on the handle, before it is opened for reading.
+	err = fdio.CheckOrdinaryFS(h, r.hostPath(unsafePath))
+	_ = unix.Close(h)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s in root %s: %w", unsafePath, r.path, err)
 	}
 	fd, err := r.openat2Fd(unsafePath, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {

@@ -8,16 +8,23 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
 	"github.com/xpu-cdi/xpu-cdi/internal/config"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
-// errUnprivilegedEnv is returned when a container without CAP_SYS_ADMIN
-// asks for XPUs through XPU_VISIBLE_DEVICES and the configuration does not
-// accept that.
+// errUnprivilegedEnv is returned when an unprivileged container (see
+// Privileged) asks for XPUs through XPU_VISIBLE_DEVICES and the
+// configuration does not accept that.
 var errUnprivilegedEnv = errors.New("XPU_VISIBLE_DEVICES is refused for unprivileged containers")
+
+// MaxConfigSize bounds the bundle's config.json as the shim reads it (the
+// hook's bound on the same file): engines write a few KB to a few hundred.
+const MaxConfigSize = 16 << 20
 
 // errConfig wraps a configuration problem that stops an XPU request.
 var errConfig = errors.New("the shim configuration is unusable")
@@ -65,12 +72,13 @@ type Result struct {
 func ConfigPath(bundle string) string { return filepath.Join(bundle, "config.json") }
 
 // mayRequest is the quick test that lets a bundle asking for no XPU go
-// through without a JSON parse: a request needs the variable name or an
-// annotation key in the text. A \u escape could hide either, so its presence
-// means a full parse.
+// through without a JSON parse: a request needs the variable name, an
+// annotation key or the device plugin's mount directory in the text. A \u
+// escape could hide any, so its presence means a full parse.
 func mayRequest(data []byte) bool {
 	return bytes.Contains(data, []byte(visibleDevicesEnv)) ||
 		bytes.Contains(data, []byte("cdi.k8s.io/")) ||
+		bytes.Contains(data, []byte(DeviceListMountDir+"/")) ||
 		bytes.Contains(data, []byte(`\u`))
 }
 
@@ -86,7 +94,9 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 	o.log = logger.OrDiscard(o.log)
 
 	path := ConfigPath(bundle)
-	data, err := os.ReadFile(path)
+	// Without blocking (a FIFO would hang the engine's create), regular
+	// files only, bounded.
+	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, MaxConfigSize)
 	if err != nil {
 		return Result{}, fmt.Errorf("reading the bundle's OCI spec: %w", err)
 	}
@@ -106,8 +116,13 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 	if len(req.Foreign) > 0 {
 		o.log.Infof("%s: leaving CDI devices of other kinds to their own runtime: %s", path, strings.Join(req.Foreign, ", "))
 	}
+	if len(req.Unused) > 0 {
+		o.log.Infof("%s: not granting from the annotations %s: CRI-O copies a pod's annotations into every container "+
+			"and has resolved the container's own cdi.k8s.io devices itself", path, strings.Join(req.Unused, ", "))
+	}
 	envAsks := req.HasEnv && !envNone(req.Env)
-	if len(req.Annotated) == 0 && !envAsks {
+	granted := req.granted()
+	if len(granted) == 0 && !envAsks {
 		o.log.Debugf("%s asks for no XPU", path)
 		return Result{}, nil
 	}
@@ -115,33 +130,34 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 		return Result{}, fmt.Errorf("the container asks for XPUs (%s) but %w: %w", req.describe(), errConfig, o.configErr)
 	}
 
-	names := append([]string(nil), req.Annotated...)
+	names := granted
 	if envAsks {
 		switch {
-		case req.privileged || c.AcceptEnvvarWhenUnprivileged:
+		case req.privileged || (c.AcceptEnvvarWhenUnprivileged && !req.cri):
 			envNames, err := envNames(req.Env, c.Kind())
 			if err != nil {
 				return Result{}, err
 			}
 			names = append(names, envNames...)
-		case len(req.Annotated) > 0:
-			// The annotations come from the orchestrator; the variable may
-			// come from the image. It is rewritten below to what was granted.
-			o.log.Warnf("%s: ignoring %s=%s of an unprivileged container; it gets the devices of its cdi.k8s.io annotations", path, visibleDevicesEnv, req.Env)
+		case len(granted) > 0:
+			// The annotations and mounts come from the orchestrator; the
+			// variable may come from the image or the pod. It is rewritten
+			// below to what was granted.
+			o.log.Warnf("%s: ignoring %s=%s of an unprivileged container; it gets the devices it was granted (%s)",
+				path, visibleDevicesEnv, truncate(req.Env), req.describeGrant())
 		case c.FailOnRefusedEnvvar:
-			return Result{}, fmt.Errorf("%w: the container asks for %s=%s but does not hold CAP_SYS_ADMIN "+
-				"(an image can set the variable, so only privileged containers may use it by default). "+
-				"To allow it, set accept-envvar-when-unprivileged = true in %s, run the container privileged, "+
-				"or ask for the devices with a cdi.k8s.io annotation; to start such containers without XPUs "+
-				"instead of failing, set fail-on-refused-envvar = false",
-				errUnprivilegedEnv, visibleDevicesEnv, req.Env, o.configFile())
+			return Result{}, fmt.Errorf("%w: the container asks for %s=%s but is not privileged (its device cgroup rules "+
+				"do not allow every device; an image or a pod author can set the variable, so %s). "+
+				"Run the container privileged, or ask for the devices with a cdi.k8s.io annotation or the device plugin; "+
+				"to start such containers without XPUs instead of failing, set fail-on-refused-envvar = false in %s",
+				errUnprivilegedEnv, visibleDevicesEnv, truncate(req.Env), req.envPolicy(o.configFile()), o.configFile())
 		default:
 			// Framework images bake the variable in; a container that
 			// wants no XPU must still run where the shim is the default
 			// runtime. Nothing in the bundle is changed.
-			o.log.Warnf("%s: ignoring %s=%s: the container does not hold CAP_SYS_ADMIN and an image can set the variable; "+
-				"it starts without XPUs (accept-envvar-when-unprivileged = true in %s accepts the variable, "+
-				"fail-on-refused-envvar = true makes this an error)", path, visibleDevicesEnv, req.Env, o.configFile())
+			o.log.Warnf("%s: ignoring %s=%s: the container is not privileged and an image or a pod author can set the variable (%s); "+
+				"it starts without XPUs (fail-on-refused-envvar = true in %s makes this an error)",
+				path, visibleDevicesEnv, truncate(req.Env), req.envPolicy(o.configFile()), o.configFile())
 			return Result{}, nil
 		}
 	}
@@ -158,17 +174,17 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 	}
 	if len(unknown) > 0 {
 		return Result{}, fmt.Errorf("%w %s (asked for by %s); valid names of %s (%s mode): %s",
-			errUnknownDevice, strings.Join(unknown, ", "), req.describe(), c.Kind(), r.mode(),
-			strings.Join(sortNames(r.names()), ", "))
+			errUnknownDevice, truncate(strings.Join(unknown, ", ")), req.describe(), c.Kind(), r.mode(),
+			truncate(strings.Join(sortNames(r.names()), ", ")))
 	}
 	edits, err := r.inject(spec, names)
 	if err != nil {
 		return Result{}, err
 	}
-	granted := grantedIndices(edits)
+	got := grantedIndices(edits)
 	touched := editedMembers(edits)
 	if spec.Process != nil {
-		setVisibleDevices(spec.Process, joinInts(granted))
+		setVisibleDevices(spec.Process, joinInts(got))
 		touched = append(touched, memberEnv)
 	}
 	out, err := doc.encode(touched...)
@@ -181,8 +197,8 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 	if err := atomicfile.WriteFile(path, out, atomicfile.WithKeepMode(), atomicfile.WithoutSync()); err != nil {
 		return Result{}, err
 	}
-	o.log.Infof("%s: gave XPUs %s (%s mode, asked: %s)", path, joinInts(granted), r.mode(), req.describe())
-	return Result{Modified: true, Mode: r.mode(), Devices: granted}, nil
+	o.log.Infof("%s: gave XPUs %s (%s mode, asked: %s)", path, joinInts(got), r.mode(), req.describe())
+	return Result{Modified: true, Mode: r.mode(), Devices: got}, nil
 }
 
 func (o *options) configFile() string {
@@ -221,14 +237,48 @@ func newResolver(c *config.Config, o *options, names []string) (*editsResolver, 
 	return newJITResolver(c, o, names)
 }
 
-// describe names what the container asked for, for messages.
-func (r request) describe() string {
+// describeGrant names what the orchestrator granted, for messages.
+func (r request) describeGrant() string {
 	var parts []string
 	if len(r.Annotated) > 0 {
-		parts = append(parts, "cdi.k8s.io annotations "+strings.Join(r.Annotated, ","))
+		parts = append(parts, "cdi.k8s.io annotations "+truncate(strings.Join(r.Annotated, ",")))
 	}
-	if r.HasEnv && !envNone(r.Env) {
-		parts = append(parts, visibleDevicesEnv+"="+r.Env)
+	if len(r.Mounted) > 0 {
+		parts = append(parts, "device plugin mounts "+truncate(strings.Join(r.Mounted, ",")))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// describe names what the container asked for, for messages.
+func (r request) describe() string {
+	parts := []string{}
+	if g := r.describeGrant(); g != "" {
+		parts = append(parts, g)
+	}
+	if r.HasEnv && !envNone(r.Env) {
+		parts = append(parts, visibleDevicesEnv+"="+truncate(r.Env))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// envPolicy says why the variable of an unprivileged container is refused.
+// file is the shim's configuration file.
+func (r request) envPolicy(file string) string {
+	if r.cri {
+		return "on a Kubernetes node (a spec from containerd's CRI or CRI-O) the variable is never taken from an unprivileged container"
+	}
+	return "only privileged containers may use it unless accept-envvar-when-unprivileged = true in " + file
+}
+
+// maxQuoted bounds what a message quotes of a value from the spec: an
+// annotation or variable of megabytes would otherwise be copied whole into
+// every log line and error about it.
+const maxQuoted = 512
+
+// truncate cuts s to maxQuoted bytes, saying how much was left out.
+func truncate(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", s[:maxQuoted], len(s)-maxQuoted)
 }

@@ -8,10 +8,12 @@ import (
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -35,11 +37,15 @@ func jitConfig(root string) *config.Config {
 }
 
 // bundleSpec is a minimal OCI spec, indented (unlike the shim's output) so
-// that an unchanged file is recognisable byte for byte.
+// that an unchanged file is recognisable byte for byte. Privileged is what
+// engines write for --privileged: an allow-all device rule after runc's
+// deny-all; the unprivileged spec holds CAP_SYS_ADMIN, which is no
+// privilege to the shim.
 func bundleSpec(privileged bool, annotations map[string]string, env ...string) *oci.Spec {
-	caps := []string{"CAP_CHOWN", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
+	caps := []string{"CAP_CHOWN", "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_SYS_ADMIN"}
+	rules := []oci.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}
 	if privileged {
-		caps = append(caps, "CAP_SYS_ADMIN")
+		rules = append(rules, oci.LinuxDeviceCgroup{Allow: true, Access: "rwm"})
 	}
 	return &oci.Spec{
 		Version: oci.Version,
@@ -51,8 +57,39 @@ func bundleSpec(privileged bool, annotations map[string]string, env ...string) *
 		},
 		Root:        &oci.Root{Path: "rootfs"},
 		Annotations: annotations,
-		Linux:       &oci.Linux{},
+		Linux:       &oci.Linux{Resources: &oci.LinuxResources{Devices: rules}},
 	}
+}
+
+// withMounts adds the device plugin's volume-mounts answer for ids and
+// returns s.
+func withMounts(s *oci.Spec, source string, ids ...string) *oci.Spec {
+	for _, id := range ids {
+		s.Mounts = append(s.Mounts, oci.Mount{
+			Destination: DeviceListMountDir + "/" + id, Source: source, Type: "bind", Options: []string{"rbind", "ro"},
+		})
+	}
+	return s
+}
+
+// crio marks s as written by CRI-O, with the container's own annotations
+// in io.kubernetes.cri-o.Annotations, and returns it.
+func crio(s *oci.Spec, own string) *oci.Spec {
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations["io.kubernetes.cri-o.Annotations"] = own
+	s.Annotations["io.container.manager"] = "cri-o"
+	return s
+}
+
+// cri marks s as written by containerd's CRI and returns it.
+func cri(s *oci.Spec) *oci.Spec {
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations["io.kubernetes.cri.container-type"] = "container"
+	return s
 }
 
 func writeBundle(t *testing.T, spec *oci.Spec) (string, []byte) {
@@ -127,6 +164,29 @@ func TestModifyBundle(t *testing.T) {
 			config: func(c *config.Config) { c.AcceptEnvvarWhenUnprivileged = true }, want: []int{5},
 		},
 		{description: "other kinds are left alone", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/a": "nvidia.com/gpu=0", "cdi.k8s.io/b": "baidu.com/xpu=2"}), want: []int{2}},
+		{description: "device plugin mounts", spec: withMounts(bundleSpec(false, nil), "/dev/null", "1", "4"), want: []int{1, 4}},
+		{
+			description: "device plugin mounts beat the pod's variable on CRI-O", want: []int{2},
+			spec: crio(withMounts(bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=all"), "/dev/null", "2"), "{}"),
+		},
+		{
+			description: "device plugin mounts beat the pod's variable on containerd's CRI, even when accepted", want: []int{5},
+			spec:   cri(withMounts(bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=all"), "/dev/null", "5")),
+			config: func(c *config.Config) { c.AcceptEnvvarWhenUnprivileged = true },
+		},
+		{
+			description: "annotated for XPU 0, the image asks for all", want: []int{0},
+			spec: bundleSpec(false, ann("baidu.com/xpu=0"), "XPU_VISIBLE_DEVICES=all"),
+		},
+		{
+			description: "device rule a *:* rwm is privileged", want: []int{0, 1},
+			spec: func() *oci.Spec {
+				s := bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,1")
+				all := int64(-1)
+				s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, oci.LinuxDeviceCgroup{Allow: true, Type: "a", Major: &all, Minor: &all, Access: "rwm"})
+				return s
+			}(),
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -242,7 +302,7 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 		{
 			description: "unprivileged env refused with fail-on-refused-envvar", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,3"), wantIs: errUnprivilegedEnv,
 			config:  func(c *config.Config) { c.FailOnRefusedEnvvar = true },
-			wantErr: []string{"does not hold CAP_SYS_ADMIN", "accept-envvar-when-unprivileged = true in /etc/test-config.toml", "fail-on-refused-envvar = false"},
+			wantErr: []string{"is not privileged (its device cgroup rules do not allow every device", "accept-envvar-when-unprivileged = true in /etc/test-config.toml", "fail-on-refused-envvar = false"},
 			opts:    []Option{WithConfigError("/etc/test-config.toml", nil)},
 		},
 		{description: "bad annotation", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "xpu0"}), wantErr: []string{"cdi.k8s.io annotations"}},
@@ -331,13 +391,150 @@ func TestEnvNames(t *testing.T) {
 }
 
 func TestPrivileged(t *testing.T) {
-	require.True(t, Privileged(bundleSpec(true, nil)))
-	require.False(t, Privileged(bundleSpec(false, nil)))
+	i := func(v int64) *int64 { return &v }
+	denyAll := oci.LinuxDeviceCgroup{Allow: false, Access: "rwm"}
+	allowAll := oci.LinuxDeviceCgroup{Allow: true, Access: "rwm"}
+	for _, tc := range []struct {
+		description string
+		rules       []oci.LinuxDeviceCgroup
+		want        bool
+	}{
+		{description: "no rules", rules: nil},
+		{description: "runc's default: deny all", rules: []oci.LinuxDeviceCgroup{denyAll}},
+		{description: "--privileged: allow all after deny all", rules: []oci.LinuxDeviceCgroup{denyAll, allowAll}, want: true},
+		{description: "allow all of type a, -1 wildcards", rules: []oci.LinuxDeviceCgroup{denyAll, {Allow: true, Type: "a", Major: i(-1), Minor: i(-1), Access: "rwm"}}, want: true},
+		{description: "allow all char devices only", rules: []oci.LinuxDeviceCgroup{denyAll, {Allow: true, Type: "c", Access: "rwm"}}},
+		{description: "allow all of major 0", rules: []oci.LinuxDeviceCgroup{denyAll, {Allow: true, Major: i(0), Access: "rwm"}}},
+		{description: "allow all read-only", rules: []oci.LinuxDeviceCgroup{denyAll, {Allow: true, Access: "r"}}},
+		{description: "a deny after allow all", rules: []oci.LinuxDeviceCgroup{allowAll, {Allow: false, Type: "c", Major: i(511), Minor: i(0), Access: "rwm"}}},
+		{description: "a partial allow after allow all", rules: []oci.LinuxDeviceCgroup{allowAll, {Allow: true, Type: "c", Major: i(1), Minor: i(3), Access: "rwm"}}, want: true},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			s := bundleSpec(false, nil)
+			s.Linux.Resources.Devices = tc.rules
+			require.Equal(t, tc.want, Privileged(s))
+		})
+	}
 	require.False(t, Privileged(&oci.Spec{}))
-	require.False(t, Privileged(&oci.Spec{Process: &oci.Process{}}))
-	s := bundleSpec(false, nil)
-	s.Process.Capabilities.Effective = append(s.Process.Capabilities.Effective, "CAP_SYS_ADMIN")
-	require.False(t, Privileged(s), "only the bounding set counts")
+	require.False(t, Privileged(&oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}))
+	require.False(t, Privileged(bundleSpec(false, nil)), "CAP_SYS_ADMIN in every set is no privilege")
+}
+
+// TestModifyBundlePodAnnotationsOnCRIO: CRI-O copies a pod's annotations
+// into every container's spec and injects the container's own cdi.k8s.io
+// devices itself, so on CRI-O no annotation is a grant: the bundle is
+// left as it is and the shim says why.
+func TestModifyBundlePodAnnotationsOnCRIO(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	for _, tc := range []struct {
+		description string
+		spec        *oci.Spec
+	}{
+		{description: "a pod annotation", spec: crio(bundleSpec(false, map[string]string{"cdi.k8s.io/x": "baidu.com/xpu=all"}), `{"io.kubernetes.container.hash":"1"}`)},
+		{description: "a container annotation (CRI-O injected it)", spec: crio(bundleSpec(false, map[string]string{"cdi.k8s.io/xpu-device-plugin_xpu": "baidu.com/xpu=3"}), `{"cdi.k8s.io/xpu-device-plugin_xpu":"baidu.com/xpu=3"}`)},
+		{description: "a malformed one", spec: crio(bundleSpec(false, map[string]string{"cdi.k8s.io/x": "not a name"}), "{}")},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			dir, before := writeBundle(t, tc.spec)
+			log := &logtest.Recorder{}
+			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log))
+			require.NoError(t, err)
+			require.False(t, res.Modified)
+			after, err := os.ReadFile(ConfigPath(dir))
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+			if tc.description != "a malformed one" {
+				require.True(t, log.Has("not granting from the annotations cdi.k8s.io/"), log.Lines())
+			}
+		})
+	}
+}
+
+// TestModifyBundlePodmanIsNotCRIO: Podman writes io.kubernetes.cri-o.*
+// keys too, but its own manager: its annotations are grants.
+func TestModifyBundlePodmanIsNotCRIO(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	dir, _ := writeBundle(t, bundleSpec(false, map[string]string{
+		"io.container.manager": "libpod", "io.kubernetes.cri-o.TTY": "false", "io.kubernetes.cri-o.Created": "x",
+		"cdi.k8s.io/e2e": "baidu.com/xpu=2",
+	}))
+	res, err := ModifyBundle(dir, jitConfig(tree.Root), seam)
+	require.NoError(t, err)
+	require.Equal(t, []int{2}, res.Devices)
+}
+
+// TestModifyBundleRefusesForgedMounts: only a bind mount of /dev/null at
+// the device plugin's directory is a grant; a pod's own volume there (an
+// emptyDir, a hostPath other than /dev/null) is not.
+func TestModifyBundleRefusesForgedMounts(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	for _, tc := range []struct {
+		description string
+		spec        *oci.Spec
+	}{
+		{description: "emptyDir", spec: withMounts(bundleSpec(false, nil), "/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/x", "all")},
+		{description: "another host file", spec: withMounts(bundleSpec(false, nil), "/dev/zero", "0")},
+		{description: "below a device name", spec: withMounts(bundleSpec(false, nil), "/dev/null", "0/x")},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			dir, before := writeBundle(t, tc.spec)
+			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam)
+			require.NoError(t, err)
+			require.False(t, res.Modified)
+			after, err := os.ReadFile(ConfigPath(dir))
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+		})
+	}
+}
+
+// TestModifyBundleUnprivilegedEnvOnCRI: on a Kubernetes node the pod author
+// sets the environment, so accept-envvar-when-unprivileged does not apply
+// to a spec from a CRI.
+func TestModifyBundleUnprivilegedEnvOnCRI(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	for _, spec := range []*oci.Spec{
+		cri(bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=all")),
+		crio(bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=all"), "{}"),
+	} {
+		dir, before := writeBundle(t, spec)
+		c := jitConfig(tree.Root)
+		c.AcceptEnvvarWhenUnprivileged = true
+		c.FailOnRefusedEnvvar = true
+		_, err := ModifyBundle(dir, c, seam)
+		require.ErrorIs(t, err, errUnprivilegedEnv)
+		require.ErrorContains(t, err, "on a Kubernetes node")
+		after, err := os.ReadFile(ConfigPath(dir))
+		require.NoError(t, err)
+		require.Equal(t, before, after)
+	}
+}
+
+// TestModifyBundleBoundsItsInput: a FIFO config.json is refused at once, an
+// oversized one with the bound, and a huge refused variable is quoted
+// truncated.
+func TestModifyBundleBoundsItsInput(t *testing.T) {
+	tree, seam := fakeHost(t, fakehost.P800x8())
+	dir := t.TempDir()
+	require.NoError(t, unix.Mkfifo(ConfigPath(dir), 0o600))
+	_, err := ModifyBundle(dir, jitConfig(tree.Root), seam)
+	require.ErrorIs(t, err, fdio.ErrNotRegular)
+	require.ErrorContains(t, err, ConfigPath(dir))
+
+	dir = t.TempDir()
+	require.NoError(t, os.WriteFile(ConfigPath(dir), make([]byte, MaxConfigSize+1), 0o600))
+	_, err = ModifyBundle(dir, jitConfig(tree.Root), seam)
+	require.ErrorIs(t, err, fdio.ErrTooLarge)
+
+	huge := strings.Repeat("9", 800<<10)
+	dir, _ = writeBundle(t, bundleSpec(false, nil, "XPU_VISIBLE_DEVICES="+huge))
+	log := &logtest.Recorder{}
+	_, err = ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log))
+	require.NoError(t, err)
+	for _, l := range log.Lines() {
+		require.Less(t, len(l), 4096, "a log line quotes the variable whole")
+	}
+	require.True(t, log.Has("more bytes)"), log.Lines())
 }
 
 func TestSetEnv(t *testing.T) {
@@ -353,5 +550,6 @@ func TestMayRequest(t *testing.T) {
 	require.False(t, mayRequest([]byte(`{"process":{"env":["PATH=/bin"]}}`)))
 	require.True(t, mayRequest([]byte(`{"process":{"env":["XPU_VISIBLE_DEVICES=0"]}}`)))
 	require.True(t, mayRequest([]byte(`{"annotations":{"cdi.k8s.io/x":"a/b=c"}}`)))
+	require.True(t, mayRequest([]byte(`{"mounts":[{"destination":"/var/run/xpu-container-devices/0","source":"/dev/null"}]}`)))
 	require.True(t, mayRequest([]byte(`{"process":{"env":["\u0058PU_VISIBLE_DEVICES=0"]}}`)), "escapes force a full parse")
 }

@@ -3,7 +3,10 @@
 //
 // It reads runc's command line (ParseArgs), finds the low-level runtime
 // (FindRuntime), reads the XPU request of a container from its bundle's
-// config.json (cdi.k8s.io annotations, then XPU_VISIBLE_DEVICES), resolves
+// config.json (cdi.k8s.io annotations except on CRI-O, which copies pod
+// annotations into every container; the device plugin's mounts at
+// DeviceListMountDir; XPU_VISIBLE_DEVICES from privileged containers only,
+// see Privileged), resolves
 // it to CDI container edits (from the CDI spec directories, through a cache
 // of what the CDI library resolved from them, or from a spec built in memory
 // from the host: the same edits `xpu-cdi generate` writes) and rewrites the

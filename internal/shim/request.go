@@ -24,18 +24,65 @@ type request struct {
 	Annotated []string
 	// Foreign are annotated names of other kinds; the shim leaves them alone.
 	Foreign []string
+	// Mounted are the qualified names of the device plugin's mounts
+	// (DeviceListMountDir), in mount order.
+	Mounted []string
+	// Unused are the cdi.k8s.io annotation keys the shim does not take
+	// because of the engine (CRIOAnnotationsIgnored).
+	Unused []string
 	// Env is the value of XPU_VISIBLE_DEVICES (the last one in the
 	// environment), HasEnv whether it is set at all.
 	Env    string
 	HasEnv bool
-	// privileged is true when CAP_SYS_ADMIN is in the bounding set.
+	// privileged is true when every device is allowed (Privileged).
 	privileged bool
+	// cri is true when a CRI engine (containerd's CRI, CRI-O) wrote the
+	// spec: a Kubernetes pod, whose author sets its environment.
+	cri bool
 }
+
+// granted are the names the container gets whatever its environment says:
+// from the orchestrator (annotations, the device plugin's mounts).
+func (r request) granted() []string { return append(slices.Clip(r.Annotated), r.Mounted...) }
+
+// Annotations that tell which engine wrote a spec. A pod author could set
+// one on a pod only where the engine forwards pod annotations; either way,
+// one that is present only ever takes grants away.
+const (
+	// containerManagerAnnotation names the engine that wrote the spec:
+	// CRI-O writes "cri-o" into every container's spec (after the pod's
+	// annotations, so a pod cannot change it), Podman "libpod". Podman
+	// also writes io.kubernetes.cri-o.TTY and ...Created: those keys do
+	// not tell CRI-O.
+	containerManagerAnnotation = "io.container.manager"
+	containerManagerCRIO       = "cri-o"
+	// containerdCRIAnnotation is set by containerd's CRI plugin (1.x and
+	// 2.x) on every container and sandbox it creates.
+	containerdCRIAnnotation = "io.kubernetes.cri.container-type"
+)
+
+// writtenByCRIO reports whether CRI-O wrote the spec.
+func writtenByCRIO(a map[string]string) bool {
+	return a[containerManagerAnnotation] == containerManagerCRIO
+}
+
+// DeviceListMountDir is where the device plugin's volume-mounts strategy
+// mounts DeviceListMountSource, once per allocated device named by the
+// last path component. The kubelet passes those mounts to the engine as
+// the plugin answered; a pod can mount /dev/null there only with a
+// hostPath volume, which already gives it the node.
+const (
+	DeviceListMountDir    = "/var/run/xpu-container-devices"
+	DeviceListMountSource = "/dev/null"
+)
 
 // readRequest reads the XPU request of a container. Only the annotation
 // syntax can be wrong here; names are checked when they are resolved.
 func readRequest(spec *oci.Spec, kind string) (request, error) {
 	var r request
+	crio := writtenByCRIO(spec.Annotations)
+	_, r.cri = spec.Annotations[containerdCRIAnnotation]
+	r.cri = r.cri || crio
 	// The library parses a map in Go's random order; one key at a time, in
 	// key order, gives the same devices in an order that does not change
 	// from one create to the next.
@@ -43,7 +90,18 @@ func readRequest(spec *oci.Spec, kind string) (request, error) {
 	for _, k := range slices.Sorted(maps.Keys(spec.Annotations)) {
 		_, n, err := cdiapi.ParseAnnotations(map[string]string{k: spec.Annotations[k]})
 		if err != nil {
+			if crio {
+				continue // not ours to read on CRI-O; CRI-O parsed the container's own
+			}
 			return r, fmt.Errorf("reading the cdi.k8s.io annotations of the container: %s: %w", k, err)
+		}
+		if crio && len(n) > 0 {
+			// CRI-O copies every pod annotation into every container
+			// (SpecAddAnnotations in internal/factory/container) and has
+			// already injected the container's own cdi.k8s.io devices
+			// itself (specInjectCDIDevices): neither is the shim's to give.
+			r.Unused = append(r.Unused, k)
+			continue
 		}
 		names = append(names, n...)
 	}
@@ -53,6 +111,16 @@ func readRequest(spec *oci.Spec, kind string) (request, error) {
 			r.Annotated = append(r.Annotated, n)
 		} else {
 			r.Foreign = append(r.Foreign, n)
+		}
+	}
+	for _, m := range spec.Mounts {
+		name, ok := strings.CutPrefix(m.Destination, DeviceListMountDir+"/")
+		if !ok || m.Source != DeviceListMountSource || (m.Type != "bind" && m.Type != "") || strings.Contains(name, "/") {
+			continue
+		}
+		q := kind + "=" + name
+		if !slices.Contains(r.Mounted, q) {
+			r.Mounted = append(r.Mounted, q)
 		}
 	}
 	if spec.Process != nil {
@@ -66,17 +134,37 @@ func readRequest(spec *oci.Spec, kind string) (request, error) {
 	return r, nil
 }
 
-// Privileged reports whether the container holds CAP_SYS_ADMIN in its
-// bounding capability set. `docker run --privileged` and `podman run
-// --privileged` give every capability; no default capability set of an
-// engine includes CAP_SYS_ADMIN, and a process with it can already reach
-// every device node (mknod, mount), so an environment request from it
-// grants nothing new.
+// Privileged reports whether the spec's device cgroup rules
+// (linux.resources.devices) allow every device: an allow rule of type "a"
+// (or none) without major and minor (or -1, "*") and with access rwm, not
+// followed by a deny rule. That is what `docker run --privileged`, `podman
+// run --privileged`, containerd's and CRI-O's privileged containers write
+// (and `--device-cgroup-rule 'a *:* rwm'`). Such a container can already
+// open every device node it can reach, so a device given to it through
+// XPU_VISIBLE_DEVICES is access it had. Capabilities are no such sign: a
+// container given CAP_SYS_ADMIN alone still has the engine's device rules
+// and could not open an XPU it was not given.
 func Privileged(spec *oci.Spec) bool {
-	if spec.Process == nil || spec.Process.Capabilities == nil {
+	if spec.Linux == nil || spec.Linux.Resources == nil {
 		return false
 	}
-	return slices.Contains(spec.Process.Capabilities.Bounding, "CAP_SYS_ADMIN")
+	all := false
+	for _, d := range spec.Linux.Resources.Devices {
+		switch {
+		case !d.Allow:
+			all = false
+		case allowsEveryDevice(d):
+			all = true
+		}
+	}
+	return all
+}
+
+func allowsEveryDevice(d oci.LinuxDeviceCgroup) bool {
+	wild := func(n *int64) bool { return n == nil || *n == -1 }
+	access := d.Access
+	return (d.Type == "" || d.Type == "a") && wild(d.Major) && wild(d.Minor) &&
+		strings.Contains(access, "r") && strings.Contains(access, "w") && strings.Contains(access, "m")
 }
 
 // envNone reports whether an XPU_VISIBLE_DEVICES value asks for nothing.
@@ -107,16 +195,16 @@ func envNames(v, kind string) ([]string, error) {
 		if strings.Contains(tok, "=") {
 			vendor, class, name, err := parser.ParseQualifiedName(tok)
 			if err != nil {
-				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", visibleDevicesEnv, v, tok, err)
+				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", visibleDevicesEnv, truncate(v), truncate(tok), err)
 			}
 			if cdispec.Kind(vendor, class) != kind {
-				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", visibleDevicesEnv, v, tok, kind)
+				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", visibleDevicesEnv, truncate(v), truncate(tok), kind)
 			}
 			out = append(out, parser.QualifiedName(vendor, class, name))
 			continue
 		}
 		if err := parser.ValidateDeviceName(tok); err != nil {
-			return nil, fmt.Errorf("%s=%s: %q is not a valid device name: %w", visibleDevicesEnv, v, tok, err)
+			return nil, fmt.Errorf("%s=%s: %q is not a valid device name: %w", visibleDevicesEnv, truncate(v), truncate(tok), err)
 		}
 		out = append(out, kind+"="+tok)
 	}

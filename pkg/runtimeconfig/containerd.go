@@ -155,6 +155,10 @@ func (c *Configurator) configureContainerd(p *Plan) error {
 	if err != nil {
 		return err
 	}
+	// The drop-in carries a copy of the main file's CRI plugin section
+	// (containerDropIn), registry credentials included on containerd 1.x
+	// (registry.configs.*.auth): no more readable than the main file.
+	dropChange.MaxPerm = permOf(mainPath)
 	mainChange, err := containerdMainChange(mainPath, old, tree, version, dropIn)
 	if err != nil {
 		return err

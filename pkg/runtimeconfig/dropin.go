@@ -20,6 +20,9 @@ func isOurs(b []byte) bool { return bytes.HasPrefix(b, []byte(markerPrefix)) }
 // dropInChange computes the change that writes tree as the drop-in at path,
 // refusing to replace a file this package did not write.
 func (c *Configurator) dropInChange(path string, tree map[string]any) (FileChange, error) {
+	if err := checkDirChain(path); err != nil {
+		return FileChange{}, err
+	}
 	old, err := readConfig(path)
 	if err != nil {
 		return FileChange{}, err
@@ -43,6 +46,9 @@ func (c *Configurator) dropInChange(path string, tree map[string]any) (FileChang
 // dropInRemoval computes the change that deletes the drop-in at path if this
 // package wrote it.
 func dropInRemoval(path string) (*FileChange, error) {
+	if err := checkDirChain(path); err != nil {
+		return nil, err
+	}
 	old, err := readConfig(path)
 	if err != nil || old == nil {
 		return nil, err

@@ -129,7 +129,8 @@ func (c *Configurator) inPlaceConfigure(p *Plan, path string, f format, edits []
 	// The record goes first: should the second write fail, a revert still
 	// knows what may have been set.
 	p.Changes = append(p.Changes,
-		FileChange{Path: recPath, Old: recOld, New: recBytes},
+		// The record holds the original file: no more readable than it.
+		FileChange{Path: recPath, Old: recOld, New: recBytes, MaxPerm: permOf(path)},
 		FileChange{Path: path, Old: old, New: out})
 	return nil
 }

@@ -157,9 +157,10 @@ var dpEngines = []dpEngine{
 // container on containerd 2.x and on CRI-O, as the kubelet would: cdi-cri
 // as the CRI CDI_devices field and cdi-annotations as a container
 // annotation, both resolved by the engine itself from the spec xpu-cdi
-// wrote (the shim does not run); envvar as a container variable with the
-// shim as runtime handler (accept-envvar-when-unprivileged = true: the pods
-// are unprivileged). The container sees exactly the allocated XPUs: those
+// wrote (the shim does not run); volume-mounts as CRI mounts of /dev/null
+// with the shim as runtime handler, in a pod that also sets
+// XPU_VISIBLE_DEVICES=all itself (what widened the removed envvar
+// strategy's grant). The container sees exactly the allocated XPUs: those
 // nodes with the host's major:minor and /dev/xpuctrl, its /dev is that of a
 // container without devices plus those nodes, one XPU_CDI_DEVICE_<n> per
 // device, and the driver library loads (the hook ran).
@@ -169,7 +170,7 @@ func TestDevicePluginCRI(t *testing.T) {
 	rootfs := glibcRootfs(t)
 	vendor := harness.UniqueVendor(t)
 	spec := GenerateSpec(t, tree, vendor)
-	shim, shimLog := shimRuntime(t, tree, "accept-envvar-when-unprivileged = true\n")
+	shim, shimLog := shimRuntime(t, tree, "")
 
 	cases := []struct {
 		description string
@@ -201,9 +202,13 @@ func TestDevicePluginCRI(t *testing.T) {
 			want: []int{3, 6},
 		},
 		{
-			description: "envvar: XPU_VISIBLE_DEVICES through the shim", strategy: "envvar", ids: []string{"0", "7"}, handler: "xpu",
+			description: "volume-mounts: mounts through the shim, the pod asks for all", strategy: "volume-mounts", ids: []string{"0", "7"}, handler: "xpu",
 			answer: func(t *testing.T, resp *pluginapi.ContainerAllocateResponse) {
-				require.Equal(t, map[string]string{"XPU_VISIBLE_DEVICES": "0,7"}, resp.Envs)
+				require.Equal(t, []*pluginapi.Mount{
+					{ContainerPath: "/var/run/xpu-container-devices/0", HostPath: "/dev/null", ReadOnly: true},
+					{ContainerPath: "/var/run/xpu-container-devices/7", HostPath: "/dev/null", ReadOnly: true},
+				}, resp.Mounts)
+				require.Empty(t, resp.Envs)
 				require.Empty(t, resp.CdiDevices)
 				require.Empty(t, resp.Annotations)
 			},
@@ -230,7 +235,7 @@ func TestDevicePluginCRI(t *testing.T) {
 					require.NoError(t, err)
 					t.Cleanup(k.Stop)
 					specDir := cri.SpecDir()
-					if tc.strategy == "envvar" {
+					if tc.strategy == "volume-mounts" {
 						specDir = t.TempDir() // no spec check: the shim in jit mode needs none
 					}
 					plugin := startDevicePlugin(t, tree, dir, "--vendor", vendor, "--device-list-strategy", tc.strategy, "--cdi-spec-dir", specDir)
@@ -255,6 +260,14 @@ func TestDevicePluginCRI(t *testing.T) {
 						names = append(names, d.Name)
 					}
 
+					var mounts []harness.CRIMount
+					podEnv := resp.Envs
+					for _, m := range resp.Mounts {
+						mounts = append(mounts, harness.CRIMount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
+						// The kubelet puts the pod's own variables after the
+						// plugin's: this one must not widen the grant.
+						podEnv = map[string]string{"XPU_VISIBLE_DEVICES": "all"}
+					}
 					size := fileSize(t, shimLog)
 					id, out := harness.CRIRunToExit(t, cri, harness.CRIContainer{
 						Name:           fmt.Sprintf("xpu-dp-%d", i),
@@ -262,7 +275,8 @@ func TestDevicePluginCRI(t *testing.T) {
 						Command:        []string{"sh", "-c", listXPUsAndLoad},
 						CDIDevices:     names,
 						Annotations:    resp.Annotations,
-						Env:            resp.Envs,
+						Env:            podEnv,
+						Mounts:         mounts,
 						RuntimeHandler: tc.handler,
 					})
 					nodes, env := parseNodes(t, out)

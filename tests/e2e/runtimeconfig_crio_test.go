@@ -112,12 +112,11 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 	rootfs := t.TempDir()
 	harness.BuildBusyboxRootfs(t, rootfs)
 	image := c.ImportCRIImage(t, rootfs, "xpu-e2e-busybox")
-	visible := map[string]string{"XPU_VISIBLE_DEVICES": "2,5"}
 	wantNodes, wantEnv := expectWithVisible(tree, 2, 5)
 
 	t.Run("handler xpu goes through the shim", func(t *testing.T) {
 		size := fileSize(t, logFile)
-		nodes, env := parseNodes(t, criRun(t, c, image, "xpu", "xpu-handler", visible, "SYS_ADMIN"))
+		nodes, env := parseNodes(t, criRun(t, c, image, "xpu", "xpu-handler", "2", "5"))
 		require.Equal(t, wantNodes, nodes)
 		require.Equal(t, wantEnv, env)
 		requireShimLogged(t, logFile, size)
@@ -139,9 +138,9 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 
 	t.Run("handler runc does not", func(t *testing.T) {
 		size := fileSize(t, logFile)
-		nodes, env := parseNodes(t, criRun(t, c, image, "runc", "xpu-runc", visible, "SYS_ADMIN"))
+		nodes, env := parseNodes(t, criRun(t, c, image, "runc", "xpu-runc", "2", "5"))
 		require.Empty(t, nodes, "runc must not give XPUs: the nodes above came from the shim")
-		require.Equal(t, []string{"XPU_VISIBLE_DEVICES=2,5"}, env)
+		require.Empty(t, env)
 		require.Equal(t, size, fileSize(t, logFile), "the shim ran for runtime handler runc")
 	})
 
@@ -150,7 +149,7 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 		require.Equal(t, "xpu", parseCRIOConfig(t, c.MustCrio(t, "config")).Crio.Runtime.DefaultRuntime)
 		c.Restart(t)
 		size := fileSize(t, logFile)
-		nodes, env := parseNodes(t, criRun(t, c, image, "", "xpu-default", visible, "SYS_ADMIN"))
+		nodes, env := parseNodes(t, criRun(t, c, image, "", "xpu-default", "2", "5"))
 		require.Equal(t, wantNodes, nodes)
 		require.Equal(t, wantEnv, env)
 		requireShimLogged(t, logFile, size)
@@ -163,7 +162,7 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 		c.Restart(t)
 		require.Equal(t, baseRunning, c.MustCrio(t, "status", "--socket", c.Socket, "config").Stdout,
 			"the restarted CRI-O must run with the configuration it had before")
-		nodes, _ := parseNodes(t, criRun(t, c, image, "", "xpu-reverted", visible, "SYS_ADMIN"))
+		nodes, _ := parseNodes(t, criRun(t, c, image, "", "xpu-reverted", "2", "5"))
 		require.Empty(t, nodes, "the default runtime is runc again")
 		r := c.Crictl(t, "runp", "--runtime", "xpu", writePodConfig(t, "xpu-unknown"))
 		require.NotZero(t, r.ExitCode, r.String())

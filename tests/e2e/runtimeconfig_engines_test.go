@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/shim"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -51,14 +52,24 @@ func fileSize(t *testing.T, path string) int64 {
 
 // criRun runs one pod with one container through crictl with runtime
 // handler handler ("" for the default runtime): the container runs
-// listXPUs with env and the extra capabilities, and criRun returns its log
-// once it has exited 0. The pod is removed afterwards.
-func criRun(t *testing.T, cri harness.CRI, image, handler, name string, env map[string]string, caps ...string) string {
+// listXPUs with the device plugin's volume-mounts answer for ids (what the
+// shim grants from on every CRI engine), and criRun returns its log once it
+// has exited 0. The pod is removed afterwards.
+func criRun(t *testing.T, cri harness.CRI, image, handler, name string, ids ...string) string {
 	t.Helper()
 	return harness.CRIRunToCompletion(t, cri, harness.CRIContainer{
 		Name: name, Image: image, Command: []string{"sh", "-c", listXPUs},
-		Env: env, AddCapabilities: caps, RuntimeHandler: handler,
+		Mounts: deviceMounts(ids...), RuntimeHandler: handler,
 	})
+}
+
+// deviceMounts is the device plugin's volume-mounts answer for ids.
+func deviceMounts(ids ...string) []harness.CRIMount {
+	out := make([]harness.CRIMount, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, harness.CRIMount{ContainerPath: shim.DeviceListMountDir + "/" + id, HostPath: shim.DeviceListMountSource, ReadOnly: true})
+	}
+	return out
 }
 
 // TestRuntimeConfigContainerdRunsShim: containerd 2.x started with the main
@@ -93,12 +104,11 @@ func TestRuntimeConfigContainerdRunsShim(t *testing.T) {
 	c.ImportImage(t, rootfs, harness.CRISandboxImage,
 		harness.WithImageNamespace(harness.CRINamespace), harness.WithImageCmd("sleep", "2147483647"))
 	image := c.ImportImage(t, rootfs, "xpu-e2e-busybox", harness.WithImageNamespace(harness.CRINamespace))
-	visible0 := map[string]string{"XPU_VISIBLE_DEVICES": "0"}
 	wantNodes, wantEnv := expectWithVisible(tree, 0)
 
 	t.Run("handler xpu goes through the shim", func(t *testing.T) {
 		size := fileSize(t, logFile)
-		nodes, env := parseNodes(t, criRun(t, c, image, "xpu", "xpu-handler", visible0, "SYS_ADMIN"))
+		nodes, env := parseNodes(t, criRun(t, c, image, "xpu", "xpu-handler", "0"))
 		require.Equal(t, wantNodes, nodes)
 		require.Equal(t, wantEnv, env)
 		requireShimLogged(t, logFile, size)
@@ -106,9 +116,9 @@ func TestRuntimeConfigContainerdRunsShim(t *testing.T) {
 
 	t.Run("handler runc does not", func(t *testing.T) {
 		size := fileSize(t, logFile)
-		nodes, env := parseNodes(t, criRun(t, c, image, "runc", "xpu-runc", visible0, "SYS_ADMIN"))
+		nodes, env := parseNodes(t, criRun(t, c, image, "runc", "xpu-runc", "0"))
 		require.Empty(t, nodes, "runc must not give XPUs: the nodes above came from the shim")
-		require.Equal(t, []string{"XPU_VISIBLE_DEVICES=0"}, env)
+		require.Empty(t, env)
 		require.Equal(t, size, fileSize(t, logFile), "the shim ran for runtime handler runc")
 	})
 
@@ -118,7 +128,7 @@ func TestRuntimeConfigContainerdRunsShim(t *testing.T) {
 		configureRuntime(t, append(configureArgs, "--set-as-default")...)
 		c.Restart(t)
 		size := fileSize(t, logFile)
-		nodes, env := parseNodes(t, criRun(t, c, image, "", "xpu-default", visible0, "SYS_ADMIN"))
+		nodes, env := parseNodes(t, criRun(t, c, image, "", "xpu-default", "0"))
 		require.Equal(t, wantNodes, nodes)
 		require.Equal(t, wantEnv, env)
 		requireShimLogged(t, logFile, size)
@@ -131,7 +141,7 @@ func TestRuntimeConfigContainerdRunsShim(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, string(after), "imports")
 		c.Restart(t)
-		nodes, _ := parseNodes(t, criRun(t, c, image, "", "xpu-reverted", visible0, "SYS_ADMIN"))
+		nodes, _ := parseNodes(t, criRun(t, c, image, "", "xpu-reverted", "0"))
 		require.Empty(t, nodes, "the default runtime is runc again")
 		r := c.Crictl(t, "runp", "--runtime", "xpu", writePodConfig(t, "xpu-unknown"))
 		require.NotZero(t, r.ExitCode, r.String())
@@ -170,7 +180,7 @@ func TestRuntimeConfigDockerRunsShim(t *testing.T) {
 	rootfs := t.TempDir()
 	harness.BuildBusyboxRootfs(t, rootfs)
 	image := d.ImportImage(t, rootfs, "xpu-e2e-busybox")
-	run := []string{"run", "--rm", "--runtime", "xpu", "--cap-add", "SYS_ADMIN", "-e", "XPU_VISIBLE_DEVICES=0,3", image, "sh", "-c", listXPUs}
+	run := []string{"run", "--rm", "--runtime", "xpu", "--device-cgroup-rule", "a *:* rwm", "-e", "XPU_VISIBLE_DEVICES=0,3", image, "sh", "-c", listXPUs}
 
 	r := d.Docker(t, run...)
 	require.NotZero(t, r.ExitCode, "dockerd must not know runtime xpu before configure: %s", r)
@@ -226,7 +236,7 @@ func TestRuntimeConfigPodmanRunsShim(t *testing.T) {
 	rootfs := t.TempDir()
 	harness.BuildBusyboxRootfs(t, rootfs)
 	image := p.ImportImage(t, rootfs, "xpu-e2e-busybox")
-	run := []string{"run", "--rm", "--runtime", "xpu", "--cap-add", "SYS_ADMIN", "-e", "XPU_VISIBLE_DEVICES=1", image, "sh", "-c", listXPUs}
+	run := []string{"run", "--rm", "--runtime", "xpu", "--device-cgroup-rule", "a *:* rwm", "-e", "XPU_VISIBLE_DEVICES=1", image, "sh", "-c", listXPUs}
 
 	args := []string{"--runtime", "podman", "--config", p.ConfPath, "--no-drop-in", "--runtime-path", xpu}
 	configureRuntime(t, args...)

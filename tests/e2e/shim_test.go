@@ -80,9 +80,12 @@ func expectWithVisible(tree *fakehost.Tree, idx ...int) (map[string]string, []st
 // validNames is the part of the error that lists the device names.
 const validNames = "valid names of baidu.com/xpu (jit mode): 0, 1, 2, 3, 4, 5, 6, 7"
 
-// privileged here means CAP_SYS_ADMIN in the bounding set (what the shim
-// checks): --privileged itself cannot run on this machine kind, whose
-// bounding set lacks CAP_SYS_RESOURCE ("unable to apply caps").
+// privileged here means every device allowed by the device cgroup rules
+// (what the shim checks, and what --privileged writes): --privileged itself
+// cannot run on this machine kind, whose bounding set lacks
+// CAP_SYS_RESOURCE ("unable to apply caps"), so the tests write that rule
+// with --device-cgroup-rule 'a *:* rwm'. CAP_SYS_ADMIN alone is no
+// privilege to the shim (TestShimDocker, "CAP_SYS_ADMIN is not privileged").
 
 func TestShimDocker(t *testing.T) {
 	tree := FakeHost(t, fakehost.P800x8())
@@ -100,16 +103,26 @@ func TestShimDocker(t *testing.T) {
 	harness.BuildBusyboxRootfs(t, rootfs)
 	image := d.ImportImage(t, rootfs, "xpu-e2e-busybox")
 
-	t.Run("CAP_SYS_ADMIN gets exactly 0 and 3", func(t *testing.T) {
-		r := d.MustDocker(t, "run", "--rm", "--runtime", "xpu", "--cap-add", "SYS_ADMIN", "-e", "XPU_VISIBLE_DEVICES=3,0", image, "sh", "-c", listXPUs)
+	t.Run("privileged gets exactly 0 and 3", func(t *testing.T) {
+		r := d.MustDocker(t, "run", "--rm", "--runtime", "xpu", "--device-cgroup-rule", "a *:* rwm", "-e", "XPU_VISIBLE_DEVICES=3,0", image, "sh", "-c", listXPUs)
 		nodes, env := parseNodes(t, r.Stdout)
 		wantNodes, wantEnv := expectWithVisible(tree, 0, 3)
 		require.Equal(t, wantNodes, nodes)
 		require.Equal(t, wantEnv, env)
 	})
 
+	t.Run("CAP_SYS_ADMIN is not privileged", func(t *testing.T) {
+		// Issue 17 finding 5: the device cgroup of such a container refuses
+		// the XPU nodes, so the variable must not add them. (Docker 20.10
+		// has no --annotation; the annotated case is TestShimContainerd16's.)
+		r := d.MustDocker(t, "run", "--rm", "--runtime", "xpu", "--cap-add", "SYS_ADMIN", "-e", "XPU_VISIBLE_DEVICES=all", image, "sh", "-c", listXPUs)
+		nodes, env := parseNodes(t, r.Stdout)
+		require.Empty(t, nodes)
+		require.Equal(t, []string{"XPU_VISIBLE_DEVICES=all"}, env, "the bundle is left as it was")
+	})
+
 	t.Run("driver libraries and ld cache through the hook", func(t *testing.T) {
-		r := d.MustDocker(t, "run", "--rm", "--runtime", "xpu", "--cap-add", "SYS_ADMIN", "-e", "XPU_VISIBLE_DEVICES="+tree.Devices[2].BDF, image,
+		r := d.MustDocker(t, "run", "--rm", "--runtime", "xpu", "--device-cgroup-rule", "a *:* rwm", "-e", "XPU_VISIBLE_DEVICES="+tree.Devices[2].BDF, image,
 			"sh", "-c", "ls /usr/local/xpu/lib64; xpu-smi; echo XPU_VISIBLE_DEVICES=$XPU_VISIBLE_DEVICES")
 		require.Contains(t, r.Stdout, "libxpurt.so.1\n")
 		require.Contains(t, r.Stdout, "/dev/xpu2")
@@ -130,7 +143,7 @@ func TestShimDocker(t *testing.T) {
 	t.Run("unprivileged is refused with fail-on-refused-envvar", func(t *testing.T) {
 		r := d.Docker(t, "run", "--rm", "--runtime", "xpu-fail", "-e", "XPU_VISIBLE_DEVICES=0", image, "true")
 		require.NotZero(t, r.ExitCode, r.String())
-		require.Contains(t, r.Stderr, "does not hold CAP_SYS_ADMIN")
+		require.Contains(t, r.Stderr, "is not privileged (its device cgroup rules do not allow every device")
 		require.Contains(t, r.Stderr, "accept-envvar-when-unprivileged = true")
 	})
 
@@ -153,7 +166,7 @@ func TestShimDocker(t *testing.T) {
 	})
 
 	t.Run("unknown device name", func(t *testing.T) {
-		r := d.Docker(t, "run", "--rm", "--runtime", "xpu", "--cap-add", "SYS_ADMIN", "-e", "XPU_VISIBLE_DEVICES=0,9", image, "true")
+		r := d.Docker(t, "run", "--rm", "--runtime", "xpu", "--device-cgroup-rule", "a *:* rwm", "-e", "XPU_VISIBLE_DEVICES=0,9", image, "true")
 		require.NotZero(t, r.ExitCode, r.String())
 		require.Contains(t, r.Stderr, "unknown XPU device baidu.com/xpu=9")
 		require.Contains(t, r.Stderr, validNames)
@@ -168,7 +181,12 @@ func TestShimContainerd16(t *testing.T) {
 	harness.BuildBusyboxRootfs(t, rootfs)
 	ref := c.ImportImage(t, rootfs, "xpu-e2e-busybox")
 
-	r := c.MustCtr(t, "run", "--rm", "--runc-binary", xpu, "--cap-add", "CAP_SYS_ADMIN", "--env", "XPU_VISIBLE_DEVICES=0,3", ref, "shim-ctd16-a", "sh", "-c", listXPUs)
+	// The device plugin's volume-mounts answer (ctr cannot run privileged
+	// on this machine kind; CAP_SYS_ADMIN and the variable give nothing).
+	r := c.MustCtr(t, "run", "--rm", "--runc-binary", xpu, "--cap-add", "CAP_SYS_ADMIN", "--env", "XPU_VISIBLE_DEVICES=all",
+		"--mount", "type=bind,src=/dev/null,dst=/var/run/xpu-container-devices/0,options=rbind:ro",
+		"--mount", "type=bind,src=/dev/null,dst=/var/run/xpu-container-devices/3,options=rbind:ro",
+		ref, "shim-ctd16-a", "sh", "-c", listXPUs)
 	nodes, env := parseNodes(t, r.Stdout)
 	wantNodes, wantEnv := expectWithVisible(tree, 0, 3)
 	require.Equal(t, wantNodes, nodes)
@@ -179,6 +197,15 @@ func TestShimContainerd16(t *testing.T) {
 	r = c.MustCtr(t, "run", "--rm", "--runc-binary", xpu, "--annotation", "cdi.k8s.io/e2e_0=baidu.com/xpu=6", ref, "shim-ctd16-b", "sh", "-c", listXPUs)
 	nodes, env = parseNodes(t, r.Stdout)
 	wantNodes, wantEnv = expectWithVisible(tree, 6)
+	require.Equal(t, wantNodes, nodes)
+	require.Equal(t, wantEnv, env)
+
+	// Issue 17 finding 5: annotated for XPU 0, with CAP_SYS_ADMIN, the
+	// image (here the command line) asks for all: XPU 0 only.
+	r = c.MustCtr(t, "run", "--rm", "--runc-binary", xpu, "--cap-add", "CAP_SYS_ADMIN", "--annotation", "cdi.k8s.io/e2e_0=baidu.com/xpu=0",
+		"--env", "XPU_VISIBLE_DEVICES=all", ref, "shim-ctd16-d", "sh", "-c", listXPUs)
+	nodes, env = parseNodes(t, r.Stdout)
+	wantNodes, wantEnv = expectWithVisible(tree, 0)
 	require.Equal(t, wantNodes, nodes)
 	require.Equal(t, wantEnv, env)
 
@@ -198,7 +225,7 @@ func TestShimPodman(t *testing.T) {
 	harness.BuildBusyboxRootfs(t, rootfs)
 	p.ImportImage(t, rootfs, "xpu-e2e-busybox")
 
-	r := p.MustRun(t, "run", "--rm", "--runtime", xpu, "--cap-add", "SYS_ADMIN", "-e", "XPU_VISIBLE_DEVICES=0,3", "xpu-e2e-busybox", "sh", "-c", listXPUs)
+	r := p.MustRun(t, "run", "--rm", "--runtime", xpu, "--device-cgroup-rule", "a *:* rwm", "-e", "XPU_VISIBLE_DEVICES=0,3", "xpu-e2e-busybox", "sh", "-c", listXPUs)
 	nodes, env := parseNodes(t, r.Stdout)
 	wantNodes, wantEnv := expectWithVisible(tree, 0, 3)
 	require.Equal(t, wantNodes, nodes)

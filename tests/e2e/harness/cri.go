@@ -71,11 +71,23 @@ type CRIContainer struct {
 	CDIDevices []string
 	// Annotations are the container's annotations (e.g. cdi.k8s.io/...).
 	Annotations map[string]string
+	// PodAnnotations are the pod sandbox's annotations: what the kubelet
+	// passes from a pod's metadata.annotations, which its author writes.
+	PodAnnotations map[string]string
+	// Mounts are the container's CRI mounts (a device plugin's Mounts
+	// answer, as the kubelet passes it).
+	Mounts []CRIMount
 	// AddCapabilities are added to the engine's default set ("SYS_ADMIN").
 	AddCapabilities []string
 	// RuntimeHandler selects the engine's runtime handler ("" for its
 	// default), `crictl run --runtime`.
 	RuntimeHandler string
+}
+
+// CRIMount is one CRI mount of a host path.
+type CRIMount struct {
+	ContainerPath, HostPath string
+	ReadOnly                bool
 }
 
 // criConfigs writes the pod and container configs of c for crictl and
@@ -90,6 +102,7 @@ func criConfigs(t testing.TB, c CRIContainer, cgroupParent string) (podPath, ctr
 	}
 	pod := map[string]any{
 		"metadata":      map[string]any{"name": c.Name, "namespace": "default", "uid": c.Name + "-uid", "attempt": 0},
+		"annotations":   c.PodAnnotations,
 		"log_directory": logDir,
 		// Host network (2, NODE); a PID namespace per container (1,
 		// CONTAINER), what kubelet asks for unless a pod shares its process
@@ -104,6 +117,10 @@ func criConfigs(t testing.TB, c CRIContainer, cgroupParent string) (podPath, ctr
 	for k, v := range c.Env {
 		envs = append(envs, map[string]string{"key": k, "value": v})
 	}
+	mounts := []map[string]any{}
+	for _, m := range c.Mounts {
+		mounts = append(mounts, map[string]any{"container_path": m.ContainerPath, "host_path": m.HostPath, "readonly": m.ReadOnly})
+	}
 	devices := []map[string]string{}
 	for _, d := range c.CDIDevices {
 		devices = append(devices, map[string]string{"name": d})
@@ -115,6 +132,7 @@ func criConfigs(t testing.TB, c CRIContainer, cgroupParent string) (podPath, ctr
 		"envs":        envs,
 		"annotations": c.Annotations,
 		"CDI_devices": devices,
+		"mounts":      mounts,
 		"log_path":    "ctr.log",
 		"linux": map[string]any{"security_context": map[string]any{
 			"capabilities":      map[string]any{"add_capabilities": c.AddCapabilities},
@@ -212,5 +230,6 @@ func CRIRunToExit(t testing.TB, cri CRI, c CRIContainer) (id, output string) {
 
 // String describes the container for failure messages.
 func (c CRIContainer) String() string {
-	return fmt.Sprintf("%s (image %s, handler %q, CDI_devices %v, annotations %v)", c.Name, c.Image, c.RuntimeHandler, c.CDIDevices, c.Annotations)
+	return fmt.Sprintf("%s (image %s, handler %q, CDI_devices %v, annotations %v, pod annotations %v, mounts %v)",
+		c.Name, c.Image, c.RuntimeHandler, c.CDIDevices, c.Annotations, c.PodAnnotations, c.Mounts)
 }

@@ -282,8 +282,11 @@ func (c *CRIO) ImportImage(t testing.TB, rootfsDir, name string, opts ...ImageOp
 	ref := NormalizeImageRef(name)
 	tarPath := filepath.Join(t.TempDir(), "rootfs.tar")
 	TarRootfs(t, rootfsDir, tarPath)
-	cmd := `CMD ["` + strings.Join(o.cmd, `", "`) + `"]`
-	if r := c.podman.run(t, "import", "--change", cmd, tarPath, ref); !r.Success() {
+	args := []string{"import", "--change", `CMD ["` + strings.Join(o.cmd, `", "`) + `"]`}
+	for _, e := range o.env {
+		args = append(args, "--change", "ENV "+e)
+	}
+	if r := c.podman.run(t, append(args, tarPath, ref)...); !r.Success() {
 		t.Fatalf("importing %s into the storage of crio:\n%s", ref, r)
 	}
 	if r := c.MustCrictl(t, "images", "--output", "json"); !strings.Contains(r.Stdout, ref) {

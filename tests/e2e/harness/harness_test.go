@@ -149,6 +149,8 @@ func TestCRIConfigs(t *testing.T) {
 		CDIDevices:      []string{"v.xpu-cdi.test/xpu=0", "v.xpu-cdi.test/xpu=3"},
 		Annotations:     map[string]string{"cdi.k8s.io/e2e": "v.xpu-cdi.test/xpu=1"},
 		AddCapabilities: []string{"SYS_ADMIN"},
+		PodAnnotations:  map[string]string{"cdi.k8s.io/pod": "v.xpu-cdi.test/xpu=all"},
+		Mounts:          []CRIMount{{ContainerPath: "/var/run/xpu-container-devices/2", HostPath: "/dev/null", ReadOnly: true}},
 	}, "/xe2e-crio-0011aabb")
 	var pod, ctr map[string]any
 	for path, v := range map[string]*map[string]any{podPath: &pod, ctrPath: &ctr} {
@@ -163,6 +165,8 @@ func TestCRIConfigs(t *testing.T) {
 	require.Equal(t, "/xe2e-crio-0011aabb", pod["linux"].(map[string]any)["cgroup_parent"])
 	require.Equal(t, []any{map[string]any{"name": "v.xpu-cdi.test/xpu=0"}, map[string]any{"name": "v.xpu-cdi.test/xpu=3"}}, ctr["CDI_devices"])
 	require.Equal(t, map[string]any{"cdi.k8s.io/e2e": "v.xpu-cdi.test/xpu=1"}, ctr["annotations"])
+	require.Equal(t, map[string]any{"cdi.k8s.io/pod": "v.xpu-cdi.test/xpu=all"}, pod["annotations"])
+	require.Equal(t, []any{map[string]any{"container_path": "/var/run/xpu-container-devices/2", "host_path": "/dev/null", "readonly": true}}, ctr["mounts"])
 	require.Equal(t, []any{map[string]any{"key": "A", "value": "1"}}, ctr["envs"])
 	sc := ctr["linux"].(map[string]any)["security_context"].(map[string]any)
 	require.Equal(t, hostNetPIDContainer, sc["namespace_options"])

@@ -54,6 +54,7 @@ func NormalizeImageRef(name string) string {
 
 type imageOptions struct {
 	cmd       []string
+	env       []string
 	namespace string
 }
 
@@ -64,6 +65,12 @@ type ImageOption func(*imageOptions)
 // ("pause") image needs one that keeps running, e.g. "sleep", "2147483647".
 func WithImageCmd(cmd ...string) ImageOption {
 	return func(o *imageOptions) { o.cmd = cmd }
+}
+
+// WithImageEnv adds KEY=VALUE entries to the image's Env (after PATH), as
+// an image's ENV instruction does: a hostile image's XPU_VISIBLE_DEVICES.
+func WithImageEnv(env ...string) ImageOption {
+	return func(o *imageOptions) { o.env = append(o.env, env...) }
 }
 
 // WithImageNamespace imports into another containerd namespace than the
@@ -89,12 +96,12 @@ func newImageOptions(opts []ImageOption) imageOptions {
 // reads it; no registry and no Podman needed.
 func WriteOCIArchive(t testing.TB, rootfsDir, ref, archive string, opts ...ImageOption) {
 	t.Helper()
-	if err := writeOCIArchive(rootfsDir, ref, archive, t.TempDir(), newImageOptions(opts).cmd); err != nil {
+	if err := writeOCIArchive(rootfsDir, ref, archive, t.TempDir(), newImageOptions(opts)); err != nil {
 		t.Fatalf("writing OCI archive %s of %s: %v", archive, rootfsDir, err)
 	}
 }
 
-func writeOCIArchive(rootfsDir, ref, archive, work string, cmd []string) error {
+func writeOCIArchive(rootfsDir, ref, archive, work string, o imageOptions) error {
 	layout := filepath.Join(work, "layout")
 	blobs := filepath.Join(layout, "blobs", "sha256")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
@@ -112,7 +119,7 @@ func writeOCIArchive(rootfsDir, ref, archive, work string, cmd []string) error {
 	config, err := addBlobJSON(blobs, mediaTypeConfig, map[string]any{
 		"architecture": platform.Architecture,
 		"os":           platform.OS,
-		"config":       map[string]any{"Cmd": cmd, "Env": []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}},
+		"config":       map[string]any{"Cmd": o.cmd, "Env": append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, o.env...)},
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layer.Digest}},
 	})
 	if err != nil {
