@@ -125,7 +125,16 @@ func NewCRIO(t testing.TB, opts ...CRIOOption) *CRIO {
 			t.Fatalf("configuring crio: %v", err)
 		}
 	}
-	if err := writeFile(c.ConfigPath, []byte(crioConfig(dir, c, runc, conmon, pinns))); err != nil {
+	// The runtime of handler runc: runc itself, or the wrapper below where
+	// CRI-O would ask it for hugetlb limits it cannot set.
+	handlerRunc := runc
+	if hugetlbUnmounted() {
+		handlerRunc = filepath.Join(dir, "runc-no-hugetlb")
+		if err := os.WriteFile(handlerRunc, []byte(noHugetlbWrapper(runc)), 0o755); err != nil {
+			t.Fatalf("writing %s: %v", handlerRunc, err)
+		}
+	}
+	if err := writeFile(c.ConfigPath, []byte(crioConfig(dir, c, handlerRunc, conmon, pinns))); err != nil {
 		t.Fatalf("configuring crio: %v", err)
 	}
 	env := append(storage.Env(), pathEnv(systemPath))
@@ -311,4 +320,61 @@ func (c *CRIO) removeAll(t testing.TB) {
 	default:
 		removePods(t, c)
 	}
+}
+
+// hugetlbUnmounted reports whether the kernel has the hugetlb cgroup
+// controller (/proc/cgroups) but no hierarchy of it is mounted here, as in
+// containers of this machine kind. CRI-O asks the kernel, not the mounts:
+// it then passes the kubelet's hugepage limits (0 for every page size, on
+// every container) to runc, which cannot set them and refuses to create the
+// container. containerd tolerates a missing hugetlb controller by default.
+func hugetlbUnmounted() bool {
+	cgroups, err := os.ReadFile("/proc/cgroups")
+	if err != nil {
+		return false
+	}
+	enabled := false
+	for _, line := range strings.Split(string(cgroups), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 4 && f[0] == "hugetlb" && f[3] == "1" {
+			enabled = true
+		}
+	}
+	if !enabled {
+		return false
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(line, " - cgroup ") && strings.Contains(line, "hugetlb") {
+			return false
+		}
+	}
+	return true
+}
+
+// noHugetlbWrapper is a runtime for CRI-O's runc handler that removes
+// linux.resources.hugepageLimits from the bundle's config.json (CRI-O writes
+// it indented; GNU sed -z edits it as one string) and runs runc: the limits
+// are 0 and this host could not enforce them anyway (hugetlbUnmounted).
+func noHugetlbWrapper(runc string) string {
+	return `#!/bin/sh
+# Written by the xpu-cdi e2e harness (crio.go, noHugetlbWrapper).
+bundle=
+prev=
+for a in "$@"; do
+	case $prev in --bundle | -b) bundle=$a ;; esac
+	case $a in --bundle=*) bundle=${a#--bundle=} ;; esac
+	prev=$a
+done
+if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
+	sed -z -i \
+		-e 's/,[[:space:]]*"hugepageLimits":[[:space:]]*\[[^]]*\]//' \
+		-e 's/"hugepageLimits":[[:space:]]*\[[^]]*\][[:space:]]*,\{0,1\}//' \
+		"$bundle/config.json" || exit 1
+fi
+exec ` + runc + ` "$@"
+`
 }
