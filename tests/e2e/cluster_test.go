@@ -136,9 +136,11 @@ func TestClusterShell(t *testing.T) {
 	}
 	c := harness.NewCluster(t, harness.WithClusterRuntime(start))
 	image := c.BusyboxImage(t)
+	// Never stopped: a second Ctrl-C (or the one `go test` or timeout(1)
+	// forwards) must not kill the process while the cleanups remove the
+	// cluster.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	fmt.Printf(`
 cluster up (%s on %s); in another shell:
 

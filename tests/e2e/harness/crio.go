@@ -401,7 +401,8 @@ if [ -n "$bundle" ] && [ -f "$cfg" ]; then
 	cur=$(cat /proc/$$/oom_score_adj)
 	want=$(sed -n 's/.*"oomScoreAdj":[[:space:]]*\(-\{0,1\}[0-9][0-9]*\).*/\1/p' "$cfg" | head -n 1)
 	if [ -n "$want" ] && [ "$want" -lt "$cur" ]; then
-		sed -i "s/\"oomScoreAdj\":[[:space:]]*$want\([^0-9]\)/\"oomScoreAdj\": $cur\1/" "$cfg" || exit 1
+		sed -i -e "s/\"oomScoreAdj\":[[:space:]]*$want\$/\"oomScoreAdj\": $cur/" \
+			-e "s/\"oomScoreAdj\":[[:space:]]*$want\([^0-9]\)/\"oomScoreAdj\": $cur\1/" "$cfg" || exit 1
 	fi
 fi
 exec ` + runc + ` "$@"

@@ -28,8 +28,8 @@ func TestRestrictedRuncWrapper(t *testing.T) {
 			"indented, limits in the middle, a critical pod's score",
 			`{
 	"process": {
-		"oomScoreAdj": -997,
-		"args": ["sleep"]
+		"args": ["sleep"],
+		"oomScoreAdj": -997
 	},
 	"linux": {
 		"resources": {
