@@ -5,6 +5,14 @@
 // serve the Kubernetes CRI satisfy the interface CRI, so a table of CRI
 // cases runs unchanged against each (CRIRun, CRIRunToCompletion).
 //
+// NewCluster starts a private single-node Kubernetes cluster (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, all
+// v1.37.2 from ToolsBin) on one of those CRI engines: its own CA,
+// certificates and service account key, loopback only, every file under a
+// private directory. A kubelet uses machine-global paths (the device plugin
+// directory, /var/log/containers, kernel tunables): ClaimKubeletHost takes
+// a lock file so that test processes needing one take turns.
+//
 // What it guarantees:
 //   - Every engine runs with its own configuration, storage, state, sockets
 //     and logs under a private temporary directory, and is stopped, its
@@ -16,6 +24,11 @@
 //     (TestVendorDomain) are refused, so real specs (baidu.com) are never
 //     touched. Shims of containerd create their sockets under
 //     /run/containerd/s as containerd always does; they remove them on exit.
+//     A kubelet (ClaimKubeletHost) also uses /var/lib/kubelet/device-plugins
+//     (created and removed when missing), links in /var/log/containers
+//     (removed), kernel tunables (restored), the lock file
+//     /run/xpu-cdi-e2e-kubelet.lock (kept, empty) and, in a cluster, the
+//     cgroup /xe2e-k8s-<random> (removed).
 //   - Test images are built locally from busybox-static (and the host's
 //     glibc when asked); nothing is pulled from a registry.
 //   - A missing prerequisite (root, a tool) skips the test on a developer
