@@ -3,10 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -120,39 +117,4 @@ func waitDaemonSetPod(t *testing.T, c *harness.Cluster, namespace, selector stri
 		return true
 	}, podTimeout, 250*time.Millisecond, "the DaemonSet controller made no pod for %s", selector)
 	return c.WaitPodRunning(t, namespace, name, podTimeout)
-}
-
-// TestClusterShell starts the cluster and keeps it up until Ctrl-C, for
-// trying things by hand (tests/e2e/README.md): it runs only when
-// XPU_E2E_CLUSTER_SHELL=1 (crio for CRI-O, anything else for containerd).
-func TestClusterShell(t *testing.T) {
-	mode := os.Getenv("XPU_E2E_CLUSTER_SHELL")
-	if mode == "" {
-		t.Skip("set XPU_E2E_CLUSTER_SHELL=1 (or crio) to start a cluster and keep it up until Ctrl-C")
-	}
-	start := clusterRuntimes[0].start
-	if mode == "crio" {
-		start = clusterRuntimes[1].start
-	}
-	c := harness.NewCluster(t, harness.WithClusterRuntime(start))
-	image := c.BusyboxImage(t)
-	// Never stopped: a second Ctrl-C (or the one `go test` or timeout(1)
-	// forwards) must not kill the process while the cleanups remove the
-	// cluster.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	fmt.Printf(`
-cluster up (%s on %s); in another shell:
-
-  export KUBECONFIG=%s PATH=%s:$PATH
-  kubectl get nodes
-  kubectl run demo --image %s --image-pull-policy Never --overrides '{"spec":{"hostNetwork":true}}' -- sleep 3600
-
-runtime endpoint: %s   CDI spec dir: %s   kubelet root: %s
-logs: %s/*.log
-Ctrl-C stops and removes everything.
-`, harness.KubernetesVersion, c.Runtime.EngineName(), c.Kubeconfig, harness.ToolsBin(), image,
-		c.Runtime.Endpoint(), c.SpecDir(), c.KubeletRootDir, c.Dir)
-	<-sig
-	fmt.Println("stopping the cluster")
 }
