@@ -45,6 +45,12 @@ type request struct {
 // from the orchestrator (annotations, the device plugin's mounts).
 func (r request) granted() []string { return append(slices.Clip(r.Annotated), r.Mounted...) }
 
+// asks reports whether the container asks for any XPU at all: a grant, or
+// the variable naming devices (which decideGrant may still refuse).
+func (r request) asks() bool {
+	return len(r.Annotated) > 0 || len(r.Mounted) > 0 || (r.HasEnv && !envNone(r.Env))
+}
+
 // Annotations that tell which engine wrote a spec. A pod author could set
 // one on a pod only where the engine forwards pod annotations; either way,
 // one that is present only ever takes grants away.
@@ -233,4 +239,50 @@ func setVisibleDevices(p *oci.Process, value string) {
 		out = append(out, entry)
 	}
 	p.Env = out
+}
+
+// describeGrant names what the orchestrator granted, for messages.
+func (r request) describeGrant() string {
+	var parts []string
+	if len(r.Annotated) > 0 {
+		parts = append(parts, "cdi.k8s.io annotations "+truncate(strings.Join(r.Annotated, ",")))
+	}
+	if len(r.Mounted) > 0 {
+		parts = append(parts, "device plugin mounts "+truncate(strings.Join(r.Mounted, ",")))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// describe names what the container asked for, for messages.
+func (r request) describe() string {
+	parts := []string{}
+	if g := r.describeGrant(); g != "" {
+		parts = append(parts, g)
+	}
+	if r.HasEnv && !envNone(r.Env) {
+		parts = append(parts, visibleDevicesEnv+"="+truncate(r.Env))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// envPolicy says why the variable of an unprivileged container is refused.
+// file is the shim's configuration file.
+func (r request) envPolicy(file string) string {
+	if r.cri {
+		return "on a Kubernetes node (a spec from containerd's CRI or CRI-O) the variable is never taken from an unprivileged container"
+	}
+	return "only privileged containers may use it unless accept-envvar-when-unprivileged = true in " + file
+}
+
+// maxQuoted bounds what a message quotes of a value from the spec: an
+// annotation or variable of megabytes would otherwise be copied whole into
+// every log line and error about it.
+const maxQuoted = 512
+
+// truncate cuts s to maxQuoted bytes, saying how much was left out.
+func truncate(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", s[:maxQuoted], len(s)-maxQuoted)
 }
