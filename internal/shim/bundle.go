@@ -67,7 +67,7 @@ func ConfigPath(bundle string) string { return filepath.Join(bundle, "config.jso
 // annotation key or the device plugin's mount directory in the text. A \u
 // escape could hide any, so its presence means a full parse.
 func mayRequest(data []byte) bool {
-	return bytes.Contains(data, []byte(visibleDevicesEnv)) ||
+	return bytes.Contains(data, []byte(VisibleDevicesEnv)) ||
 		bytes.Contains(data, []byte("cdi.k8s.io/")) ||
 		bytes.Contains(data, []byte(DeviceListMountDir+"/")) ||
 		bytes.Contains(data, []byte(`\u`))
@@ -158,7 +158,7 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 	if err := atomicfile.WriteFile(path, out, atomicfile.WithKeepMode(), atomicfile.WithoutSync()); err != nil {
 		return Result{}, err
 	}
-	o.log.Infof("%s: gave XPUs %s (%s mode, asked: %s)", path, joinInts(got), r.mode(), req.describe())
+	o.log.Infof("%s: gave XPUs %s (%s mode, asked: %s)", path, discover.JoinIndices(got), r.mode(), req.describe())
 	return Result{Modified: true, Mode: r.mode(), Devices: got}, nil
 }
 
@@ -174,7 +174,7 @@ func applyEdits(doc *configDoc, r *editsResolver, names []string) (got []int, to
 	got = grantedIndices(edits)
 	touched = editedMembers(edits)
 	if spec.Process != nil {
-		setVisibleDevices(spec.Process, joinInts(got))
+		setVisibleDevices(spec.Process, got)
 		touched = append(touched, memberEnv)
 	}
 	return got, touched, nil

@@ -200,7 +200,7 @@ func TestConfigDocReadsKeysAsEncodingJSONDoes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"XPU_VISIBLE_DEVICES=1"}, d.spec().Process.Env)
 	require.Equal(t, map[string]string{"k": "v"}, d.spec().Annotations)
-	setVisibleDevices(d.spec().Process, "0")
+	setVisibleDevices(d.spec().Process, []int{0})
 	out, err := d.encode(memberEnv)
 	require.NoError(t, err)
 	require.Equal(t, `{"Process":{"Env":["XPU_VISIBLE_DEVICES=0"]},"Annotations":{"k":"v"}}`, string(out))

@@ -13,10 +13,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
-// visibleDevicesEnv is the variable a container asks for XPUs with, and
-// that the shim sets to the indices of the devices it got.
-const visibleDevicesEnv = "XPU_VISIBLE_DEVICES"
-
 // request is what a container asks for.
 type request struct {
 	// Annotated are the qualified names of the kind from cdi.k8s.io
@@ -131,7 +127,7 @@ func readRequest(spec *oci.Spec, kind string) (request, error) {
 	}
 	if spec.Process != nil {
 		for _, e := range spec.Process.Env {
-			if v, ok := strings.CutPrefix(e, visibleDevicesEnv+"="); ok {
+			if v, ok := strings.CutPrefix(e, VisibleDevicesEnv+"="); ok {
 				r.Env, r.HasEnv = v, true
 			}
 		}
@@ -173,74 +169,6 @@ func allowsEveryDevice(d oci.LinuxDeviceCgroup) bool {
 		strings.Contains(access, "r") && strings.Contains(access, "w") && strings.Contains(access, "m")
 }
 
-// envNone reports whether an XPU_VISIBLE_DEVICES value asks for nothing.
-func envNone(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "none", "void":
-		return true
-	}
-	return false
-}
-
-// envNames turns an XPU_VISIBLE_DEVICES value into qualified names of kind:
-// "all", indices, PCI addresses and serials become kind=NAME; qualified
-// names are kept. A malformed entry is an error naming it.
-func envNames(v, kind string) ([]string, error) {
-	if envNone(v) {
-		return nil, nil
-	}
-	var out []string
-	for _, tok := range strings.Split(v, ",") {
-		tok = strings.TrimSpace(tok)
-		if tok == "" {
-			continue
-		}
-		if strings.EqualFold(tok, "all") {
-			tok = "all" // keywords are case-insensitive, as NONE and VOID
-		}
-		if strings.Contains(tok, "=") {
-			vendor, class, name, err := parser.ParseQualifiedName(tok)
-			if err != nil {
-				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", visibleDevicesEnv, truncate(v), truncate(tok), err)
-			}
-			if cdispec.Kind(vendor, class) != kind {
-				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", visibleDevicesEnv, truncate(v), truncate(tok), kind)
-			}
-			out = append(out, parser.QualifiedName(vendor, class, name))
-			continue
-		}
-		if err := parser.ValidateDeviceName(tok); err != nil {
-			return nil, fmt.Errorf("%s=%s: %q is not a valid device name: %w", visibleDevicesEnv, truncate(v), truncate(tok), err)
-		}
-		out = append(out, kind+"="+tok)
-	}
-	return out, nil
-}
-
-// setVisibleDevices sets XPU_VISIBLE_DEVICES=value in the process
-// environment: the first entry is replaced in place, later ones are removed,
-// and it is appended when absent.
-func setVisibleDevices(p *oci.Process, value string) {
-	key := visibleDevicesEnv
-	entry := key + "=" + value
-	out := p.Env[:0:0]
-	done := false
-	for _, e := range p.Env {
-		if strings.HasPrefix(e, key+"=") {
-			if !done {
-				out = append(out, entry)
-				done = true
-			}
-			continue
-		}
-		out = append(out, e)
-	}
-	if !done {
-		out = append(out, entry)
-	}
-	p.Env = out
-}
-
 // describeGrant names what the orchestrator granted, for messages.
 func (r request) describeGrant() string {
 	var parts []string
@@ -260,7 +188,7 @@ func (r request) describe() string {
 		parts = append(parts, g)
 	}
 	if r.HasEnv && !envNone(r.Env) {
-		parts = append(parts, visibleDevicesEnv+"="+truncate(r.Env))
+		parts = append(parts, VisibleDevicesEnv+"="+truncate(r.Env))
 	}
 	return strings.Join(parts, " and ")
 }

@@ -181,10 +181,10 @@ func newJITResolver(c *config.Config, o resolverOptions, names []string) (*edits
 	if indices, ok := requestedIndices(c.Kind(), names); ok {
 		r, err := discoverJIT(c, append(slices.Clip(o.discoverOpts), discover.WithIndices(indices...)))
 		if err == nil && r.hasAll(names) {
-			o.log.Debugf("jit mode: discovered XPUs %s only", joinInts(indices))
+			o.log.Debugf("jit mode: discovered XPUs %s only", discover.JoinIndices(indices))
 			return r, nil
 		}
-		o.log.Debugf("jit mode: discovering XPUs %s only did not resolve %s (%v); discovering the whole host", joinInts(indices), strings.Join(names, ", "), err)
+		o.log.Debugf("jit mode: discovering XPUs %s only did not resolve %s (%v); discovering the whole host", discover.JoinIndices(indices), strings.Join(names, ", "), err)
 	}
 	return discoverJIT(c, o.discoverOpts)
 }
@@ -215,10 +215,6 @@ func discoverJIT(c *config.Config, discoverOpts []discover.Option) (*editsResolv
 	return r, nil
 }
 
-// maxRequestedIndex bounds the indices worth a narrow discovery; larger
-// ones cannot name a node (discover.ParseNodeName).
-const maxRequestedIndex = 1 << 20
-
 // requestedIndices returns the device indices of names when each one is
 // kind=N with N in canonical decimal form (the form of the spec's index
 // names), in order, repeats kept. ok is false when there is no name or
@@ -233,8 +229,8 @@ func requestedIndices(kind string, names []string) ([]int, bool) {
 		if !ok {
 			return nil, false
 		}
-		i, err := strconv.Atoi(s)
-		if err != nil || i < 0 || i > maxRequestedIndex || strconv.Itoa(i) != s {
+		i, ok := discover.ParseIndex(s)
+		if !ok {
 			return nil, false
 		}
 		out = append(out, i)
@@ -257,29 +253,12 @@ func (r *editsResolver) hasAll(names []string) bool {
 func grantedIndices(edits *cdiapi.ContainerEdits) []int {
 	var out []int
 	for _, node := range edits.DeviceNodes {
-		if i, ok := nodeIndex(node.Path); ok && !slices.Contains(out, i) {
+		if i, ok := discover.ParseNodePath(node.Path); ok && !slices.Contains(out, i) {
 			out = append(out, i)
 		}
 	}
 	sort.Ints(out)
 	return out
-}
-
-func nodeIndex(path string) (int, bool) {
-	s, ok := strings.CutPrefix(path, "/dev/xpu")
-	if !ok || s == "" {
-		return 0, false
-	}
-	i, err := strconv.Atoi(s)
-	return i, err == nil && i >= 0 && strconv.Itoa(i) == s
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
 }
 
 // sortNames orders device names for messages: indices numerically, then the
