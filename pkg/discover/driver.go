@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
-	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/internal/lookup"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
@@ -51,7 +51,7 @@ type driverSource struct {
 	toolPaths []string
 	log       logger.Interface
 	// arch is the machine the libraries must be for; nil: any.
-	arch *ldcache.Arch
+	arch *elfso.Arch
 	// rejected are the host paths of the XRE files left out with a
 	// warning (not usable, another machine's): the loader cache naming
 	// them does not bring them back.
@@ -65,14 +65,14 @@ var _ source = (*driverSource)(nil)
 // a library family found in one directory is not taken from a later one),
 // the driver libraries the root's ld.so.cache knows, and the first xpu-smi
 // of toolPaths. With arch, libraries of other machines are left out.
-func newDriverSource(root string, xreDirs, toolPaths []string, log logger.Interface, arch *ldcache.Arch) source {
+func newDriverSource(root string, xreDirs, toolPaths []string, log logger.Interface, arch *elfso.Arch) source {
 	return &driverSource{root: root, xreDirs: xreDirs, toolPaths: toolPaths, log: logger.OrDiscard(log), arch: arch}
 }
 
 // archFilter is the machine the options say the driver root's libraries
 // are for, or nil where none is known (a build for another machine than
-// ldcache.Arches, without WithArch).
-func archFilter(o *options) *ldcache.Arch {
+// elfso.Arches, without WithArch).
+func archFilter(o *options) *elfso.Arch {
 	if !o.archSet {
 		return nil
 	}
@@ -325,7 +325,7 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 	if err != nil {
 		return nil, err
 	}
-	d, err := ldcache.OpenLibDir(hostDir)
+	d, err := elfso.OpenLibDir(hostDir)
 	if err != nil {
 		return nil, err
 	}
@@ -379,7 +379,7 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 			ef, err = fdio.Open(unix.AT_FDCWD, f.host, f.host, 0)
 		}
 		var (
-			info  ldcache.Info
+			info  elfso.Info
 			isELF bool
 		)
 		if err != nil {
@@ -410,7 +410,7 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 				name = f.entry // the file itself, not one of its links
 			}
 			h.warnf("driver library %s under driver root %s is built for %s, not for this host's %s (%s); left out",
-				path.Join(dir, name), s.root, ldcache.MachineName(info.Machine), ldcache.MachineName(s.arch.Machine), s.arch.GOARCH)
+				path.Join(dir, name), s.root, elfso.MachineName(info.Machine), elfso.MachineName(s.arch.Machine), s.arch.GOARCH)
 			continue
 		}
 		soname := info.Soname
