@@ -14,6 +14,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 type options struct {
@@ -47,9 +49,6 @@ func WithMkdir() Option { return func(o *options) { o.mkdir = true } }
 // is being created (a crash ends that creation anyway).
 func WithoutSync() Option { return func(o *options) { o.noSync = true } }
 
-// ErrNotRegular is returned when the target exists and is not a regular file.
-var ErrNotRegular = errors.New("not a regular file")
-
 // WriteFile atomically replaces path with data.
 func WriteFile(path string, data []byte, opts ...Option) (err error) {
 	o := &options{perm: 0o644}
@@ -62,7 +61,7 @@ func WriteFile(path string, data []byte, opts ...Option) (err error) {
 	st, statErr := os.Lstat(path)
 	switch {
 	case statErr == nil && !st.Mode().IsRegular():
-		return fmt.Errorf("writing %s: %w (it is a %s)", path, ErrNotRegular, describe(st.Mode()))
+		return fmt.Errorf("writing %s: %w (it is a %s)", path, fdio.ErrNotRegular, describe(st.Mode()))
 	case statErr == nil && o.keepOwner:
 		perm = st.Mode().Perm()
 		uid, gid = owner(st)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
@@ -54,6 +55,7 @@ func TestWriteFile(t *testing.T) {
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				require.ErrorContains(t, err, path)
+				require.ErrorIs(t, err, fdio.ErrNotRegular)
 				if tc.wantOld {
 					data, rerr := os.ReadFile(path)
 					require.NoError(t, rerr)

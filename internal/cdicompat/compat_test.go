@@ -175,8 +175,8 @@ func TestCollectEditsAgreesWithInjectDevices(t *testing.T) {
 }
 
 // changedMembers applies e with the library and names the members of the
-// OCI spec whose JSON changed.
-func changedMembers(t *testing.T, e *specs.ContainerEdits) Members {
+// OCI spec whose JSON changed, in the order EditedMembers promises.
+func changedMembers(t *testing.T, e *specs.ContainerEdits) []Member {
 	t.Helper()
 	before := baseOCISpec()
 	after := baseOCISpec()
@@ -199,16 +199,25 @@ func changedMembers(t *testing.T, e *specs.ContainerEdits) Members {
 		return c
 	}
 	require.False(t, differs(rest), "Apply changed a member EditedMembers does not know")
-	return Members{
-		Env:           differs(func(s *oci.Spec) any { return s.Process.Env }),
-		User:          differs(func(s *oci.Spec) any { return s.Process.User }),
-		Mounts:        differs(func(s *oci.Spec) any { return s.Mounts }),
-		Hooks:         differs(func(s *oci.Spec) any { return s.Hooks }),
-		Devices:       differs(func(s *oci.Spec) any { return s.Linux.Devices }),
-		CgroupDevices: differs(func(s *oci.Spec) any { return s.Linux.Resources.Devices }),
-		NetDevices:    differs(func(s *oci.Spec) any { return s.Linux.NetDevices }),
-		IntelRdt:      differs(func(s *oci.Spec) any { return s.Linux.IntelRdt }),
+	var out []Member
+	for _, m := range []struct {
+		name Member
+		get  func(*oci.Spec) any
+	}{
+		{"process.env", func(s *oci.Spec) any { return s.Process.Env }},
+		{"linux.devices", func(s *oci.Spec) any { return s.Linux.Devices }},
+		{"linux.resources.devices", func(s *oci.Spec) any { return s.Linux.Resources.Devices }},
+		{"mounts", func(s *oci.Spec) any { return s.Mounts }},
+		{"hooks", func(s *oci.Spec) any { return s.Hooks }},
+		{"linux.intelRdt", func(s *oci.Spec) any { return s.Linux.IntelRdt }},
+		{"process.user", func(s *oci.Spec) any { return s.Process.User }},
+		{"linux.netDevices", func(s *oci.Spec) any { return s.Linux.NetDevices }},
+	} {
+		if differs(m.get) {
+			out = append(out, m.name)
+		}
 	}
+	return out
 }
 
 func TestEditedMembersAgreeWithApply(t *testing.T) {
@@ -244,6 +253,7 @@ func TestEditedMembersAgreeWithApply(t *testing.T) {
 			require.Equal(t, changedMembers(t, &e), EditedMembers(&e))
 		})
 	}
+	require.Equal(t, EditedMembers(&all), EditableMembers(), "every member Apply may change")
 }
 
 func TestSpecDirsAgreeWithTheCache(t *testing.T) {

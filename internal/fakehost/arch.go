@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 )
 
 // crossCompilers are the C compilers that build each machine's ELF files
@@ -36,10 +36,10 @@ func (h *Host) machine() string {
 }
 
 // ldArch is the ldcache description of the host's machine.
-func (h *Host) ldArch() (ldcache.Arch, error) {
-	a, err := ldcache.ArchByGOARCH(h.machine())
+func (h *Host) ldArch() (elfso.Arch, error) {
+	a, err := elfso.ArchByGOARCH(h.machine())
 	if err != nil {
-		return ldcache.Arch{}, fmt.Errorf("fake host: %w", err)
+		return elfso.Arch{}, fmt.Errorf("fake host: %w", err)
 	}
 	return a, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
@@ -37,14 +38,14 @@ func TestR200Arm64(t *testing.T) {
 	require.Len(t, tr.Devices, 2)
 	require.Len(t, tr.ComputeDevices(), 2)
 
-	var sr ldcache.SonameReader
+	var sr elfso.SonameReader
 	for _, l := range tr.Libraries {
 		f, err := os.Open(tr.Path(l.Path))
 		require.NoError(t, err)
 		info, err := sr.ReadInfo(f)
 		require.NoError(t, f.Close())
 		require.NoError(t, err, l.Path)
-		require.Equal(t, ldcache.Info{Soname: l.SONAME, Flags: 0x0a03, Machine: elf.EM_AARCH64}, info, l.Path)
+		require.Equal(t, elfso.Info{Soname: l.SONAME, Flags: 0x0a03, Machine: elf.EM_AARCH64}, info, l.Path)
 	}
 	require.Len(t, tr.Libraries, len(fakehost.CoreLibraries()))
 	require.Equal(t, elf.EM_AARCH64, elfMachine(t, tr.Path(fakehost.XPUSMIPath)))

@@ -9,8 +9,10 @@
 //     that root (package rootfs): no symlink, ".." or absolute path in the
 //     image can make the hook read, create or change anything outside it.
 //
-//   - Nothing is executed: the loader cache is written by package ldcache in
-//     pure Go, never by the image's (or the host's) ldconfig.
+//   - Nothing is executed: the folders are scanned as ldconfig scans them
+//     (scan.go, reading SONAMEs with package elfso through files opened
+//     inside the root) and the loader cache is written by package ldcache
+//     in pure Go, never by the image's (or the host's) ldconfig.
 //
 //   - Files are replaced atomically (temporary file, rename; no fsync: they
 //     belong to a container being created, see package rootfs); a failed
@@ -25,7 +27,7 @@
 //
 //   - What is read from the image is bounded: its ld.so.cache (MaxCacheSize,
 //     MaxKeptEntries, MaxKeptBytes), the names of a library folder and the
-//     files read in it (ldcache.MaxDirEntries, ldcache.MaxLibrariesPerDir);
+//     files read in it (MaxDirEntries, MaxLibrariesPerDir);
 //     only regular files are read, opened so that a FIFO never blocks.
 //
 // One rule for what the image controls: a change that the image's layout

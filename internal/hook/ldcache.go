@@ -45,7 +45,7 @@ func detectLibc(root *rootfs.Root) libc {
 		if err != nil {
 			continue
 		}
-		names, _ := d.Readdirnames(ldcache.MaxDirEntries)
+		names, _ := d.Readdirnames(MaxDirEntries)
 		_ = d.Close()
 		for _, n := range names {
 			switch {
@@ -136,11 +136,11 @@ func UpdateLDCache(root *rootfs.Root, folders []string, opts ...Option) error {
 }
 
 func writeCache(root *rootfs.Root, etc *os.File, folders, files []string, o options) error {
-	ours, err := ldcache.Scan(root, folders, ldcache.WithLogger(o.log))
+	ours, err := scanLibraries(root, folders, o.log)
 	if err != nil {
 		return fmt.Errorf("scanning library folders: %w", err)
 	}
-	for _, e := range ldcache.ScanFiles(root, files, ldcache.WithLogger(o.log)) {
+	for _, e := range scanLibraryFiles(root, files, o.log) {
 		if !slices.Contains(ours, e) { // a file may be in a folder too
 			ours = append(ours, e)
 		}

@@ -21,7 +21,7 @@ func imageShaped(err error) bool {
 	for _, target := range []error{
 		unix.ENOENT, unix.ENOTDIR, unix.EISDIR, unix.ELOOP, unix.EXDEV, unix.EBUSY, unix.ENOTEMPTY,
 		unix.EEXIST, unix.ENAMETOOLONG, unix.EROFS,
-		rootfs.ErrNotRegular, rootfs.ErrCrossesMount, ErrExists, fdio.ErrTooLarge, fdio.ErrKernelFS,
+		fdio.ErrNotRegular, rootfs.ErrCrossesMount, ErrExists, fdio.ErrTooLarge, fdio.ErrKernelFS,
 	} {
 		if errors.Is(err, target) {
 			return true

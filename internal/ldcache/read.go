@@ -6,10 +6,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
-// ErrNotRegular is wrapped by ReadFile's error for anything but a regular
-// file (a FIFO, a device, a socket, a directory).
-var ErrNotRegular = fdio.ErrNotRegular
-
 // ErrTooLarge is wrapped by ReadFile's error for a file over its limit.
 var ErrTooLarge = fdio.ErrTooLarge
 

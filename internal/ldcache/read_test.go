@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 func TestReadFileBounds(t *testing.T) {
@@ -14,9 +16,9 @@ func TestReadFileBounds(t *testing.T) {
 	fifo := filepath.Join(dir, "fifo")
 	require.NoError(t, unix.Mkfifo(fifo, 0o644))
 	_, err := ReadFile(fifo, 1<<20)
-	require.ErrorIs(t, err, ErrNotRegular, "a FIFO is refused without blocking")
+	require.ErrorIs(t, err, fdio.ErrNotRegular, "a FIFO is refused without blocking")
 	_, err = ReadFile(dir, 1<<20)
-	require.ErrorIs(t, err, ErrNotRegular)
+	require.ErrorIs(t, err, fdio.ErrNotRegular)
 
 	big := filepath.Join(dir, "big")
 	require.NoError(t, os.WriteFile(big, nil, 0o644))

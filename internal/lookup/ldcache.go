@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 )
 
@@ -43,7 +44,7 @@ func NewLdcacheLocator(root string) *LdcacheLocator {
 // NewLdcacheLocatorFor is NewLdcacheLocator for a root of the machine arch
 // (a driver root of another machine than this one): it takes the entries
 // that machine's loader would use.
-func NewLdcacheLocatorFor(root string, arch ldcache.Arch) *LdcacheLocator {
+func NewLdcacheLocatorFor(root string, arch elfso.Arch) *LdcacheLocator {
 	return &LdcacheLocator{root: root, accept: func(f int32) bool { return f == arch.Flags }}
 }
 

@@ -199,9 +199,6 @@ func (r *Root) OpenDir(unsafePath string) (*os.File, error) {
 	return f, nil
 }
 
-// ErrNotRegular is returned by OpenFile for anything but a regular file.
-var ErrNotRegular = fdio.ErrNotRegular
-
 // ErrKernelFS is returned by OpenFile for a file on a kernel file system
 // (procfs, sysfs, ...).
 var ErrKernelFS = fdio.ErrKernelFS
@@ -244,7 +241,7 @@ func (r *Root) OpenRegular(unsafePath string) (*File, error) {
 	}
 	if before.Mode&unix.S_IFMT != unix.S_IFREG {
 		_ = unix.Close(h)
-		return nil, fmt.Errorf("opening %s in root %s: %w (mode %#o)", unsafePath, r.path, ErrNotRegular, before.Mode&unix.S_IFMT)
+		return nil, fmt.Errorf("opening %s in root %s: %w (mode %#o)", unsafePath, r.path, fdio.ErrNotRegular, before.Mode&unix.S_IFMT)
 	}
 	// An image's link into the container's procfs (mounted when the hook
 	// runs) reaches /proc/kmsg, a regular file whose read drains the host's

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 func TestRoot(t *testing.T) {
@@ -30,11 +32,11 @@ func TestRoot(t *testing.T) {
 	_, err = r.ReadFile("abs", 1<<10)
 	require.ErrorIs(t, err, unix.ENOENT, "absolute symlinks resolve inside the root")
 	_, err = r.OpenFile("/fifo")
-	require.ErrorIs(t, err, ErrNotRegular)
+	require.ErrorIs(t, err, fdio.ErrNotRegular)
 	_, err = r.ReadFile("/secret", 2)
 	require.ErrorContains(t, err, "more than the 2 allowed")
 	_, err = r.OpenRegular("/fifo")
-	require.ErrorIs(t, err, ErrNotRegular)
+	require.ErrorIs(t, err, fdio.ErrNotRegular)
 	_, err = r.OpenRegular("abs")
 	require.ErrorIs(t, err, unix.ENOENT)
 

@@ -202,7 +202,7 @@ func TestModifyBundle(t *testing.T) {
 			require.Equal(t, tc.want, res.Devices)
 
 			got := readBundle(t, dir)
-			require.Equal(t, []string{joinInts(tc.want)}, envValues(got.Process.Env, visibleDevicesEnv))
+			require.Equal(t, []string{discover.JoinIndices(tc.want)}, envValues(got.Process.Env, VisibleDevicesEnv))
 			var wantNodes []string
 			if tc.wantNodes != nil {
 				wantNodes = tc.wantNodes
@@ -225,7 +225,7 @@ func TestModifyBundle(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return joinInts([]int{i}) }
+func itoa(i int) string { return discover.JoinIndices([]int{i}) }
 
 func TestModifyBundleNothingAsked(t *testing.T) {
 	tree, seam := fakeHost(t, fakehost.P800x8())
@@ -539,10 +539,10 @@ func TestModifyBundleBoundsItsInput(t *testing.T) {
 
 func TestSetEnv(t *testing.T) {
 	p := &oci.Process{Env: []string{"A=1", "XPU_VISIBLE_DEVICES=all", "B=2", "XPU_VISIBLE_DEVICES=9"}}
-	setVisibleDevices(p, "0,3")
+	setVisibleDevices(p, []int{0, 3})
 	require.Equal(t, []string{"A=1", "XPU_VISIBLE_DEVICES=0,3", "B=2"}, p.Env)
 	p = &oci.Process{Env: []string{"XPU_VISIBLE_DEVICES_X=1"}}
-	setVisibleDevices(p, "1")
+	setVisibleDevices(p, []int{1})
 	require.Equal(t, []string{"XPU_VISIBLE_DEVICES_X=1", "XPU_VISIBLE_DEVICES=1"}, p.Env)
 }
 

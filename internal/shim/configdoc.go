@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
@@ -25,36 +26,90 @@ import (
 // shim the reflection cost of decoding and encoding the whole OCI spec on
 // every create (docs/benchmarks.md).
 type configDoc struct {
-	top       *rawObject
-	process   *rawObject // nil when config.json has no process object
-	linux     *rawObject // nil when config.json has no linux object
-	resources *rawObject // linux.resources; nil when absent
-	view      oci.Spec
+	// objects are the objects of configMembers' paths by path ("" is the
+	// top level); an absent or null object is nil.
+	objects map[string]*rawObject
+	view    oci.Spec
 }
 
-// Members of config.json the shim decodes. The read-only ones are what a
-// request and the CDI edits look at; the editable ones are everything
-// ContainerEdits.Apply of the CDI library changes.
-const (
-	memberEnv          = "process.env"
-	memberUser         = "process.user"
-	memberMounts       = "mounts"
-	memberHooks        = "hooks"
-	memberDevices      = "linux.devices"
-	memberCgroupDevs   = "linux.resources.devices"
-	memberNetDevices   = "linux.netDevices"
-	memberIntelRdt     = "linux.intelRdt"
-	memberAnnotations  = "annotations"
-	memberCapabilities = "process.capabilities"
-)
+// configObjects are the objects that hold configMembers, parents first,
+// and how the view gets the struct a present one decodes into.
+var configObjects = []struct {
+	path  string
+	alloc func(v *oci.Spec)
+}{
+	{"process", func(v *oci.Spec) { v.Process = &oci.Process{} }},
+	{"linux", func(v *oci.Spec) { v.Linux = &oci.Linux{} }},
+	{"linux.resources", func(v *oci.Spec) { v.Linux.Resources = &oci.LinuxResources{} }},
+}
+
+// configMember is a member of config.json the shim decodes: its JSON path
+// and its field in the view (nil when the view lacks its parent).
+type configMember struct {
+	path  string
+	field func(v *oci.Spec) any
+}
+
+// configMembers are the members of config.json the shim decodes, in the
+// order they are decoded: what a request and the CDI edits look at. The
+// editable ones, which encode writes back, are those
+// cdicompat.EditableMembers names: everything ContainerEdits.Apply changes.
+var configMembers = []configMember{
+	{"annotations", func(v *oci.Spec) any { return &v.Annotations }},
+	{"mounts", func(v *oci.Spec) any { return &v.Mounts }},
+	{"hooks", func(v *oci.Spec) any { return &v.Hooks }},
+	{memberEnv, inProcess(func(p *oci.Process) any { return &p.Env })},
+	{"process.user", inProcess(func(p *oci.Process) any { return &p.User })},
+	{"process.capabilities", inProcess(func(p *oci.Process) any { return &p.Capabilities })},
+	{"linux.devices", inLinux(func(l *oci.Linux) any { return &l.Devices })},
+	{"linux.netDevices", inLinux(func(l *oci.Linux) any { return &l.NetDevices })},
+	{"linux.intelRdt", inLinux(func(l *oci.Linux) any { return &l.IntelRdt })},
+	{"linux.uidMappings", inLinux(func(l *oci.Linux) any { return &l.UIDMappings })},
+	{"linux.gidMappings", inLinux(func(l *oci.Linux) any { return &l.GIDMappings })},
+	{"linux.namespaces", inLinux(func(l *oci.Linux) any { return &l.Namespaces })},
+	{"linux.resources.devices", func(v *oci.Spec) any {
+		if v.Linux == nil || v.Linux.Resources == nil {
+			return nil
+		}
+		return &v.Linux.Resources.Devices
+	}},
+}
+
+// memberEnv is the member XPU_VISIBLE_DEVICES is read from and set in.
+const memberEnv = "process.env"
+
+func inProcess(f func(*oci.Process) any) func(*oci.Spec) any {
+	return func(v *oci.Spec) any {
+		if v.Process == nil {
+			return nil
+		}
+		return f(v.Process)
+	}
+}
+
+func inLinux(f func(*oci.Linux) any) func(*oci.Spec) any {
+	return func(v *oci.Spec) any {
+		if v.Linux == nil {
+			return nil
+		}
+		return f(v.Linux)
+	}
+}
+
+// splitPath returns the parent object's path and the key of a member path.
+func splitPath(path string) (parent, key string) {
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[:i], path[i+1:]
+	}
+	return "", path
+}
 
 // parseConfigDoc reads config.json. Malformed JSON, a member of the wrong
 // type and a key given twice in an object the shim reads are errors: a
 // duplicate would let the shim and the runtime read different values.
 func parseConfigDoc(data []byte) (*configDoc, error) {
-	d := &configDoc{}
-	var err error
-	if d.top, err = parseRawObject(data); err != nil {
+	top, err := parseRawObject(data)
+	if err != nil {
 		// encoding/json's syntax errors say what is wrong and where;
 		// checked only on failure, not as a second pass over every file.
 		var raw json.RawMessage
@@ -63,131 +118,63 @@ func parseConfigDoc(data []byte) (*configDoc, error) {
 		}
 		return nil, err
 	}
-	if d.process, err = d.top.object("process"); err != nil {
-		return nil, err
-	}
-	if d.linux, err = d.top.object("linux"); err != nil {
-		return nil, err
-	}
-	if d.linux != nil {
-		if d.resources, err = d.linux.object("resources"); err != nil {
-			return nil, fmt.Errorf("linux: %w", err)
+	d := &configDoc{objects: map[string]*rawObject{"": top}}
+	for _, o := range configObjects {
+		parent, key := splitPath(o.path)
+		if d.objects[parent] == nil {
+			continue
+		}
+		obj, err := d.objects[parent].object(key)
+		if err != nil {
+			return nil, wrapPath(parent, err)
+		}
+		if obj != nil {
+			d.objects[o.path] = obj
+			o.alloc(&d.view)
 		}
 	}
-
-	v := &d.view
-	if err := d.top.decode("annotations", &v.Annotations); err != nil {
-		return nil, err
-	}
-	if err := d.top.decode("mounts", &v.Mounts); err != nil {
-		return nil, err
-	}
-	if err := d.top.decode("hooks", &v.Hooks); err != nil {
-		return nil, err
-	}
-	if d.process != nil {
-		v.Process = &oci.Process{}
-		for _, m := range []member{{"env", &v.Process.Env}, {"user", &v.Process.User}, {"capabilities", &v.Process.Capabilities}} {
-			if err := d.process.decode(m.key, m.dst); err != nil {
-				return nil, fmt.Errorf("process: %w", err)
-			}
-		}
-	}
-	if d.linux != nil {
-		v.Linux = &oci.Linux{}
-		for _, m := range []member{
-			{"devices", &v.Linux.Devices},
-			{"netDevices", &v.Linux.NetDevices},
-			{"intelRdt", &v.Linux.IntelRdt},
-			{"uidMappings", &v.Linux.UIDMappings},
-			{"gidMappings", &v.Linux.GIDMappings},
-			{"namespaces", &v.Linux.Namespaces},
-		} {
-			if err := d.linux.decode(m.key, m.dst); err != nil {
-				return nil, fmt.Errorf("linux: %w", err)
-			}
-		}
-		if d.resources != nil {
-			v.Linux.Resources = &oci.LinuxResources{}
-			if err := d.resources.decode("devices", &v.Linux.Resources.Devices); err != nil {
-				return nil, fmt.Errorf("linux.resources: %w", err)
+	for _, m := range configMembers {
+		parent, key := splitPath(m.path)
+		if obj := d.objects[parent]; obj != nil {
+			if err := obj.decode(key, m.field(&d.view)); err != nil {
+				return nil, wrapPath(parent, err)
 			}
 		}
 	}
 	return d, nil
 }
 
-// member is a key of a JSON object and where its value is decoded to.
-type member struct {
-	key string
-	dst any
+// wrapPath prefixes err with the path of the object it is about.
+func wrapPath(path string, err error) error {
+	if path == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // editedMembers names the members of config.json that ContainerEdits.Apply
 // changes for edits.
 func editedMembers(e *cdiapi.ContainerEdits) []string {
-	var m []string
-	add := func(cond bool, names ...string) {
-		if cond {
-			m = append(m, names...)
-		}
-	}
-	em := cdicompat.EditedMembers(e.ContainerEdits)
-	add(em.Env, memberEnv)
-	add(em.Devices, memberDevices)
-	add(em.CgroupDevices, memberCgroupDevs)
-	add(em.Mounts, memberMounts)
-	add(em.Hooks, memberHooks)
-	add(em.IntelRdt, memberIntelRdt)
-	add(em.User, memberUser)
-	add(em.NetDevices, memberNetDevices)
-	return m
+	return cdicompat.EditedMembers(e.ContainerEdits)
 }
 
 // spec is the decoded view that requests are read from and edits applied to.
 func (d *configDoc) spec() *oci.Spec { return &d.view }
 
-// encode returns config.json with the members named written back from the
-// view; objects the edits had to create (process, linux, linux.resources)
-// are added. The other members keep their bytes.
+// encode returns config.json with the members named (editable ones)
+// written back from the view; objects the edits had to create (process,
+// linux, linux.resources) are added. The other members keep their bytes.
 func (d *configDoc) encode(members ...string) ([]byte, error) {
-	v := &d.view
 	for _, name := range members {
-		var value any
-		switch name {
-		case memberMounts:
-			value = v.Mounts
-		case memberHooks:
-			value = v.Hooks
-		case memberEnv, memberUser:
-			if v.Process == nil {
-				continue
-			}
-			value = v.Process.Env
-			if name == memberUser {
-				value = v.Process.User
-			}
-		case memberDevices, memberNetDevices, memberIntelRdt, memberCgroupDevs:
-			if v.Linux == nil {
-				continue
-			}
-			switch name {
-			case memberDevices:
-				value = v.Linux.Devices
-			case memberNetDevices:
-				value = v.Linux.NetDevices
-			case memberIntelRdt:
-				value = v.Linux.IntelRdt
-			default:
-				if v.Linux.Resources == nil {
-					continue
-				}
-				value = v.Linux.Resources.Devices
-			}
-		default:
+		i := slices.IndexFunc(configMembers, func(m configMember) bool { return m.path == name })
+		if i < 0 || !slices.Contains(cdicompat.EditableMembers(), name) {
 			return nil, fmt.Errorf("internal error: %s is not an editable member of config.json", name)
 		}
-		enc, err := json.Marshal(value)
+		field := configMembers[i].field(&d.view)
+		if field == nil {
+			continue // the edits did not create its parent: nothing to write
+		}
+		enc, err := json.Marshal(field)
 		if err != nil {
 			return nil, fmt.Errorf("encoding %s: %w", name, err)
 		}
@@ -195,45 +182,37 @@ func (d *configDoc) encode(members ...string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return d.top.marshal()
+	return d.objects[""].marshal()
 }
 
-// set stores the encoding of one editable member in its object, creating
-// the objects on its path that config.json did not have.
-func (d *configDoc) set(name string, value json.RawMessage) error {
-	switch name {
-	case memberMounts:
-		d.top.set("mounts", value)
-	case memberHooks:
-		d.top.set("hooks", value)
-	case memberEnv, memberUser:
-		if d.process == nil {
-			d.process = newRawObject()
-		}
-		d.process.set(name[len("process."):], value)
-		return d.top.setObject("process", d.process)
-	case memberDevices, memberNetDevices, memberIntelRdt:
-		if d.linux == nil {
-			d.linux = newRawObject()
-		}
-		d.linux.set(name[len("linux."):], value)
-		return d.top.setObject("linux", d.linux)
-	case memberCgroupDevs:
-		if d.linux == nil {
-			d.linux = newRawObject()
-		}
-		if d.resources == nil {
-			d.resources = newRawObject()
-		}
-		d.resources.set("devices", value)
-		if err := d.linux.setObject("resources", d.resources); err != nil {
+// set stores the encoding of the member at path in its object, creating
+// the objects on its path that config.json did not have, and writes the
+// changed objects back into their parents.
+func (d *configDoc) set(path string, value json.RawMessage) error {
+	parent, key := splitPath(path)
+	d.mkObject(parent).set(key, value)
+	for p := parent; p != ""; {
+		up, k := splitPath(p)
+		if err := d.objects[up].setObject(k, d.objects[p]); err != nil {
 			return err
 		}
-		return d.top.setObject("linux", d.linux)
-	default:
-		return fmt.Errorf("internal error: %s is not an editable member of config.json", name)
+		p = up
 	}
 	return nil
+}
+
+// mkObject returns the object at path, creating it and its parents.
+func (d *configDoc) mkObject(path string) *rawObject {
+	if o := d.objects[path]; o != nil {
+		return o
+	}
+	o := newRawObject()
+	d.objects[path] = o
+	if path != "" {
+		parent, _ := splitPath(path)
+		d.mkObject(parent)
+	}
+	return o
 }
 
 // rawObject is a JSON object whose members are kept undecoded, in order.

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
 )
 
 // testEdits touch every member ContainerEdits.Apply changes.
@@ -197,7 +200,7 @@ func TestConfigDocReadsKeysAsEncodingJSONDoes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"XPU_VISIBLE_DEVICES=1"}, d.spec().Process.Env)
 	require.Equal(t, map[string]string{"k": "v"}, d.spec().Annotations)
-	setVisibleDevices(d.spec().Process, "0")
+	setVisibleDevices(d.spec().Process, []int{0})
 	out, err := d.encode(memberEnv)
 	require.NoError(t, err)
 	require.Equal(t, `{"Process":{"Env":["XPU_VISIBLE_DEVICES=0"]},"Annotations":{"k":"v"}}`, string(out))
@@ -233,4 +236,21 @@ func FuzzConfigDoc(f *testing.F) {
 		require.NoError(t, json.Unmarshal(out, &got), "%s", out)
 		require.Equal(t, roundTrip(t, &want), roundTrip(t, &got))
 	})
+}
+
+func TestConfigDocDecodesEveryEditableMember(t *testing.T) {
+	// encode writes back what cdicompat says Apply changes: each of those
+	// members must be decoded into the view first, or its old value would
+	// be lost.
+	for _, name := range cdicompat.EditableMembers() {
+		require.True(t, slices.ContainsFunc(configMembers, func(m configMember) bool { return m.path == name }), name)
+		d, err := parseConfigDoc([]byte(`{}`))
+		require.NoError(t, err)
+		_, err = d.encode(name)
+		require.NoError(t, err, name)
+	}
+	d, err := parseConfigDoc([]byte(`{}`))
+	require.NoError(t, err)
+	_, err = d.encode("annotations")
+	require.ErrorContains(t, err, "annotations is not an editable member")
 }

@@ -6,7 +6,7 @@
 // config.json (cdi.k8s.io annotations except on CRI-O, which copies pod
 // annotations into every container; the device plugin's mounts at
 // DeviceListMountDir; XPU_VISIBLE_DEVICES from privileged containers only,
-// see Privileged), resolves
+// see Privileged; the policy is decideGrant's, in grant.go), resolves
 // it to CDI container edits (from the CDI spec directories, through a cache
 // of what the CDI library resolved from them, or from a spec built in memory
 // from the host: the same edits `xpu-cdi generate` writes) and rewrites the

@@ -61,7 +61,13 @@ func libraryResult(t *testing.T, specDir string, req generatorRequest) *oci.Spec
 	want := bundleSpec(true, req.annotations, req.env...)
 	_, err = cache.InjectDevices(want, req.names...)
 	require.NoError(t, err)
-	setVisibleDevices(want.Process, req.granted)
+	var granted []int
+	for _, f := range strings.Split(req.granted, ",") {
+		i, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		granted = append(granted, i)
+	}
+	setVisibleDevices(want.Process, granted)
 	return want
 }
 

@@ -13,10 +13,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
-// visibleDevicesEnv is the variable a container asks for XPUs with, and
-// that the shim sets to the indices of the devices it got.
-const visibleDevicesEnv = "XPU_VISIBLE_DEVICES"
-
 // request is what a container asks for.
 type request struct {
 	// Annotated are the qualified names of the kind from cdi.k8s.io
@@ -44,6 +40,12 @@ type request struct {
 // granted are the names the container gets whatever its environment says:
 // from the orchestrator (annotations, the device plugin's mounts).
 func (r request) granted() []string { return append(slices.Clip(r.Annotated), r.Mounted...) }
+
+// asks reports whether the container asks for any XPU at all: a grant, or
+// the variable naming devices (which decideGrant may still refuse).
+func (r request) asks() bool {
+	return len(r.Annotated) > 0 || len(r.Mounted) > 0 || (r.HasEnv && !envNone(r.Env))
+}
 
 // Annotations that tell which engine wrote a spec. A pod author could set
 // one on a pod only where the engine forwards pod annotations; either way,
@@ -125,7 +127,7 @@ func readRequest(spec *oci.Spec, kind string) (request, error) {
 	}
 	if spec.Process != nil {
 		for _, e := range spec.Process.Env {
-			if v, ok := strings.CutPrefix(e, visibleDevicesEnv+"="); ok {
+			if v, ok := strings.CutPrefix(e, VisibleDevicesEnv+"="); ok {
 				r.Env, r.HasEnv = v, true
 			}
 		}
@@ -167,70 +169,48 @@ func allowsEveryDevice(d oci.LinuxDeviceCgroup) bool {
 		strings.Contains(access, "r") && strings.Contains(access, "w") && strings.Contains(access, "m")
 }
 
-// envNone reports whether an XPU_VISIBLE_DEVICES value asks for nothing.
-func envNone(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "none", "void":
-		return true
+// describeGrant names what the orchestrator granted, for messages.
+func (r request) describeGrant() string {
+	var parts []string
+	if len(r.Annotated) > 0 {
+		parts = append(parts, "cdi.k8s.io annotations "+truncate(strings.Join(r.Annotated, ",")))
 	}
-	return false
+	if len(r.Mounted) > 0 {
+		parts = append(parts, "device plugin mounts "+truncate(strings.Join(r.Mounted, ",")))
+	}
+	return strings.Join(parts, " and ")
 }
 
-// envNames turns an XPU_VISIBLE_DEVICES value into qualified names of kind:
-// "all", indices, PCI addresses and serials become kind=NAME; qualified
-// names are kept. A malformed entry is an error naming it.
-func envNames(v, kind string) ([]string, error) {
-	if envNone(v) {
-		return nil, nil
+// describe names what the container asked for, for messages.
+func (r request) describe() string {
+	parts := []string{}
+	if g := r.describeGrant(); g != "" {
+		parts = append(parts, g)
 	}
-	var out []string
-	for _, tok := range strings.Split(v, ",") {
-		tok = strings.TrimSpace(tok)
-		if tok == "" {
-			continue
-		}
-		if strings.EqualFold(tok, "all") {
-			tok = "all" // keywords are case-insensitive, as NONE and VOID
-		}
-		if strings.Contains(tok, "=") {
-			vendor, class, name, err := parser.ParseQualifiedName(tok)
-			if err != nil {
-				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", visibleDevicesEnv, truncate(v), truncate(tok), err)
-			}
-			if cdispec.Kind(vendor, class) != kind {
-				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", visibleDevicesEnv, truncate(v), truncate(tok), kind)
-			}
-			out = append(out, parser.QualifiedName(vendor, class, name))
-			continue
-		}
-		if err := parser.ValidateDeviceName(tok); err != nil {
-			return nil, fmt.Errorf("%s=%s: %q is not a valid device name: %w", visibleDevicesEnv, truncate(v), truncate(tok), err)
-		}
-		out = append(out, kind+"="+tok)
+	if r.HasEnv && !envNone(r.Env) {
+		parts = append(parts, VisibleDevicesEnv+"="+truncate(r.Env))
 	}
-	return out, nil
+	return strings.Join(parts, " and ")
 }
 
-// setVisibleDevices sets XPU_VISIBLE_DEVICES=value in the process
-// environment: the first entry is replaced in place, later ones are removed,
-// and it is appended when absent.
-func setVisibleDevices(p *oci.Process, value string) {
-	key := visibleDevicesEnv
-	entry := key + "=" + value
-	out := p.Env[:0:0]
-	done := false
-	for _, e := range p.Env {
-		if strings.HasPrefix(e, key+"=") {
-			if !done {
-				out = append(out, entry)
-				done = true
-			}
-			continue
-		}
-		out = append(out, e)
+// envPolicy says why the variable of an unprivileged container is refused.
+// file is the shim's configuration file.
+func (r request) envPolicy(file string) string {
+	if r.cri {
+		return "on a Kubernetes node (a spec from containerd's CRI or CRI-O) the variable is never taken from an unprivileged container"
 	}
-	if !done {
-		out = append(out, entry)
+	return "only privileged containers may use it unless accept-envvar-when-unprivileged = true in " + file
+}
+
+// maxQuoted bounds what a message quotes of a value from the spec: an
+// annotation or variable of megabytes would otherwise be copied whole into
+// every log line and error about it.
+const maxQuoted = 512
+
+// truncate cuts s to maxQuoted bytes, saying how much was left out.
+func truncate(s string) string {
+	if len(s) <= maxQuoted {
+		return s
 	}
-	p.Env = out
+	return fmt.Sprintf("%s... (%d more bytes)", s[:maxQuoted], len(s)-maxQuoted)
 }

@@ -1,15 +1,12 @@
 package shim
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -20,6 +17,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/config"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
 // errUnknownDevice is returned for a requested name that no device has.
@@ -96,53 +94,70 @@ func (r *editsResolver) inject(spec *oci.Spec, names []string) (*cdiapi.Containe
 	return edits, nil
 }
 
-// newCDIResolver resolves the kind from the spec directories: from the
-// spec cache when it holds an entry for the spec files as they are, else
-// with the CDI library (reading the directories once, without a watcher),
-// whose result then becomes the entry. It returns a nil resolver when the
+// resolverOptions are what building a resolver takes besides the
+// configuration.
+type resolverOptions struct {
+	log          logger.Interface
+	discoverOpts []discover.Option
+	// beforeParse runs between the spec cache's snapshot and the CDI
+	// library's parse (tests: a spec changed in between).
+	beforeParse func()
+}
+
+// newResolver picks the mode: cdi and jit as configured; auto is cdi when
+// the spec directories hold a device of the kind, jit otherwise. names are
+// the qualified names asked for: jit mode discovers no more of the host than
+// they need.
+func newResolver(c *config.Config, o resolverOptions, names []string) (*editsResolver, error) {
+	mode := c.Mode
+	if mode == config.ModeCDI || mode == config.ModeAuto {
+		r, specErrs, err := newCDIResolver(c, o)
+		if err != nil {
+			return nil, err
+		}
+		var problems error
+		if len(specErrs) > 0 {
+			problems = fmt.Errorf("problems in the spec files: %s", strings.Join(specErrs, "; "))
+			o.log.Warnf("reading the CDI specs in %s: %v", strings.Join(c.SpecDirs, ", "), problems)
+		}
+		switch {
+		case r != nil:
+			o.log.Debugf("%s mode: resolving %s from %s", mode, c.Kind(), strings.Join(c.SpecDirs, ", "))
+			return r, nil
+		case mode == config.ModeCDI:
+			return nil, errors.Join(fmt.Errorf("mode cdi: no CDI spec of %s in %s; run `xpu-cdi generate --output /etc/cdi/%s-%s.yaml` or set mode = \"jit\"",
+				c.Kind(), strings.Join(c.SpecDirs, ", "), c.Vendor, c.Class), problems)
+		}
+		o.log.Debugf("auto mode: no CDI spec of %s in %s, discovering the host", c.Kind(), strings.Join(c.SpecDirs, ", "))
+	}
+	return newJITResolver(c, o, names)
+}
+
+// checkNames returns an error naming every name of names that r has no
+// device for, and the valid ones; askedBy says who asked, for the message.
+func (r *editsResolver) checkNames(names []string, askedBy string) error {
+	var unknown []string
+	for _, n := range names {
+		if !r.has(n) {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w %s (asked for by %s); valid names of %s (%s mode): %s",
+		errUnknownDevice, truncate(strings.Join(unknown, ", ")), askedBy, r.kind, r.mode(),
+		truncate(strings.Join(sortNames(r.names()), ", ")))
+}
+
+// newCDIResolver resolves the kind from the spec directories, through the
+// spec cache (specCache.resolve). It returns a nil resolver when the
 // directories hold no device of the kind, and the library's messages about
 // spec files it could not use.
-func newCDIResolver(c *config.Config, o *options) (*editsResolver, []string, error) {
-	cache := newSpecCache(c.CacheDir, c.Kind(), c.SpecDirs)
-	var snap []byte
-	if c.CacheDir != "" {
-		var err error
-		if snap, err = cache.snapshot(); err != nil {
-			o.log.Debugf("spec cache not used: %v", err)
-		} else if e, err := cache.load(snap); err != nil {
-			o.log.Warnf("spec cache not used: %v", err)
-		} else if e != nil {
-			o.log.Debugf("spec cache hit: %s", cache.path())
-			return entryResolver(c, e), e.Errors, nil
-		}
-	}
-	if o.beforeParse != nil {
-		o.beforeParse()
-	}
-	lib, err := cdiapi.NewCache(cdiapi.WithSpecDirs(c.SpecDirs...), cdiapi.WithAutoRefresh(false))
-	if lib == nil {
-		return nil, nil, fmt.Errorf("reading the CDI specs in %s: %w", strings.Join(c.SpecDirs, ", "), err)
-	}
-	e := newSpecCacheEntry(c.Kind(), lib)
-	if snap != nil {
-		// The entry must hold what the library parsed: if a file changed
-		// between the snapshot and the parse, the edits may belong to
-		// other content than the snapshot says (and could be used, wrongly,
-		// if that content came back).
-		again, err := cache.snapshot()
-		if err != nil || !bytes.Equal(again, snap) {
-			o.log.Debugf("spec cache not written: the spec files changed while they were read")
-			return entryResolver(c, e), e.Errors, nil
-		}
-		switch err := cache.store(snap, e); {
-		case err == nil:
-		case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
-			// A shim run by a user (rootless engines) cannot write
-			// root's cache: it works without, at the cost of a parse.
-			o.log.Debugf("spec cache not written: %v", err)
-		default:
-			o.log.Warnf("spec cache not written: %v", err)
-		}
+func newCDIResolver(c *config.Config, o resolverOptions) (*editsResolver, []string, error) {
+	e, err := newSpecCache(c.CacheDir, c.Kind(), c.SpecDirs).resolve(o.log, o.beforeParse)
+	if err != nil {
+		return nil, nil, err
 	}
 	return entryResolver(c, e), e.Errors, nil
 }
@@ -162,14 +177,14 @@ func entryResolver(c *config.Config, e *specCacheEntry) *editsResolver {
 // (no such node, a PF with VFs enabled, no control node), the host is
 // discovered in full, which gives the error a full discovery gives, with
 // every valid name.
-func newJITResolver(c *config.Config, o *options, names []string) (*editsResolver, error) {
+func newJITResolver(c *config.Config, o resolverOptions, names []string) (*editsResolver, error) {
 	if indices, ok := requestedIndices(c.Kind(), names); ok {
 		r, err := discoverJIT(c, append(slices.Clip(o.discoverOpts), discover.WithIndices(indices...)))
 		if err == nil && r.hasAll(names) {
-			o.log.Debugf("jit mode: discovered XPUs %s only", joinInts(indices))
+			o.log.Debugf("jit mode: discovered XPUs %s only", discover.JoinIndices(indices))
 			return r, nil
 		}
-		o.log.Debugf("jit mode: discovering XPUs %s only did not resolve %s (%v); discovering the whole host", joinInts(indices), strings.Join(names, ", "), err)
+		o.log.Debugf("jit mode: discovering XPUs %s only did not resolve %s (%v); discovering the whole host", discover.JoinIndices(indices), strings.Join(names, ", "), err)
 	}
 	return discoverJIT(c, o.discoverOpts)
 }
@@ -200,10 +215,6 @@ func discoverJIT(c *config.Config, discoverOpts []discover.Option) (*editsResolv
 	return r, nil
 }
 
-// maxRequestedIndex bounds the indices worth a narrow discovery; larger
-// ones cannot name a node (discover.ParseNodeName).
-const maxRequestedIndex = 1 << 20
-
 // requestedIndices returns the device indices of names when each one is
 // kind=N with N in canonical decimal form (the form of the spec's index
 // names), in order, repeats kept. ok is false when there is no name or
@@ -218,8 +229,8 @@ func requestedIndices(kind string, names []string) ([]int, bool) {
 		if !ok {
 			return nil, false
 		}
-		i, err := strconv.Atoi(s)
-		if err != nil || i < 0 || i > maxRequestedIndex || strconv.Itoa(i) != s {
+		i, ok := discover.ParseIndex(s)
+		if !ok {
 			return nil, false
 		}
 		out = append(out, i)
@@ -242,29 +253,12 @@ func (r *editsResolver) hasAll(names []string) bool {
 func grantedIndices(edits *cdiapi.ContainerEdits) []int {
 	var out []int
 	for _, node := range edits.DeviceNodes {
-		if i, ok := nodeIndex(node.Path); ok && !slices.Contains(out, i) {
+		if i, ok := discover.ParseNodePath(node.Path); ok && !slices.Contains(out, i) {
 			out = append(out, i)
 		}
 	}
 	sort.Ints(out)
 	return out
-}
-
-func nodeIndex(path string) (int, bool) {
-	s, ok := strings.CutPrefix(path, "/dev/xpu")
-	if !ok || s == "" {
-		return 0, false
-	}
-	i, err := strconv.Atoi(s)
-	return i, err == nil && i >= 0 && strconv.Itoa(i) == s
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
 }
 
 // sortNames orders device names for messages: indices numerically, then the

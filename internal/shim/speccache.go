@@ -23,6 +23,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
 	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
+	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
 // The spec cache.
@@ -104,6 +105,55 @@ func (l *lazyEdits) encoded() (json.RawMessage, error) {
 		l.raw = b
 	}
 	return l.raw, nil
+}
+
+// resolve returns what the CDI library resolves for the kind from the spec
+// directories: the entry of the spec cache when it holds one for the spec
+// files as they are, else the library's result (reading the directories
+// once, without a watcher), which then becomes the entry. beforeParse, when
+// not nil, runs just before the library reads the files.
+func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCacheEntry, error) {
+	var snap []byte
+	if c.dir != "" {
+		var err error
+		if snap, err = c.snapshot(); err != nil {
+			log.Debugf("spec cache not used: %v", err)
+		} else if e, err := c.load(snap); err != nil {
+			log.Warnf("spec cache not used: %v", err)
+		} else if e != nil {
+			log.Debugf("spec cache hit: %s", c.path())
+			return e, nil
+		}
+	}
+	if beforeParse != nil {
+		beforeParse()
+	}
+	lib, err := cdiapi.NewCache(cdiapi.WithSpecDirs(c.dirs...), cdiapi.WithAutoRefresh(false))
+	if lib == nil {
+		return nil, fmt.Errorf("reading the CDI specs in %s: %w", strings.Join(c.dirs, ", "), err)
+	}
+	e := newSpecCacheEntry(c.kind, lib)
+	if snap == nil {
+		return e, nil
+	}
+	// The entry must hold what the library parsed: if a file changed
+	// between the snapshot and the parse, the edits may belong to other
+	// content than the snapshot says (and could be used, wrongly, if that
+	// content came back).
+	if again, err := c.snapshot(); err != nil || !bytes.Equal(again, snap) {
+		log.Debugf("spec cache not written: the spec files changed while they were read")
+		return e, nil
+	}
+	switch err := c.store(snap, e); {
+	case err == nil:
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		// A shim run by a user (rootless engines) cannot write root's
+		// cache: it works without, at the cost of a parse.
+		log.Debugf("spec cache not written: %v", err)
+	default:
+		log.Warnf("spec cache not written: %v", err)
+	}
+	return e, nil
 }
 
 // specCache is the cache of one kind and list of spec directories.

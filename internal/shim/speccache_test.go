@@ -164,7 +164,7 @@ func TestSpecCacheInjectsAsTheLibrary(t *testing.T) {
 			got, log, err := modify(t, c, names...)
 			require.NoError(t, err, names)
 			require.True(t, log.Has("conflicting device"), "the library's complaint is passed on: %v", log.Lines())
-			got.Process.Env = slicesDelete(got.Process.Env, visibleDevicesEnv+"=")
+			got.Process.Env = slicesDelete(got.Process.Env, VisibleDevicesEnv+"=")
 			require.Equal(t, roundTrip(t, want), roundTrip(t, got), names)
 		}
 	}

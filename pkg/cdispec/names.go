@@ -13,6 +13,12 @@ const (
 	DefaultClass  = "xpu"
 )
 
+// DefaultRuntimeSpecPath is the default kind's spec in the runtime CDI
+// directory, which has priority over /etc/cdi and is cleared at boot:
+// where `xpu-cdi refresh` keeps it, and the spec the device plugin's cdi-*
+// strategies ask to be generated.
+const DefaultRuntimeSpecPath = "/var/run/cdi/" + DefaultVendor + "-" + DefaultClass + ".yaml"
+
 // NameStrategy chooses how devices are named in the spec.
 type NameStrategy string
 

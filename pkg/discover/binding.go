@@ -19,14 +19,16 @@ type bindingSource struct {
 	// all is false with WithIndices: the devices not selected are not
 	// on the host, so a bound function without one says nothing.
 	all bool
+	// seen records the bound functions no node led to.
+	seen *pciSeen
 }
 
 var _ source = (*bindingSource)(nil)
 
 // newBindingSource returns the Source reading the kunlun driver's bindings
 // below the dev root of sys.
-func newBindingSource(sys *sysfs, all bool) source {
-	return &bindingSource{sys: sys, all: all}
+func newBindingSource(sys *sysfs, all bool, seen *pciSeen) source {
+	return &bindingSource{sys: sys, all: all, seen: seen}
 }
 
 const driverKunlun = "/sys/bus/pci/drivers/kunlun"
@@ -78,7 +80,7 @@ func (s *bindingSource) Discover(h *Host) error {
 		}
 	}
 	slices.Sort(unbound)
-	h.boundNoNode = unbound
+	s.seen.boundNoNode = unbound
 	if len(unbound) == 0 {
 		return nil
 	}

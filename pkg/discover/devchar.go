@@ -20,15 +20,16 @@ import (
 // left over from an earlier driver load leads to no entry, or to another
 // device's, which the entry's dev file then contradicts.
 type devCharSource struct {
-	sys *sysfs
+	sys  *sysfs
+	seen *pciSeen // records a host without /sys/dev/char
 }
 
 var _ source = (*devCharSource)(nil)
 
 // newDevCharSource returns the Source reading /sys/dev/char below the dev
 // root of sys.
-func newDevCharSource(sys *sysfs) source {
-	return &devCharSource{sys: sys}
+func newDevCharSource(sys *sysfs, seen *pciSeen) source {
+	return &devCharSource{sys: sys, seen: seen}
 }
 
 func (s *devCharSource) Discover(h *Host) error {
@@ -38,7 +39,7 @@ func (s *devCharSource) Discover(h *Host) error {
 		// mounted in a container, a hand-made tree) may still have
 		// /sys/class/xpu. mergeSource names it when no source maps a node.
 		if errors.Is(err, fs.ErrNotExist) {
-			h.noDevChar = true
+			s.seen.noDevChar = true
 		} else {
 			h.warnf("%s not readable (%v): devices get no PCI facts from it", dir, trimPathError(err, dir))
 		}

@@ -68,13 +68,14 @@ func Discover(opts ...Option) (*Host, error) {
 	// kernel's entry for the node's own major:minor first, then the 4.x
 	// driver's class by name; bindings and models need what they found.
 	sys := newSysfs(devRoot)
+	seen := &pciSeen{}
 	src := chain(
 		nodes,
-		newProcSource(devRoot),
-		newDevCharSource(sys),
-		newClassSource(sys),
-		newBindingSource(sys, o.indices == nil),
-		newMergeSource(sys),
+		newProcSource(devRoot, seen),
+		newDevCharSource(sys, seen),
+		newClassSource(sys, seen),
+		newBindingSource(sys, o.indices == nil, seen),
+		newMergeSource(sys, seen),
 		newDriverSource(driverRoot, o.xreDirs, o.toolPaths, o.log, archFilter(o)),
 	)
 	if err := src.Discover(h); err != nil {

@@ -29,6 +29,10 @@
 // entries of that machine count. x86-64 and aarch64 are known; a build for
 // another machine takes libraries of any.
 //
+// Library files are read with internal/elfso (SONAMEs, machines), the
+// driver root's loader cache with internal/ldcache; neither, nor this
+// package, depends on the container-root code of the hook (internal/rootfs).
+//
 // Guarantees: no exec, no network, no writes; directories read are /dev, the
 // XRE library directories, /sys/bus/pci/drivers/kunlun and the sysfs/procfs
 // entries of the devices found.

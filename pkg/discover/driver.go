@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
-	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 	"github.com/xpu-cdi/xpu-cdi/internal/lookup"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
@@ -51,11 +51,7 @@ type driverSource struct {
 	toolPaths []string
 	log       logger.Interface
 	// arch is the machine the libraries must be for; nil: any.
-	arch *ldcache.Arch
-	// rejected are the host paths of the XRE files left out with a
-	// warning (not usable, another machine's): the loader cache naming
-	// them does not bring them back.
-	rejected map[string]bool
+	arch *elfso.Arch
 }
 
 var _ source = (*driverSource)(nil)
@@ -65,14 +61,14 @@ var _ source = (*driverSource)(nil)
 // a library family found in one directory is not taken from a later one),
 // the driver libraries the root's ld.so.cache knows, and the first xpu-smi
 // of toolPaths. With arch, libraries of other machines are left out.
-func newDriverSource(root string, xreDirs, toolPaths []string, log logger.Interface, arch *ldcache.Arch) source {
+func newDriverSource(root string, xreDirs, toolPaths []string, log logger.Interface, arch *elfso.Arch) source {
 	return &driverSource{root: root, xreDirs: xreDirs, toolPaths: toolPaths, log: logger.OrDiscard(log), arch: arch}
 }
 
 // archFilter is the machine the options say the driver root's libraries
 // are for, or nil where none is known (a build for another machine than
-// ldcache.Arches, without WithArch).
-func archFilter(o *options) *ldcache.Arch {
+// elfso.Arches, without WithArch).
+func archFilter(o *options) *elfso.Arch {
 	if !o.archSet {
 		return nil
 	}
@@ -90,54 +86,84 @@ func family(soname string) string {
 }
 
 func (s *driverSource) Discover(h *Host) error {
-	// One resolver for the whole discovery: the XRE directories, the
-	// libraries' links, the cache entries and the tool paths share their
-	// leading components, which are looked at once.
-	res := lookup.NewResolver(s.root)
-	s.rejected = map[string]bool{}
-	s.readXRELink(h, res)
-	seen := map[string]bool{}    // host paths already taken
-	owner := map[string]string{} // library family -> directory that supplies it
-	var leftOut []string         // notes on the libraries not taken, in order
+	sc := s.newScan(h)
+	s.readXRELink(h, sc.res)
 	for _, dir := range s.xreDirs {
-		libs, err := s.scanDir(h, res, dir)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				s.log.Debugf("XRE library dir %s: %v", dir, err)
-			} else {
-				h.warnf("XRE library directory %s under driver root %s cannot be read (%v): its libraries are left out", dir, s.root, err)
-			}
-			continue
-		}
-		mine := map[string]bool{}
-		for _, l := range libs {
-			fam := family(l.Soname)
-			if o, ok := owner[fam]; ok && o != dir {
-				if !seen[l.HostPath] { // not just another name of a file taken
-					leftOut = append(leftOut, fmt.Sprintf("%s left out: %s comes from %s, which is searched first (one version of each library)", l.Path, fam, o))
-				}
-				continue
-			}
-			mine[fam] = true
-			if !seen[l.HostPath] {
-				seen[l.HostPath] = true
-				h.Libraries = append(h.Libraries, l)
-			}
-		}
-		for fam := range mine {
-			owner[fam] = dir
-		}
+		sc.takeDir(dir)
 	}
-	leftOut = s.cacheLibraries(h, res, seen, owner, leftOut)
-	s.noteRuntime(h, owner)
-	h.Notes = append(h.Notes, leftOut...)
+	sc.takeCacheLibraries()
+	sc.noteRuntime()
+	h.Notes = append(h.Notes, sc.leftOut...)
 
-	if tool, ok := s.findTool(res); ok {
+	if tool, ok := s.findTool(sc.res); ok {
 		h.Tools = append(h.Tools, tool)
 	} else {
 		h.warnf("xpu-smi not found under driver root %s (looked for %s)", s.root, strings.Join(s.toolPaths, ", "))
 	}
 	return nil
+}
+
+// driverScan is one discovery's pass over the driver root. It owns what
+// choosing the libraries keeps track of: which files were taken or
+// rejected, which directory supplies each library family (one version of
+// each), and the notes on what was left out.
+type driverScan struct {
+	*driverSource
+	h *Host
+	// res is the one resolver of the discovery: the XRE directories, the
+	// libraries' links, the cache entries and the tool paths share their
+	// leading components, which are looked at once.
+	res *lookup.Resolver
+	// taken are the host paths of the libraries taken.
+	taken map[string]bool
+	// rejected are the host paths of the XRE files left out with a
+	// warning (not usable, another machine's): the loader cache naming
+	// them does not bring them back.
+	rejected map[string]bool
+	// owner is the directory (or lookup.CachePath) that supplies each
+	// library family.
+	owner map[string]string
+	// leftOut are the notes on the libraries not taken, in order.
+	leftOut []string
+}
+
+func (s *driverSource) newScan(h *Host) *driverScan {
+	return &driverScan{
+		driverSource: s, h: h, res: lookup.NewResolver(s.root),
+		taken: map[string]bool{}, rejected: map[string]bool{}, owner: map[string]string{},
+	}
+}
+
+// takeDir takes the libraries of one XRE directory whose family no earlier
+// directory supplied.
+func (sc *driverScan) takeDir(dir string) {
+	libs, err := sc.scanDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			sc.log.Debugf("XRE library dir %s: %v", dir, err)
+		} else {
+			sc.h.warnf("XRE library directory %s under driver root %s cannot be read (%v): its libraries are left out", dir, sc.root, err)
+		}
+		return
+	}
+	mine := map[string]bool{}
+	for _, l := range libs {
+		fam := family(l.Soname)
+		if o, ok := sc.owner[fam]; ok && o != dir {
+			if !sc.taken[l.HostPath] { // not just another name of a file taken
+				sc.leftOut = append(sc.leftOut, fmt.Sprintf("%s left out: %s comes from %s, which is searched first (one version of each library)", l.Path, fam, o))
+			}
+			continue
+		}
+		mine[fam] = true
+		if !sc.taken[l.HostPath] {
+			sc.taken[l.HostPath] = true
+			sc.h.Libraries = append(sc.h.Libraries, l)
+		}
+	}
+	for fam := range mine {
+		sc.owner[fam] = dir
+	}
 }
 
 // readXRELink records where the XRE version link leads, and warns when it
@@ -191,18 +217,19 @@ func (s *driverSource) inRoot(host string) string {
 	return path.Clean("/" + filepath.ToSlash(rel))
 }
 
-// cacheLibraries adds the driver libraries of the root's ld.so.cache whose
-// family no XRE directory supplied. A library in another version
+// takeCacheLibraries takes the driver libraries of the root's ld.so.cache
+// whose family no XRE directory supplied. A library in another version
 // directory than the one /usr/local/xpu names (a leftover of an upgrade)
 // is left out.
-func (s *driverSource) cacheLibraries(h *Host, res *lookup.Resolver, seen map[string]bool, owner map[string]string, leftOut []string) []string {
-	cache := lookup.NewLdcacheLocator(s.root)
-	if s.arch != nil {
-		cache = lookup.NewLdcacheLocatorFor(s.root, *s.arch)
+func (sc *driverScan) takeCacheLibraries() {
+	h := sc.h
+	cache := lookup.NewLdcacheLocator(sc.root)
+	if sc.arch != nil {
+		cache = lookup.NewLdcacheLocatorFor(sc.root, *sc.arch)
 	}
 	entries, err := cache.Entries()
 	if err != nil {
-		s.log.Debugf("driver root ld.so.cache: %v", err)
+		sc.log.Debugf("driver root ld.so.cache: %v", err)
 	}
 	sonames := make([]string, 0, len(entries))
 	for name := range entries {
@@ -213,22 +240,22 @@ func (s *driverSource) cacheLibraries(h *Host, res *lookup.Resolver, seen map[st
 	sort.Strings(sonames)
 	for _, name := range sonames {
 		inRoot := entries[name][0]
-		host, err := res.Resolve(inRoot)
-		if err != nil || seen[host] || s.rejected[host] || !isRegular(res, host) {
+		host, err := sc.res.Resolve(inRoot)
+		if err != nil || sc.taken[host] || sc.rejected[host] || !isRegular(sc.res, host) {
 			continue
 		}
 		fam := family(name)
-		if o, ok := owner[fam]; ok {
-			leftOut = append(leftOut, fmt.Sprintf("%s (ld.so.cache) left out: %s comes from %s (one version of each library)", inRoot, fam, o))
+		if o, ok := sc.owner[fam]; ok {
+			sc.leftOut = append(sc.leftOut, fmt.Sprintf("%s (ld.so.cache) left out: %s comes from %s (one version of each library)", inRoot, fam, o))
 			continue
 		}
 		if h.XRETarget != "" {
-			if dir := versionDir(s.inRoot(host)); dir != "" && dir != h.XRETarget {
-				leftOut = append(leftOut, fmt.Sprintf("%s (ld.so.cache) left out: it is in %s, a stale XRE version directory (%s names %s)", inRoot, dir, xreLink, h.XRETarget))
+			if dir := versionDir(sc.inRoot(host)); dir != "" && dir != h.XRETarget {
+				sc.leftOut = append(sc.leftOut, fmt.Sprintf("%s (ld.so.cache) left out: it is in %s, a stale XRE version directory (%s names %s)", inRoot, dir, xreLink, h.XRETarget))
 				continue
 			}
 		}
-		seen[host] = true
+		sc.taken[host] = true
 		lib := DriverFile{Kind: KindLibrary, Path: inRoot, HostPath: host, Soname: name, FromLoaderCache: true}
 		// A system library is a SONAME link to a versioned file: the
 		// container gets both names, as the host has them.
@@ -236,9 +263,8 @@ func (s *driverSource) cacheLibraries(h *Host, res *lookup.Resolver, seen map[st
 			lib.AlsoAt = []string{path.Join(path.Dir(inRoot), real)}
 		}
 		h.Libraries = append(h.Libraries, lib)
-		owner[fam] = lookup.CachePath
+		sc.owner[fam] = lookup.CachePath
 	}
-	return leftOut
 }
 
 // versionDir returns the /usr/local/xpu-<version> directory an in-root path
@@ -256,7 +282,8 @@ func versionDir(p string) string {
 
 // noteRuntime says which runtime library the spec carries and why, or
 // warns that there is none.
-func (s *driverSource) noteRuntime(h *Host, owner map[string]string) {
+func (sc *driverScan) noteRuntime() {
+	h, s, owner := sc.h, sc.driverSource, sc.owner
 	var runtime []string
 	for _, l := range h.Libraries {
 		if family(l.Soname) == RuntimeFamily {
@@ -320,28 +347,60 @@ func isRegular(res *lookup.Resolver, p string) bool {
 // What cannot be used is left out with a warning naming it: a dangling
 // link, a file that cannot be opened, an ELF file without a usable SONAME.
 // Files that are not ELF at all (linker scripts, notes) are skipped quietly.
-func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]DriverFile, error) {
-	hostDir, err := res.Resolve(dir)
+func (sc *driverScan) scanDir(dir string) ([]DriverFile, error) {
+	hostDir, err := sc.res.Resolve(dir)
 	if err != nil {
 		return nil, err
 	}
-	d, err := ldcache.OpenLibDir(hostDir)
+	d, err := elfso.OpenLibDir(hostDir)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = d.Close() }() // read-only
+	xd := &xreDir{LibDir: d, path: dir, host: hostDir, inRoot: newJoiner(dir)}
+	files, err := sc.libraryFiles(xd)
+	if err != nil {
+		return nil, err
+	}
+	libs := make([]DriverFile, 0, len(files))
+	for _, f := range files {
+		if lib, ok := sc.readLibrary(xd, f); ok {
+			libs = append(libs, lib)
+		}
+	}
+	if len(libs) == 0 {
+		return nil, nil
+	}
+	return libs, nil
+}
+
+// xreDir is one open XRE library directory.
+type xreDir struct {
+	*elfso.LibDir
+	path   string // in-root
+	host   string
+	inRoot joiner // joins names to path
+}
+
+// libFile is one file of a library directory and its names there.
+type libFile struct {
+	host  string
+	entry string // the file's own name in the directory, "" if reached by symlinks only
+	names []string
+}
+
+// libraryFiles groups the library names of the directory d by the file
+// they are, a symlink resolved inside the root, in the order of each
+// file's first name. A link that cannot be resolved is left out with a
+// warning.
+func (sc *driverScan) libraryFiles(d *xreDir) ([]*libFile, error) {
 	entries, _, err := d.Entries(0)
 	if err != nil {
 		return nil, err
 	}
-	hostJoin, inRootJoin := newJoiner(hostDir), newJoiner(dir)
-	type file struct {
-		host  string
-		entry string // the file's own name in the directory, "" if reached by symlinks only
-		names []string
-	}
-	files := make(map[string]*file, len(entries))
-	var order []*file
+	dir, hostJoin := d.path, newJoiner(d.host)
+	files := make(map[string]*libFile, len(entries))
+	var order []*libFile
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasPrefix(name, "lib") || !strings.Contains(name, ".so") {
@@ -350,8 +409,8 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 		var host, entry string
 		switch t := e.Type(); {
 		case t&os.ModeSymlink != 0:
-			if host, err = res.Resolve(path.Join(dir, name)); err != nil {
-				h.warnf("driver library %s under driver root %s: %v; left out", path.Join(dir, name), s.root, err)
+			if host, err = sc.res.Resolve(path.Join(dir, name)); err != nil {
+				sc.h.warnf("driver library %s under driver root %s: %v; left out", path.Join(dir, name), sc.root, err)
 				continue
 			}
 		case t.IsRegular():
@@ -361,7 +420,7 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 		}
 		f, ok := files[host]
 		if !ok {
-			f = &file{host: host}
+			f = &libFile{host: host}
 			files[host] = f
 			order = append(order, f)
 		}
@@ -370,68 +429,82 @@ func (s *driverSource) scanDir(h *Host, res *lookup.Resolver, dir string) ([]Dri
 		}
 		f.names = append(f.names, name)
 	}
-	libs := make([]DriverFile, 0, len(order))
-	for _, f := range order {
-		var ef *fdio.File
+	return order, nil
+}
+
+// readLibrary makes the file f of the directory d a library at
+// <dir>/<SONAME> whose links are its other names there. ok is false when it
+// is left out: a warning says why, except for a file that is not ELF at
+// all.
+func (sc *driverScan) readLibrary(d *xreDir, f *libFile) (lib DriverFile, ok bool) {
+	dir := d.path
+	info, ok := sc.readInfo(d, f)
+	if !ok {
+		return DriverFile{}, false
+	}
+	// The loader of the containers would skip it (and a cache entry the
+	// hook writes for it): a library of another machine is a broken
+	// install, not a library to hand out.
+	if sc.arch != nil && info.Machine != sc.arch.Machine {
+		sc.rejected[f.host] = true
+		name := f.names[0]
 		if f.entry != "" {
-			ef, err = d.Open(f.entry)
+			name = f.entry // the file itself, not one of its links
+		}
+		sc.h.warnf("driver library %s under driver root %s is built for %s, not for this host's %s (%s); left out",
+			path.Join(dir, name), sc.root, elfso.MachineName(info.Machine), elfso.MachineName(sc.arch.Machine), sc.arch.GOARCH)
+		return DriverFile{}, false
+	}
+	soname := info.Soname
+	if strings.ContainsRune(soname, '/') {
+		sc.h.warnf("driver library %s under driver root %s has an unusable SONAME %q; left out", path.Join(dir, f.names[0]), sc.root, soname)
+		return DriverFile{}, false
+	}
+	lib = DriverFile{Kind: KindLibrary, Path: d.inRoot.join(soname), HostPath: f.host, Soname: soname}
+	real := filepath.Base(f.host)
+	for _, n := range f.names {
+		if n != soname && (n != real || dirOf(f.host) != d.host) {
+			lib.Links = append(lib.Links, n)
+		}
+	}
+	sort.Strings(lib.Links)
+	return lib, true
+}
+
+// readInfo opens f (by its name in d, or at its host path when only links
+// lead to it) and reads its SONAME, cache flags and machine. ok is false
+// when it cannot be used: a warning says why, except for a file that is
+// not ELF at all.
+func (sc *driverScan) readInfo(d *xreDir, f *libFile) (elfso.Info, bool) {
+	dir := d.path
+	var (
+		ef  *fdio.File
+		err error
+	)
+	if f.entry != "" {
+		ef, err = d.Open(f.entry)
+	} else {
+		ef, err = fdio.Open(unix.AT_FDCWD, f.host, f.host, 0)
+	}
+	if err != nil {
+		if f.entry == "" && errors.Is(err, fs.ErrNotExist) {
+			sc.h.warnf("driver library link %s under driver root %s is dangling (its target %s does not exist); left out", path.Join(dir, f.names[0]), sc.root, sc.inRoot(f.host))
 		} else {
-			ef, err = fdio.Open(unix.AT_FDCWD, f.host, f.host, 0)
+			sc.h.warnf("driver library %s under driver root %s cannot be opened (%v); left out", path.Join(dir, f.names[0]), sc.root, err)
 		}
-		var (
-			info  ldcache.Info
-			isELF bool
-		)
-		if err != nil {
-			if f.entry == "" && errors.Is(err, fs.ErrNotExist) {
-				h.warnf("driver library link %s under driver root %s is dangling (its target %s does not exist); left out", path.Join(dir, f.names[0]), s.root, s.inRoot(f.host))
-			} else {
-				h.warnf("driver library %s under driver root %s cannot be opened (%v); left out", path.Join(dir, f.names[0]), s.root, err)
-			}
-			continue
-		}
-		info, isELF, err = d.ReadOpenInfo(ef, f.host)
-		if err != nil {
-			if isELF {
-				s.rejected[f.host] = true
-				h.warnf("driver library %s under driver root %s is not a usable shared library (%v): a library needs a SONAME; left out", path.Join(dir, f.names[0]), s.root, err)
-			} else {
-				s.log.Debugf("%v; not a library", err)
-			}
-			continue
-		}
-		// The loader of the containers would skip it (and a cache entry
-		// the hook writes for it): a library of another machine is a
-		// broken install, not a library to hand out.
-		if s.arch != nil && info.Machine != s.arch.Machine {
-			s.rejected[f.host] = true
-			name := f.names[0]
-			if f.entry != "" {
-				name = f.entry // the file itself, not one of its links
-			}
-			h.warnf("driver library %s under driver root %s is built for %s, not for this host's %s (%s); left out",
-				path.Join(dir, name), s.root, ldcache.MachineName(info.Machine), ldcache.MachineName(s.arch.Machine), s.arch.GOARCH)
-			continue
-		}
-		soname := info.Soname
-		if strings.ContainsRune(soname, '/') {
-			h.warnf("driver library %s under driver root %s has an unusable SONAME %q; left out", path.Join(dir, f.names[0]), s.root, soname)
-			continue
-		}
-		lib := DriverFile{Kind: KindLibrary, Path: inRootJoin.join(soname), HostPath: f.host, Soname: soname}
-		real := filepath.Base(f.host)
-		for _, n := range f.names {
-			if n != soname && (n != real || dirOf(f.host) != hostDir) {
-				lib.Links = append(lib.Links, n)
-			}
-		}
-		sort.Strings(lib.Links)
-		libs = append(libs, lib)
+		return elfso.Info{}, false
 	}
-	if len(libs) == 0 {
-		return nil, nil
+	info, isELF, err := d.ReadOpenInfo(ef, f.host)
+	if err != nil {
+		if isELF {
+			sc.rejected[f.host] = true
+			sc.h.warnf("driver library %s under driver root %s is not a usable shared library (%v): a library needs a SONAME; left out", path.Join(dir, f.names[0]), sc.root, err)
+		} else {
+			sc.log.Debugf("%v; not a library", err)
+		}
+		return elfso.Info{}, false
 	}
-	return libs, nil
+	return info, true
 }
 
 // joiner is path.Join(dir, name) for many names of one directory, without

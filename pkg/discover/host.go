@@ -155,12 +155,6 @@ type Host struct {
 	// /sys/class/xpu on driver 5.x), which runtime library was chosen and
 	// why, what was left out of an upgrade's leftovers.
 	Notes []string
-	// noProcXPU, noClassXPU and noDevChar record that /proc/xpu,
-	// /sys/class/xpu and /sys/dev/char are absent on the whole host.
-	noProcXPU, noClassXPU, noDevChar bool
-	// boundNoNode are the PCI functions the kunlun driver binds that no
-	// device was mapped to (sorted; only without WithIndices).
-	boundNoNode []string
 
 	byIndex map[int]*Device
 }

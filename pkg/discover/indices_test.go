@@ -129,8 +129,8 @@ func TestWithIndicesNothingFound(t *testing.T) {
 		wantErr     string
 	}{
 		{description: "the gap of the degraded host", indices: []int{2}, wantErr: "no " + filepath.Join(tree.Root, "dev") + "/xpuN device node of index 2"},
-		{description: "beyond the last device", indices: []int{4, 9}, wantErr: "of index 4, 9"},
-		{description: "negative and too large", indices: []int{-1, 1<<20 + 1}, wantErr: "of index -1, 1048577"},
+		{description: "beyond the last device", indices: []int{4, 9}, wantErr: "of index 4,9"},
+		{description: "negative and too large", indices: []int{-1, 1<<20 + 1}, wantErr: "of index -1,1048577"},
 		{description: "no index at all", indices: nil, wantErr: "(none asked)"},
 	} {
 		t.Run(tc.description, func(t *testing.T) {

@@ -5,19 +5,36 @@ import (
 	"strings"
 )
 
+// pciSeen is what the node-to-PCI sources learn about the host as a whole,
+// for mergeSource, which runs after them: which of the sources the host
+// lacks entirely, and the bound functions no node led to. Discover hands
+// one to each of them; it is nobody's private state on the Host.
+type pciSeen struct {
+	// noProcXPU, noClassXPU and noDevChar record that /proc/xpu,
+	// /sys/class/xpu and /sys/dev/char are absent on the whole host
+	// (procSource, classSource, devCharSource).
+	noProcXPU, noClassXPU, noDevChar bool
+	// boundNoNode are the PCI functions the kunlun driver binds that no
+	// device was mapped to (bindingSource; sorted; only without
+	// WithIndices).
+	boundNoNode []string
+}
+
 // mergeSource runs after every source that maps a node to its PCI
 // function: it names the models (a VF's from its PF's), compares the
 // procfs address with the one sysfs led to, and, on a host where no source
 // could map any node, says so once.
 type mergeSource struct {
-	sys *sysfs
+	sys  *sysfs
+	seen *pciSeen
 }
 
 var _ source = (*mergeSource)(nil)
 
-// newMergeSource returns the last of the PCI sources.
-func newMergeSource(sys *sysfs) source {
-	return &mergeSource{sys: sys}
+// newMergeSource returns the last of the PCI sources; seen is what the
+// sources before it recorded.
+func newMergeSource(sys *sysfs, seen *pciSeen) source {
+	return &mergeSource{sys: sys, seen: seen}
 }
 
 func (s *mergeSource) Discover(h *Host) error {
@@ -47,10 +64,11 @@ func (s *mergeSource) Discover(h *Host) error {
 	}
 	// Where some source exists, a device it could not map has a problem
 	// saying why; where none does, one note for the host.
-	if h.noProcXPU && h.noClassXPU && h.noDevChar && len(h.Devices) > 0 {
+	seen := s.seen
+	if seen.noProcXPU && seen.noClassXPU && seen.noDevChar && len(h.Devices) > 0 {
 		bound := ""
-		if len(h.boundNoNode) > 0 {
-			bound = fmt.Sprintf(" (the kunlun driver binds %d PCI functions, %s, but nothing says which node is whose)", len(h.boundNoNode), strings.Join(h.boundNoNode, ", "))
+		if len(seen.boundNoNode) > 0 {
+			bound = fmt.Sprintf(" (the kunlun driver binds %d PCI functions, %s, but nothing says which node is whose)", len(seen.boundNoNode), strings.Join(seen.boundNoNode, ", "))
 		}
 		h.notef("no PCI address for %s: none of /proc/xpu/devN/info, /sys/class/xpu/xpuN and /sys/dev/char/MAJ:MIN exists to map a node to its PCI function%s, and xpu-cdi does not guess one; the devices are named by index only",
 			nodeList(h.Devices), bound)

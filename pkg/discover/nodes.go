@@ -68,16 +68,29 @@ func newIndexedNodeSource(devRoot string, stater NodeStater, indices []int) sour
 // ParseNodeName returns N for "xpuN" in canonical decimal form.
 func ParseNodeName(name string) (int, bool) {
 	digits, ok := strings.CutPrefix(name, nodePrefix)
-	if !ok || digits == "" || (len(digits) > 1 && digits[0] == '0') {
+	if !ok {
 		return 0, false
 	}
-	for _, c := range digits {
+	return ParseIndex(digits)
+}
+
+// MaxIndex is the largest device index a node name can carry.
+const MaxIndex = 1 << 20
+
+// ParseIndex returns the device index s names in canonical decimal form
+// (the N of /dev/xpuN, the spec's index names): digits only, no leading
+// zero, at most MaxIndex.
+func ParseIndex(s string) (int, bool) {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	for _, c := range s {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
 	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n > 1<<20 {
+	n, err := strconv.Atoi(s)
+	if err != nil || n > MaxIndex {
 		return 0, false
 	}
 	return n, true
@@ -142,7 +155,11 @@ func (s *nodeSource) discoverIndices(h *Host, devDir string) error {
 		if _, err := os.Stat(devDir); errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w under %s: %s does not exist", ErrNoDevices, s.devRoot, devDir)
 		}
-		return fmt.Errorf("%w under %s: no %s/xpuN device node of index %s", ErrNoDevices, s.devRoot, devDir, joinIndices(s.indices))
+		asked := JoinIndices(s.indices)
+		if asked == "" {
+			asked = "(none asked)"
+		}
+		return fmt.Errorf("%w under %s: no %s/xpuN device node of index %s", ErrNoDevices, s.devRoot, devDir, asked)
 	}
 	return nil
 }
@@ -164,15 +181,24 @@ func (s *nodeSource) namedNode(h *Host, name string) (*Node, bool) {
 	return nil, false
 }
 
-func joinIndices(v []int) string {
+// ParseNodePath returns N for "/dev/xpuN", the path a device node has in
+// the container (and in the spec), in canonical decimal form.
+func ParseNodePath(p string) (int, bool) {
+	name, ok := strings.CutPrefix(p, "/dev/")
+	if !ok {
+		return 0, false
+	}
+	return ParseNodeName(name)
+}
+
+// JoinIndices writes device indices the way XPU_VISIBLE_DEVICES lists them
+// and messages quote them: "0,2,3".
+func JoinIndices(v []int) string {
 	s := make([]string, len(v))
 	for i, n := range v {
 		s[i] = strconv.Itoa(n)
 	}
-	if len(s) == 0 {
-		return "(none asked)"
-	}
-	return strings.Join(s, ", ")
+	return strings.Join(s, ",")
 }
 
 func (s *nodeSource) node(name string) (*Node, error) {

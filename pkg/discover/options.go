@@ -3,7 +3,7 @@ package discover
 import (
 	"fmt"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
@@ -18,7 +18,7 @@ type options struct {
 	indices []int
 	// arch is the machine whose libraries the driver root must hold;
 	// archSet is false where that is unknown (no filter).
-	arch    ldcache.Arch
+	arch    elfso.Arch
 	archSet bool
 	archErr error
 }
@@ -71,7 +71,7 @@ func WithIndices(indices ...int) Option {
 // An unknown name makes Discover fail.
 func WithArch(goarch string) Option {
 	return func(o *options) {
-		o.arch, o.archErr = ldcache.ArchByGOARCH(goarch)
+		o.arch, o.archErr = elfso.ArchByGOARCH(goarch)
 		o.archSet = o.archErr == nil
 		if o.archErr != nil {
 			o.archErr = fmt.Errorf("driver root architecture: %w", o.archErr)
@@ -108,7 +108,7 @@ func newOptions(opts []Option) *options {
 	}
 	o.log = logger.OrDiscard(o.log)
 	if !o.archSet && o.archErr == nil {
-		o.arch, o.archSet = ldcache.NativeArch()
+		o.arch, o.archSet = elfso.NativeArch()
 	}
 	if o.stater == nil {
 		o.stater = statNode{}

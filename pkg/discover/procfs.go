@@ -15,13 +15,14 @@ import (
 // procSource adds the driver's /proc/xpu facts to the devices.
 type procSource struct {
 	devRoot string
+	seen    *pciSeen // records a host without /proc/xpu
 }
 
 var _ source = (*procSource)(nil)
 
 // newProcSource returns the Source reading /proc/xpu below devRoot.
-func newProcSource(devRoot string) source {
-	return &procSource{devRoot: devRoot}
+func newProcSource(devRoot string, seen *pciSeen) source {
+	return &procSource{devRoot: devRoot, seen: seen}
 }
 
 // procInfo is the content of /proc/xpu/devN/info. Kunlun2 writes
@@ -85,7 +86,7 @@ func (s *procSource) Discover(h *Host) error {
 	case errors.Is(err, fs.ErrNotExist):
 		// Driver 5.x (P800) has no /proc/xpu: optional, one note for the
 		// host, none per device.
-		h.noProcXPU = true
+		s.seen.noProcXPU = true
 		why, loaded := s.driverLoaded()
 		if !loaded {
 			h.warnf("the kunlun driver does not seem to be loaded: there is no %s, %s, %s, nor a kunlun or xpu line in %s; devices get no procfs facts",

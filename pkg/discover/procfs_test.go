@@ -81,7 +81,33 @@ func TestParseNodeName(t *testing.T) {
 		n, ok := ParseNodeName(tc.name)
 		require.Equal(t, tc.ok, ok, tc.name)
 		require.Equal(t, tc.n, n, tc.name)
+		// The container path of the same node.
+		n, ok = ParseNodePath("/dev/" + tc.name)
+		require.Equal(t, tc.ok, ok, tc.name)
+		require.Equal(t, tc.n, n, tc.name)
 	}
+	for _, p := range []string{"xpu0", "/dev/xpu0/", "/dev//xpu0", "/host/dev/xpu0", "/dev/dri/xpu0"} {
+		_, ok := ParseNodePath(p)
+		require.False(t, ok, p)
+	}
+}
+
+func TestParseIndex(t *testing.T) {
+	for s, want := range map[string]int{"0": 0, "7": 7, "1048576": MaxIndex} {
+		n, ok := ParseIndex(s)
+		require.True(t, ok, s)
+		require.Equal(t, want, n, s)
+	}
+	for _, s := range []string{"", "01", "+1", "-1", " 1", "1 ", "0x1", "1048577", "99999999999999999999"} {
+		_, ok := ParseIndex(s)
+		require.False(t, ok, s)
+	}
+}
+
+func TestJoinIndices(t *testing.T) {
+	require.Equal(t, "", JoinIndices(nil))
+	require.Equal(t, "3", JoinIndices([]int{3}))
+	require.Equal(t, "0,2,10", JoinIndices([]int{0, 2, 10}))
 }
 
 func TestModelFor(t *testing.T) {

@@ -63,14 +63,11 @@ func readSmall(path string) ([]byte, error) {
 	return readSmallAt(unix.AT_FDCWD, path, path, 0)
 }
 
-// ErrNotRegular is wrapped by the errors for a file that discovery reads
-// (a procfs or sysfs file, a library, a loader cache) which is a FIFO, a
-// device, a socket or a directory: opened without blocking and refused
-// before any read, so a FIFO planted in a driver root cannot hang
-// generate, nor the shim's jit mode.
-var ErrNotRegular = fdio.ErrNotRegular
-
-// openRegularAt is fdio.OpenRegularAt for discovery's readers.
+// openRegularAt is fdio.OpenRegularAt for discovery's readers: a file that
+// discovery reads (a procfs or sysfs file, a library, a loader cache) which
+// is a FIFO, a device, a socket or a directory is opened without blocking
+// and refused before any read (fdio.ErrNotRegular), so a FIFO planted in a
+// driver root cannot hang generate, nor the shim's jit mode.
 func openRegularAt(dirfd int, name, path string, flags int) (int, error) {
 	fd, _, err := fdio.OpenRegularAt(dirfd, name, path, flags)
 	return fd, err

@@ -198,15 +198,16 @@ func IsPCIAddress(s string) bool {
 // classSource maps /dev/xpuN to its PCI function through the 4.x driver's
 // class device /sys/class/xpu/xpuN.
 type classSource struct {
-	sys *sysfs
+	sys  *sysfs
+	seen *pciSeen // records a host without /sys/class/xpu
 }
 
 var _ source = (*classSource)(nil)
 
 // newClassSource returns the Source reading /sys/class/xpu below the dev
 // root of sys.
-func newClassSource(sys *sysfs) source {
-	return &classSource{sys: sys}
+func newClassSource(sys *sysfs, seen *pciSeen) source {
+	return &classSource{sys: sys, seen: seen}
 }
 
 func (s *classSource) Discover(h *Host) error {
@@ -215,7 +216,7 @@ func (s *classSource) Discover(h *Host) error {
 		// Driver 5.x (P800) has no xpu class: optional, one note for the
 		// host, none per device.
 		if errors.Is(err, fs.ErrNotExist) {
-			h.noClassXPU = true
+			s.seen.noClassXPU = true
 			h.notef("%s not present (optional: driver 5.x does not create it): only %s can lead a node to its PCI function", classDir, s.sys.hostPath("/sys/dev/char"))
 		} else {
 			h.warnf("%s not readable (%v): devices get no PCI facts from it", classDir, trimPathError(err, classDir))

@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
+	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
@@ -56,7 +56,7 @@ func (o *HostOptions) Discover(log logger.Interface) (*discover.Host, error) {
 		discover.WithLogger(log),
 	}
 	if o.DriverArch != "" {
-		if _, err := ldcache.ArchByGOARCH(o.DriverArch); err != nil {
+		if _, err := elfso.ArchByGOARCH(o.DriverArch); err != nil {
 			return nil, fmt.Errorf("--driver-arch (XPU_CDI_DRIVER_ARCH): %w", err)
 		}
 		opts = append(opts, discover.WithArch(o.DriverArch))

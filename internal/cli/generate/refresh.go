@@ -14,10 +14,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
-// DefaultRefreshOutput is where `refresh` keeps the spec: the runtime CDI
-// directory, which has priority over /etc/cdi and is cleared at boot.
-const DefaultRefreshOutput = "/var/run/cdi/baidu.com-xpu.yaml"
-
 // NewRefreshCommand returns `xpu-cdi refresh`, the command of the
 // xpu-cdi-refresh service.
 func NewRefreshCommand(log *logrus.Logger) *cli.Command {
@@ -35,7 +31,7 @@ A host with device nodes but no usable device (no /dev/xpuctrl) is an error: the
 	}
 	for _, f := range cmd.Flags {
 		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "output" {
-			sf.Value = DefaultRefreshOutput
+			sf.Value = cdispec.DefaultRuntimeSpecPath
 			sf.Usage = "write the spec to `FILE`"
 		}
 	}
@@ -44,7 +40,7 @@ A host with device nodes but no usable device (no /dev/xpuctrl) is an error: the
 
 func (o *options) refresh(stdout io.Writer, log *logrus.Logger) error {
 	if o.output == "" {
-		o.output = DefaultRefreshOutput
+		o.output = cdispec.DefaultRuntimeSpecPath
 	}
 	err := o.run(stdout, log)
 	if !errors.Is(err, discover.ErrNoDevices) && !errors.Is(err, discover.ErrNoComputeDevice) {

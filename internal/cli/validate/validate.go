@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -15,6 +14,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
@@ -70,24 +70,29 @@ Exit status 1 when any spec fails.`,
 	}
 }
 
-// findSpecs returns the spec files of a kind in dirs (as runtimes read
-// them: *.yaml and *.json, no subdirectories).
+// findSpecs returns the spec files of a kind in dirs: the files the CDI
+// library reads, in its order (cdicompat.SpecFiles). A directory that
+// does not exist or cannot be listed, and a file that cannot be read or
+// parsed, give no spec.
 func findSpecs(dirs []string, kind string) []string {
 	var out []string
-	for _, d := range dirs {
-		for _, ext := range []string{"*.yaml", "*.json"} {
-			matches, _ := filepath.Glob(filepath.Join(d, ext))
-			sort.Strings(matches)
-			for _, m := range matches {
-				data, err := os.ReadFile(m)
-				if err != nil {
-					continue
-				}
-				if raw, err := cdispec.Parse(data); err == nil && raw.Kind == kind {
-					out = append(out, m)
-				}
+	for _, d := range cdicompat.SpecDirs(dirs) {
+		// One directory at a time: one that cannot be listed ends the
+		// library's walk, not this search.
+		_ = cdicompat.SpecFiles([]string{d}, func(dir, name string, err error) error {
+			if err != nil {
+				return nil
 			}
-		}
+			m := filepath.Join(dir, name)
+			data, err := os.ReadFile(m)
+			if err != nil {
+				return nil
+			}
+			if raw, err := cdispec.Parse(data); err == nil && raw.Kind == kind {
+				out = append(out, m)
+			}
+			return nil
+		})
 	}
 	return out
 }
@@ -121,35 +126,31 @@ func check(w io.Writer, path string) bool {
 	return false
 }
 
+// statNode is the cdispec.NodeLookup of a spec's device nodes at their
+// host paths, as they are on this host.
+func statNode(n *specs.DeviceNode) (string, int64, int64, error) {
+	host := n.HostPath
+	if host == "" {
+		host = n.Path
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(host, &st); err != nil {
+		return host, 0, 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR && (n.Type == "c" || n.Type == "u" || n.Type == "") {
+		return host, 0, 0, cdispec.ErrNotCharDevice
+	}
+	return host, int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev)), nil
+}
+
 // LiveProblems compares a spec with the host: missing host paths, device
-// nodes that are gone or whose major:minor changed.
+// nodes that are gone or whose major:minor changed (cdispec.NodeChecker).
 func LiveProblems(spec *specs.Spec) []string {
 	var problems []string
+	nodes := cdispec.NewNodeChecker(statNode)
 	seen := map[string]bool{}
 	checkEdits := func(owner string, e *specs.ContainerEdits) {
-		for _, n := range e.DeviceNodes {
-			host := n.HostPath
-			if host == "" {
-				host = n.Path
-			}
-			if seen[host] {
-				continue
-			}
-			seen[host] = true
-			var st unix.Stat_t
-			if err := unix.Stat(host, &st); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: device node %s: %v", owner, host, err))
-				continue
-			}
-			if st.Mode&unix.S_IFMT != unix.S_IFCHR && (n.Type == "c" || n.Type == "u" || n.Type == "") {
-				problems = append(problems, fmt.Sprintf("%s: %s is not a character device", owner, host))
-				continue
-			}
-			major, minor := int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
-			if (n.Major != 0 || n.Minor != 0) && (major != n.Major || minor != n.Minor) {
-				problems = append(problems, fmt.Sprintf("%s: %s is %d:%d on this host but the spec says %d:%d (stale spec: the driver was reloaded?)", owner, host, major, minor, n.Major, n.Minor))
-			}
-		}
+		problems = append(problems, nodes.Check(owner, e)...)
 		for _, m := range e.Mounts {
 			if seen[m.HostPath] {
 				continue

@@ -3,6 +3,7 @@ package validate_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,4 +87,31 @@ func TestValidateSearchesTheSpecDirs(t *testing.T) {
 	empty := t.TempDir()
 	_, _, err = run(t, "--spec-dir", empty)
 	require.ErrorContains(t, err, "no baidu.com/xpu spec found in ["+empty+"]; create one with: xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml")
+}
+
+func TestValidateReadsTheFilesTheLibraryReads(t *testing.T) {
+	// The files and order of cdicompat.SpecFiles: directories in the order
+	// given, names sorted within one (".json" and ".yaml" together), no
+	// directory however it is named, no other extension.
+	root := clitest.FakeHost(t, fakehost.P800x8())
+	first, second := t.TempDir(), t.TempDir()
+	var want []string
+	for _, p := range []string{filepath.Join(first, "a.json"), filepath.Join(first, "b.yaml"), filepath.Join(second, "a.yaml")} {
+		generateSpec(t, root, p, "--no-hooks")
+		want = append(want, p)
+	}
+	data, err := os.ReadFile(want[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(first, "a.yml"), data, 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(first, "c.json"), 0o755))
+
+	stdout, _, err := run(t, "--spec-dir", first, "--spec-dir", second)
+	require.NoError(t, err)
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		f := strings.Fields(line)
+		require.Equal(t, "OK", f[0], line)
+		got = append(got, f[1])
+	}
+	require.Equal(t, want, got)
 }

@@ -1,4 +1,4 @@
-package ldcache
+package elfso
 
 import (
 	"bytes"

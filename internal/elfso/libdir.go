@@ -1,4 +1,4 @@
-package ldcache
+package elfso
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 // LibDir is a directory of shared libraries, open once for listing and for
 // reading the SONAMEs of its files, the one SONAME scanner of both of
 // xpu-cdi's library scans: driver discovery on the host (pkg/discover) and
-// the hook's ldconfig-like scan of container folders (Scan). A file listed
+// the hook's ldconfig-like scan of container folders (internal/hook). A file listed
 // as regular is opened by name relative to the directory without following
 // a symlink (so the kernel walks one component, and a symlink put in its
 // place meanwhile is not followed), through a bare descriptor (fdio), and

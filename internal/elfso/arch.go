@@ -1,10 +1,12 @@
-package ldcache
+package elfso
 
 import (
 	"debug/elf"
 	"fmt"
 	"runtime"
 	"strings"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 )
 
 // Arch is a machine xpu-cdi handles libraries of: its Go name, the ELF
@@ -24,8 +26,8 @@ type Arch struct {
 // Arches are the machines xpu-cdi is built and tested for: x86-64 and
 // aarch64 (LP64), both 64-bit little-endian.
 var Arches = []Arch{
-	{GOARCH: "amd64", Machine: elf.EM_X86_64, Flags: FlagELFLibc6 | FlagX8664Lib64},
-	{GOARCH: "arm64", Machine: elf.EM_AARCH64, Flags: FlagELFLibc6 | FlagAArch64Lib64},
+	{GOARCH: "amd64", Machine: elf.EM_X86_64, Flags: ldcache.FlagELFLibc6 | ldcache.FlagX8664Lib64},
+	{GOARCH: "arm64", Machine: elf.EM_AARCH64, Flags: ldcache.FlagELFLibc6 | ldcache.FlagAArch64Lib64},
 }
 
 // ArchByGOARCH returns the Arch of a Go architecture name (amd64, arm64).

@@ -1,4 +1,4 @@
-package ldcache
+package elfso
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
 )
 
 // Bounds for what SonameReader reads of a file: a real shared object has a
@@ -15,6 +17,9 @@ const (
 	maxPhdrBytes = 16 << 10
 	maxDynBytes  = 64 << 10
 	prefixSize   = 2 << 10
+	// maxSonameLength is the longest SONAME read (the bound ldcache puts
+	// on a cache string).
+	maxSonameLength = 4096
 )
 
 // errNoSoname is returned for an ELF file without a DT_SONAME, or with an
@@ -244,7 +249,7 @@ func (s *SonameReader) read(r io.ReaderAt) (string, int32, elf.Machine, error) {
 	if !found {
 		return "", 0, 0, errors.New("dynamic string table outside the loaded segments")
 	}
-	buf, err := s.readAt(r, strOff+soname, int(min(strsz-soname, maxStringLength)))
+	buf, err := s.readAt(r, strOff+soname, int(min(strsz-soname, maxSonameLength)))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return "", 0, 0, fmt.Errorf("reading DT_SONAME: %w", err)
 	}
@@ -282,4 +287,63 @@ func dynEntries(d []byte, is64 bool, bo endian) (strtab, strsz, soname uint64, h
 		}
 	}
 	return strtab, strsz, soname, haveStrtab, haveName
+}
+
+// cacheFlags returns the flags ldconfig records for an ELF object of this
+// class and machine (sysdeps/unix/sysv/linux/*/readelflib.c, dl-cache.h).
+func cacheFlags(class elf.Class, machine elf.Machine, eflags uint32) int32 {
+	is64 := class == elf.ELFCLASS64
+	f := ldcache.FlagELFLibc6
+	switch machine {
+	case elf.EM_X86_64:
+		if is64 {
+			return f | ldcache.FlagX8664Lib64
+		}
+		return f | ldcache.FlagX8664LibX32
+	case elf.EM_AARCH64:
+		if is64 {
+			return f | ldcache.FlagAArch64Lib64
+		}
+	case elf.EM_ARM:
+		const efARMABIFloatHard, efARMABIFloatSoft = 0x400, 0x200
+		switch {
+		case eflags&efARMABIFloatHard != 0:
+			return f | ldcache.FlagARMLibHF
+		case eflags&efARMABIFloatSoft != 0:
+			return f | ldcache.FlagARMLibSF
+		}
+	case elf.EM_PPC64:
+		if is64 {
+			return f | ldcache.FlagPowerPCLib64
+		}
+	case elf.EM_S390:
+		if is64 {
+			return f | ldcache.FlagS390Lib64
+		}
+	case elf.EM_SPARCV9:
+		if is64 {
+			return f | ldcache.FlagSparcLib64
+		}
+	case elf.EM_IA_64:
+		if is64 {
+			return f | ldcache.FlagIA64Lib64
+		}
+	case elf.EM_RISCV:
+		const efRISCVFloatABI, soft, double = 0x6, 0x0, 0x4
+		switch eflags & efRISCVFloatABI {
+		case soft:
+			return f | ldcache.FlagRISCVFloatABISoft
+		case double:
+			return f | ldcache.FlagRISCVFloatABIDouble
+		}
+	case elf.EM_LOONGARCH:
+		const efLArchABIMask, soft, double = 0x7, 0x1, 0x3
+		switch eflags & efLArchABIMask {
+		case soft:
+			return f | ldcache.FlagLArchFloatABISoft
+		case double:
+			return f | ldcache.FlagLArchFloatABIDouble
+		}
+	}
+	return f
 }
