@@ -135,7 +135,6 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"} {
 		bins[name] = RequiresTool(t, filepath.Join(ToolsBin(), name))
 	}
-	start := time.Now()
 	dir := shortTempDir(t, "xe2e-k8s-")
 	c := &Cluster{
 		Dir:            dir,
@@ -147,6 +146,7 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	// The lock first: nothing of the kubelet's may be touched while another
 	// test's kubelet runs.
 	ClaimKubeletHost(t, c.Node, filepath.Join(dir, "pod-logs"))
+	start := time.Now()
 	// The kubelet's cgroup root (its QoS and pod cgroups go below it):
 	// removed once the runtime has removed the pods, so registered before
 	// the runtime starts.
