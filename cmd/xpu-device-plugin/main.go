@@ -53,6 +53,8 @@ type options struct {
 	configFile     string
 	sharingFlags   sharing.Flags
 	sharing        sharing.Config
+	labelsFile     string
+	removeLabels   bool
 }
 
 func newApp(log *logrus.Logger) *cli.App {
@@ -122,6 +124,8 @@ func (o *options) flags() []cli.Flag {
 		&cli.IntFlag{Name: "replicas", Usage: "advertise each XPU `N` times (time-slicing; no memory or fault isolation); 1 is no sharing", Value: 1, EnvVars: []string{"XPU_CDI_REPLICAS"}, Destination: &o.sharingFlags.Replicas},
 		&cli.BoolFlag{Name: "rename-by-default", Usage: "with --replicas above 1, advertise RESOURCE.shared (baidu.com/xpu.shared)", EnvVars: []string{"XPU_CDI_RENAME_BY_DEFAULT"}, Destination: &o.sharingFlags.RenameByDefault},
 		&cli.BoolFlag{Name: "fail-requests-greater-than-one", Usage: "with --replicas above 1, refuse a container asking for more than one replica", EnvVars: []string{"XPU_CDI_FAIL_REQUESTS_GREATER_THAN_ONE"}, Destination: &o.sharingFlags.FailRequestsGreaterThanOne},
+		&cli.StringFlag{Name: "labels-file", Usage: "keep the node labels (baidu.com/xpu.*, with the sharing) in this NFD feature `FILE`, e.g. /etc/kubernetes/node-feature-discovery/features.d/xpu-device-plugin; its directory must exist", EnvVars: []string{"XPU_CDI_LABELS_FILE"}, Destination: &o.labelsFile},
+		&cli.BoolFlag{Name: "remove-labels-on-exit", Usage: "remove --labels-file when stopped (SIGTERM): the node's labels go with the plugin", EnvVars: []string{"XPU_CDI_REMOVE_LABELS_ON_EXIT"}, Destination: &o.removeLabels},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &o.level},
 	}
 }
@@ -143,6 +147,9 @@ func (o *options) validate(c *cli.Context) error {
 	}
 	if o.pluginPath == "" {
 		return errors.New("--device-plugin-path is empty: give the kubelet's device plugin directory, usually " + deviceplugin.DefaultPluginDir)
+	}
+	if o.removeLabels && o.labelsFile == "" {
+		return errors.New("--remove-labels-on-exit needs --labels-file")
 	}
 	return o.loadSharing(c)
 }
@@ -179,7 +186,14 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	if len(dirs) == 0 {
 		dirs = cdiapi.DefaultSpecDirs
 	}
+	var lw *labelWriter
+	var observe func(*discover.Host, error)
+	if o.labelsFile != "" {
+		lw = &labelWriter{path: o.labelsFile, sharing: o.sharing, log: log}
+		observe = lw.observe
+	}
 	p, err := deviceplugin.New(
+		deviceplugin.WithHostObserver(observe),
 		deviceplugin.WithResourceName(o.resourceName),
 		deviceplugin.WithKind(cdispec.Kind(o.vendor, o.class)),
 		deviceplugin.WithStrategy(o.parsedStrategy),
@@ -199,5 +213,9 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	}
 	log.Infof("xpu-device-plugin %s: resource %s, CDI kind %s/%s, strategy %s, device plugin dir %s, dev root %s, sharing %s (%d replica(s) per XPU)",
 		version, o.sharing.ResourceName, o.vendor, o.class, o.parsedStrategy, o.pluginPath, o.host.DevRoot, o.sharing.Strategy(), o.sharing.Replicas)
-	return p.Run(ctx)
+	err = p.Run(ctx)
+	if lw != nil && o.removeLabels {
+		err = errors.Join(err, lw.remove())
+	}
+	return err
 }
