@@ -389,3 +389,33 @@ func TestXRE5BrokenDriverFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestGenerateHostRoot: read through --host-root, the spec names every host
+// path as the host sees it: the same spec as generated on the host itself,
+// each host path without the root.
+func TestGenerateHostRoot(t *testing.T) {
+	for _, shape := range []fakehost.Host{fakehost.P800x8(), fakehost.P800XRE5()} {
+		t.Run(shape.Shape, func(t *testing.T) {
+			root := fakeHost(t, shape)
+			viaRoot, _, err := run(t, "generate", "--format", "json", "--host-root", root)
+			require.NoError(t, err)
+			onHost, _, err := run(t, append([]string{"generate", "--format", "json"}, roots(root)...)...)
+			require.NoError(t, err)
+			require.NotContains(t, viaRoot, root, "no host path names the root it was read through")
+			require.Equal(t, strings.ReplaceAll(onHost, `"`+root+`/`, `"/`), viaRoot)
+			spec, err := cdispec.Parse([]byte(viaRoot))
+			require.NoError(t, err)
+			require.Contains(t, viaRoot, `"hostPath": "/dev/xpu0"`)
+			require.NotEmpty(t, spec.ContainerEdits.Mounts)
+			for _, m := range spec.ContainerEdits.Mounts {
+				_, err := os.Stat(filepath.Join(root, m.HostPath))
+				require.NoError(t, err, "host path %s exists below the root", m.HostPath)
+			}
+		})
+	}
+	root := fakeHost(t, fakehost.P800x8())
+	_, _, err := run(t, "generate", "--host-root", root, "--dev-root", root)
+	require.ErrorContains(t, err, "--host-root "+root+" and --dev-root both say where the host is")
+	_, _, err = run(t, "generate", "--host-root", filepath.Join(root, "missing"))
+	require.ErrorContains(t, err, "--host-root "+filepath.Join(root, "missing"))
+}

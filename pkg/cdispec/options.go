@@ -53,6 +53,7 @@ type options struct {
 	allDevice   bool
 	hooks       []Hook
 	hookPath    string
+	hostRoot    string
 }
 
 // Option configures New.

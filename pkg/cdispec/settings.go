@@ -17,6 +17,9 @@ type Settings struct {
 	// ("" means DefaultHookPath).
 	NoHooks  bool
 	HookPath string
+	// HostRoot is where the host was read through; the spec names host
+	// paths without it (WithHostRoot). "" is the host itself.
+	HostRoot string
 }
 
 // Options returns the New options for s.
@@ -33,6 +36,9 @@ func (s Settings) Options() []Option {
 	}
 	if !s.NoHooks {
 		opts = append(opts, WithRuntimeHooks(s.HookPath))
+	}
+	if s.HostRoot != "" {
+		opts = append(opts, WithHostRoot(s.HostRoot))
 	}
 	return opts
 }

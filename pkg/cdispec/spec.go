@@ -58,6 +58,11 @@ func New(host *discover.Host, opts ...Option) (*specs.Spec, []string, error) {
 		common.Hooks = append(common.Hooks, oh)
 	}
 	spec.ContainerEdits = common
+	if o.hostRoot != "" {
+		if err := transformRoot(spec, o.hostRoot); err != nil {
+			return nil, nil, err
+		}
+	}
 
 	v, err := specs.MinimumRequiredVersion(spec)
 	if err != nil {
