@@ -15,6 +15,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/info"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/install"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/runtime"
@@ -74,6 +75,8 @@ in a CDI spec, so that CDI-aware engines can give them to containers:
 			generate.NewRefreshCommand(log),
 			info.NewCommand(log),
 			labels.NewCommand(log),
+			install.NewCommand(log),
+			install.NewUninstallCommand(log),
 			list.NewCommand(log),
 			validate.NewCommand(log),
 			runtime.NewCommand(log),
