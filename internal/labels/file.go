@@ -62,9 +62,9 @@ func WriteFile(path string, labels []Label, writer string) (Result, error) {
 		}
 		return Removed, nil
 	}
-	data := Format(labels, writer)
-	if len(data) > MaxFileSize {
-		return Unchanged, fmt.Errorf("feature file %s: %d bytes is above NFD's limit of %d", path, len(data), MaxFileSize)
+	data, err := Encode(labels, writer)
+	if err != nil {
+		return Unchanged, fmt.Errorf("feature file %s: %w", path, err)
 	}
 	if bytes.Equal(old, data) {
 		return Unchanged, nil
@@ -73,4 +73,13 @@ func WriteFile(path string, labels []Label, writer string) (Result, error) {
 		return Unchanged, err
 	}
 	return Written, nil
+}
+
+// Encode is Format, refusing what NFD would not read (above MaxFileSize).
+func Encode(labels []Label, writer string) ([]byte, error) {
+	data := Format(labels, writer)
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%d bytes is above NFD's limit of %d", len(data), MaxFileSize)
+	}
+	return data, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -50,6 +51,8 @@ type Installer struct {
 	installed *unix.Stat_t
 	// waiting is the last "no usable XPU" message, logged when it changes.
 	waiting string
+	// noNFD is set while the labels file's directory is missing (logged once).
+	noNFD bool
 }
 
 // New checks opts and opens the host root. It reads and writes nothing.
@@ -224,11 +227,18 @@ func (in *Installer) SyncSpec() (SpecState, error) {
 		var spec []byte
 		spec, err = in.buildSpec(h)
 		if err == nil {
-			return in.writeSpec(spec)
+			state, err := in.writeSpec(spec)
+			if err != nil {
+				return state, err
+			}
+			return state, in.syncLabels(labels.For(h, in.o.sharing))
 		}
 	}
 	if !notReady(err) {
 		return "", err
+	}
+	if err := in.syncLabels(nil); err != nil {
+		return SpecWaiting, err
 	}
 	if msg := err.Error(); msg != in.waiting {
 		in.waiting = msg
@@ -373,11 +383,13 @@ func (in *Installer) logHook(wrote bool) {
 }
 
 // Uninstall removes what Install wrote: the spec (if of its kind), the
-// hook, and the directories Install created, deepest first, when empty.
+// labels file, the hook, and the directories Install created, deepest
+// first, when empty.
 func (in *Installer) Uninstall() error {
+	errs := []error{in.syncLabels(nil)}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	errs := []error{in.removeSpec()}
+	errs = append(errs, in.removeSpec())
 	dir, _, err := in.openHookDir(false)
 	if errors.Is(err, unix.ENOENT) {
 		return errors.Join(errs...)
@@ -439,4 +451,54 @@ func recordCreated(hookDir *os.File, created []string) error {
 		}
 	}
 	return writeDurable(hookDir, createdMarker, []byte(strings.Join(all, "\n")+"\n"), 0o644)
+}
+
+const labelsWriter = "xpu-cdi install"
+
+// syncLabels makes the labels file hold ls (removed when ls is empty),
+// where its directory exists: without NFD's directory nothing is written.
+func (in *Installer) syncLabels(ls []labels.Label) error {
+	if in.o.labelsFile == "" {
+		return nil
+	}
+	dir, err := in.root.OpenDir(path.Dir(in.o.labelsFile))
+	if errors.Is(err, unix.ENOENT) {
+		if !in.noNFD {
+			in.noNFD = true
+			in.o.log.Infof("no %s on this node (Node Feature Discovery not installed?): no node labels written", path.Dir(in.o.labelsFile))
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("labels directory %s: %w", in.onHost(path.Dir(in.o.labelsFile)), err)
+	}
+	defer dir.Close()
+	in.noNFD = false
+	name := path.Base(in.o.labelsFile)
+	old, err := readAt(dir, name, labels.MaxFileSize)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if len(ls) == 0 {
+		if err != nil {
+			return nil // no labels, no file
+		}
+		if err := unix.Unlinkat(int(dir.Fd()), name, 0); err != nil {
+			return fmt.Errorf("removing the node labels %s: %w", in.onHost(in.o.labelsFile), err)
+		}
+		in.o.log.Infof("removed the node labels %s", in.o.labelsFile)
+		return nil
+	}
+	data, err := labels.Encode(ls, labelsWriter)
+	if err != nil {
+		return fmt.Errorf("node labels %s: %w", in.o.labelsFile, err)
+	}
+	if bytes.Equal(old, data) {
+		return nil
+	}
+	if err := writeDurable(dir, name, data, 0o644); err != nil {
+		return fmt.Errorf("writing the node labels %s: %w", in.onHost(in.o.labelsFile), err)
+	}
+	in.o.log.Infof("wrote %d node label(s) to %s", len(ls), in.o.labelsFile)
+	return nil
 }

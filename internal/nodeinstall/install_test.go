@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
@@ -312,4 +314,37 @@ func TestUninstallLeavesOthers(t *testing.T) {
 	require.NoError(t, in.Uninstall())
 	require.Equal(t, foreign, readSpec(t, tree.Path("/run/cdi/baidu.com-xpu.yaml")))
 	require.True(t, log.Has("is not a baidu.com/xpu spec; left in place"))
+}
+
+func TestInstallLabels(t *testing.T) {
+	const file = "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi"
+	tree := hostTree(t, fakehost.P800x8())
+	s := sharing.Config{Replicas: 2, ResourceName: "baidu.com/xpu"}
+
+	// Without NFD's directory nothing is created for it.
+	log := &logtest.Recorder{}
+	in := newInstaller(t, tree, log, WithLabels(file, &s))
+	_, err := in.InstallHook()
+	require.NoError(t, err)
+	_, err = in.SyncSpec()
+	require.NoError(t, err)
+	require.NoDirExists(t, tree.Path("/etc/kubernetes"))
+	require.True(t, log.Has("Node Feature Discovery not installed?"))
+
+	require.NoError(t, os.MkdirAll(tree.Path(path.Dir(file)), 0o755))
+	_, err = in.SyncSpec()
+	require.NoError(t, err)
+	data, err := os.ReadFile(tree.Path(file))
+	require.NoError(t, err)
+	require.Contains(t, string(data), "baidu.com/xpu.present=true\nbaidu.com/xpu.count=8\n")
+	require.Contains(t, string(data), "baidu.com/xpu.sharing-strategy=time-slicing\nbaidu.com/xpu.replicas=2\n")
+
+	require.NoError(t, os.Remove(tree.Path("/dev/xpuctrl")))
+	state, err := in.SyncSpec()
+	require.NoError(t, err)
+	require.Equal(t, SpecWaiting, state)
+	require.NoFileExists(t, tree.Path(file), "no usable XPU: no labels")
+
+	_, err = New(WithHostRoot(tree.Root), WithLabels("/etc/kubernetes/node-feature-discovery/features.d/.xpu", nil))
+	require.ErrorContains(t, err, "NFD ignores files whose name starts with a dot")
 }

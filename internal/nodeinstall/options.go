@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 	"time"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
@@ -36,6 +38,8 @@ type options struct {
 	settings   cdispec.Settings
 	interval   time.Duration
 	discover   func(root string) (*discover.Host, error)
+	labelsFile string
+	sharing    *sharing.Config
 	log        logger.Interface
 }
 
@@ -67,6 +71,15 @@ func WithInterval(d time.Duration) Option { return func(o *options) { o.interval
 // WithDiscover replaces how the host is read below its root (tests).
 func WithDiscover(f func(root string) (*discover.Host, error)) Option {
 	return func(o *options) { o.discover = f }
+}
+
+// WithLabels keeps the node labels (package labels) in the NFD feature
+// file path on the host, as the host names it, with the sharing labels of s
+// when s is not nil. The file is written only where its directory exists
+// (NFD installed), and removed while the host has no usable XPU and by
+// Uninstall.
+func WithLabels(path string, s *sharing.Config) Option {
+	return func(o *options) { o.labelsFile, o.sharing = path, s }
 }
 
 // WithLogger sets the logger; the default discards everything.
@@ -104,9 +117,16 @@ func newOptions(opts []Option) (*options, error) {
 		}
 		return nil, fmt.Errorf("host root %s: %w (mount the host's / there)", o.hostRoot, err)
 	}
-	for _, p := range []struct{ flag, value string }{{"hook directory", o.hookDir}, {"spec path", o.specPath}} {
+	paths := []struct{ flag, value string }{{"hook directory", o.hookDir}, {"spec path", o.specPath}}
+	if o.labelsFile != "" {
+		paths = append(paths, struct{ flag, value string }{"labels file", o.labelsFile})
+		if strings.HasPrefix(path.Base(o.labelsFile), ".") {
+			return nil, fmt.Errorf("labels file %s: NFD ignores files whose name starts with a dot", o.labelsFile)
+		}
+	}
+	for _, p := range paths {
 		if !path.IsAbs(p.value) || path.Clean(p.value) != p.value || p.value == "/" {
-			return nil, fmt.Errorf("%s %q: give a clean absolute path as the host names it (e.g. %s)", p.flag, p.value, map[string]string{"hook directory": DefaultHookDir, "spec path": DefaultSpecPath}[p.flag])
+			return nil, fmt.Errorf("%s %q: give a clean absolute path as the host names it (e.g. %s)", p.flag, p.value, map[string]string{"hook directory": DefaultHookDir, "spec path": DefaultSpecPath, "labels file": "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi"}[p.flag])
 		}
 	}
 	if _, err := cdispec.FormatForPath(o.specPath); err != nil {

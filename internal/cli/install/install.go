@@ -15,6 +15,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
+	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
@@ -28,6 +29,9 @@ type options struct {
 	uninstallOnExit bool
 	strategies      cli.StringSlice
 	spec            cdispec.Settings
+	labelsFile      string
+	configFile      string
+	resourceName    string
 }
 
 func (o *options) commonFlags() []cli.Flag {
@@ -37,6 +41,7 @@ func (o *options) commonFlags() []cli.Flag {
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the node's CDI spec `FILE` on the host", Value: nodeinstall.DefaultSpecPath, EnvVars: []string{"XPU_CDI_OUTPUT"}, Destination: &o.output},
 		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.spec.Vendor},
 		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.spec.Class},
+		&cli.StringFlag{Name: "labels-file", Usage: "keep the node labels in this NFD feature `FILE` on the host (only where its directory exists), e.g. /etc/kubernetes/node-feature-discovery/features.d/xpu-cdi", EnvVars: []string{"XPU_CDI_LABELS_FILE"}, Destination: &o.labelsFile},
 	}
 }
 
@@ -49,7 +54,16 @@ func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, erro
 		return nil, fmt.Errorf("--device-name-strategy: %w", err)
 	}
 	o.spec.NameStrategies = names
+	var s *sharing.Config
+	if o.configFile != "" {
+		c, err := sharing.Load(o.configFile, o.resourceName)
+		if err != nil {
+			return nil, fmt.Errorf("--config-file: %w", err)
+		}
+		s = &c
+	}
 	return nodeinstall.New(
+		nodeinstall.WithLabels(o.labelsFile, s),
 		nodeinstall.WithHostRoot(o.hostRoot),
 		nodeinstall.WithHookDir(o.hookDir),
 		nodeinstall.WithHookSource(o.hookSource),
@@ -75,7 +89,9 @@ host changes (driver reloaded, devices appearing or going). While the driver is 
 so, keeps no spec, and waits.
 
 On SIGTERM it stops; with --uninstall-on-exit it first removes the spec, the hook and the
-directories it created (what "xpu-cdi uninstall" does).
+directories it created (what "xpu-cdi uninstall" does). With --labels-file it also keeps the
+node labels for Node Feature Discovery (as "xpu-cdi labels"), with the sharing labels of
+--config-file.
 
   xpu-cdi install --host-root /host --hook-dir /opt/xpu-cdi/bin`,
 		Flags: append(o.commonFlags(),
@@ -84,6 +100,8 @@ directories it created (what "xpu-cdi uninstall" does).
 			&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.spec.NodesOnly},
 			&cli.DurationFlag{Name: "interval", Usage: "how often the host is read again", Value: nodeinstall.DefaultInterval, EnvVars: []string{"XPU_CDI_INTERVAL"}, Destination: &o.interval},
 			&cli.BoolFlag{Name: "once", Usage: "install the hook, write the spec once and exit (an error if the driver is not loaded)", EnvVars: []string{"XPU_CDI_ONCE"}, Destination: &o.once},
+			&cli.StringFlag{Name: "config-file", Usage: "the device plugin's sharing configuration `FILE`, for the .sharing-strategy and .replicas labels", EnvVars: []string{"XPU_CDI_CONFIG_FILE"}, Destination: &o.configFile},
+			&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource, as --config-file names it", Value: "baidu.com/xpu", EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
 			&cli.BoolFlag{Name: "uninstall-on-exit", Usage: "on SIGTERM, remove the spec, the hook and the directories install created", EnvVars: []string{"XPU_CDI_UNINSTALL_ON_EXIT"}, Destination: &o.uninstallOnExit},
 		),
 		Before: func(*cli.Context) error {

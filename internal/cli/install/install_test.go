@@ -66,6 +66,10 @@ func TestInstallBadFlags(t *testing.T) {
 	require.ErrorContains(t, err, "--vendor/--class")
 	_, err = run(t, "install", "--host-root", t.TempDir(), "--device-name-strategy", "uuid")
 	require.ErrorContains(t, err, "--device-name-strategy")
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("version: v1\nsharing: {mps: {}}\n"), 0o644))
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--config-file", cfg)
+	require.ErrorContains(t, err, "--config-file: sharing configuration "+cfg+": line 2: sharing.mps is not supported")
 	_, err = run(t, "uninstall", "--host-root", filepath.Join(t.TempDir(), "none"))
 	require.ErrorContains(t, err, "host root")
 }
