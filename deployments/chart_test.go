@@ -201,6 +201,7 @@ func TestChartDefault(t *testing.T) {
 	e = env(c)
 	require.Equal(t, "cdi-cri", e["XPU_CDI_DEVICE_LIST_STRATEGY"])
 	require.Equal(t, "/var/run/cdi", e["XPU_CDI_SPEC_DIRS"], "the installer's spec")
+	require.False(t, dp.Spec.Template.Spec.HostNetwork)
 	require.NotContains(t, e, "XPU_CDI_LABELS_FILE", "one writer of the labels")
 	require.Equal(t, map[string]string{
 		"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
@@ -300,6 +301,20 @@ func TestChartOptions(t *testing.T) {
 			require.Equal(t, "true", e["XPU_CDI_NODES_ONLY"])
 			require.Equal(t, "false", e["XPU_CDI_UNINSTALL_ON_EXIT"])
 			require.Equal(t, "debug", e["XPU_CDI_LOG_LEVEL"])
+			dp := r.daemonSets["xpu-device-plugin"]
+			require.Equal(t, "/etc/cdi", env(dp.Spec.Template.Spec.Containers[0])["XPU_CDI_SPEC_DIRS"], "the plugin checks the installer's spec directory")
+			require.Equal(t, "/etc/cdi", hostPaths(dp)["/etc/cdi"])
+		}},
+		{"driver in a tree of its own, host network", []string{"installer.devRoot=/run/kunlun/driver", "installer.driverRoot=/run/kunlun/driver", "hostNetwork=true"}, func(t *testing.T, r *rendered) {
+			e := env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])
+			require.Equal(t, "/run/kunlun/driver", e["XPU_CDI_DEV_ROOT"])
+			require.Equal(t, "/run/kunlun/driver", e["XPU_CDI_DRIVER_ROOT"])
+			hp := hostPaths(r.daemonSets["xpu-device-plugin"])
+			require.Equal(t, "/run/kunlun/driver/dev", hp["/host/dev"], "the plugin reads the devices the spec names")
+			require.Equal(t, "/run/kunlun/driver/sys", hp["/host/sys"])
+			for _, ds := range r.daemonSets {
+				require.True(t, ds.Spec.Template.Spec.HostNetwork)
+			}
 		}},
 		{"device plugin settings", []string{
 			"devicePlugin.resourceName=kunlunxin.com/xpu", "devicePlugin.deviceListStrategy=cdi-annotations",

@@ -260,7 +260,7 @@ func (in *Installer) buildSpec(h *discover.Host) ([]byte, error) {
 	}
 	if in.waiting != "" {
 		in.waiting = ""
-		in.o.log.Infof("the Kunlun driver is loaded: %d XPU(s) under %s", len(h.ComputeDevices()), in.onHost("/dev"))
+		in.o.log.Infof("the Kunlun driver is loaded: %d XPU(s) under %s", len(h.ComputeDevices()), in.onHost(path.Join(in.o.devRoot, "dev")))
 	}
 	for _, w := range warnings {
 		in.o.log.Debugf("%s", w)

@@ -32,6 +32,8 @@ const (
 
 type options struct {
 	hostRoot   string
+	devRoot    string
+	driverRoot string
 	hookDir    string
 	hookSource string
 	specPath   string
@@ -48,6 +50,15 @@ type Option func(*options)
 
 // WithHostRoot sets where the host's / is mounted (default /host).
 func WithHostRoot(dir string) Option { return func(o *options) { o.hostRoot = dir } }
+
+// WithDevRoot sets where the host's /dev, /proc and /sys are, as the host
+// names it (default /): a driver container's tree, say. The spec's host
+// paths then start with it.
+func WithDevRoot(dir string) Option { return func(o *options) { o.devRoot = dir } }
+
+// WithDriverRoot sets where the driver's user-space files are, as the host
+// names it (default /).
+func WithDriverRoot(dir string) Option { return func(o *options) { o.driverRoot = dir } }
 
 // WithHookDir sets the host directory the hook is installed into, as the
 // host names it (default /opt/xpu-cdi/bin).
@@ -68,7 +79,8 @@ func WithSettings(s cdispec.Settings) Option { return func(o *options) { o.setti
 // WithInterval sets how often the host is read again.
 func WithInterval(d time.Duration) Option { return func(o *options) { o.interval = d } }
 
-// WithDiscover replaces how the host is read below its root (tests).
+// WithDiscover replaces how the host is read below its root (tests); f is
+// given the host root.
 func WithDiscover(f func(root string) (*discover.Host, error)) Option {
 	return func(o *options) { o.discover = f }
 }
@@ -96,6 +108,12 @@ func newOptions(opts []Option) (*options, error) {
 	if o.hookDir == "" {
 		o.hookDir = DefaultHookDir
 	}
+	if o.devRoot == "" {
+		o.devRoot = "/"
+	}
+	if o.driverRoot == "" {
+		o.driverRoot = "/"
+	}
 	if o.hookSource == "" {
 		o.hookSource = DefaultHookSource
 	}
@@ -106,8 +124,9 @@ func newOptions(opts []Option) (*options, error) {
 		o.interval = DefaultInterval
 	}
 	if o.discover == nil {
-		o.discover = func(root string) (*discover.Host, error) {
-			return discover.Discover(discover.WithDevRoot(root), discover.WithDriverRoot(root))
+		devRoot, driverRoot := path.Join(o.hostRoot, o.devRoot), path.Join(o.hostRoot, o.driverRoot)
+		o.discover = func(string) (*discover.Host, error) {
+			return discover.Discover(discover.WithDevRoot(devRoot), discover.WithDriverRoot(driverRoot))
 		}
 	}
 	o.log = logger.OrDiscard(o.log)
@@ -116,6 +135,11 @@ func newOptions(opts []Option) (*options, error) {
 			err = errors.New("not a directory")
 		}
 		return nil, fmt.Errorf("host root %s: %w (mount the host's / there)", o.hostRoot, err)
+	}
+	for _, p := range []struct{ flag, value string }{{"dev root", o.devRoot}, {"driver root", o.driverRoot}} {
+		if !path.IsAbs(p.value) || path.Clean(p.value) != p.value {
+			return nil, fmt.Errorf("%s %q: give a clean absolute path as the host names it", p.flag, p.value)
+		}
 	}
 	paths := []struct{ flag, value string }{{"hook directory", o.hookDir}, {"spec path", o.specPath}}
 	if o.labelsFile != "" {

@@ -21,6 +21,8 @@ import (
 
 type options struct {
 	hostRoot        string
+	devRoot         string
+	driverRoot      string
 	hookDir         string
 	hookSource      string
 	output          string
@@ -37,6 +39,8 @@ type options struct {
 func (o *options) commonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "host-root", Usage: "where the host's / is mounted (`DIR`); every other path is the host's and is reached below it", Value: nodeinstall.DefaultHostRoot, EnvVars: []string{"XPU_CDI_HOST_ROOT"}, Destination: &o.hostRoot},
+		&cli.StringFlag{Name: "dev-root", Usage: "where the host's /dev, /proc and /sys are, as the host names it (`DIR`, below --host-root), e.g. a driver container's tree", Value: "/", EnvVars: []string{"XPU_CDI_DEV_ROOT"}, Destination: &o.devRoot},
+		&cli.StringFlag{Name: "driver-root", Usage: "where the driver's user-space files are, as the host names it (`DIR`, below --host-root)", Value: "/", EnvVars: []string{"XPU_CDI_DRIVER_ROOT"}, Destination: &o.driverRoot},
 		&cli.StringFlag{Name: "hook-dir", Usage: "host `DIR` the static xpu-runtime-hook is installed into (created when missing; not a symlink)", Value: nodeinstall.DefaultHookDir, EnvVars: []string{"XPU_CDI_HOOK_DIR"}, Destination: &o.hookDir},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the node's CDI spec `FILE` on the host", Value: nodeinstall.DefaultSpecPath, EnvVars: []string{"XPU_CDI_OUTPUT"}, Destination: &o.output},
 		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.spec.Vendor},
@@ -65,6 +69,8 @@ func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, erro
 	return nodeinstall.New(
 		nodeinstall.WithLabels(o.labelsFile, s),
 		nodeinstall.WithHostRoot(o.hostRoot),
+		nodeinstall.WithDevRoot(o.devRoot),
+		nodeinstall.WithDriverRoot(o.driverRoot),
 		nodeinstall.WithHookDir(o.hookDir),
 		nodeinstall.WithHookSource(o.hookSource),
 		nodeinstall.WithSpecPath(o.output),

@@ -53,6 +53,21 @@ func TestInstallOnceAndUninstall(t *testing.T) {
 	require.NoFileExists(t, tree.Path("/etc/cdi/baidu.com-xpu.yaml"))
 	require.NoDirExists(t, tree.Path("/opt/xpu-cdi"))
 
+	// The driver tree elsewhere on the host (a driver container's): the spec
+	// names it by the host's path.
+	host, sub := filepath.Dir(tree.Root), "/"+filepath.Base(tree.Root)
+	logs, err = run(t, "install", "--once", "--hook-source", hook, "--host-root", host, "--dev-root", sub, "--driver-root", sub,
+		"--hook-dir", "/hooks", "--output", "/cdi/xpu.json")
+	require.NoError(t, err, logs)
+	data, err = os.ReadFile(filepath.Join(host, "cdi", "xpu.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"hostPath": "`+sub+`/dev/xpu0"`)
+	require.Contains(t, string(data), `"path": "/hooks/xpu-runtime-hook"`)
+	_, err = run(t, "uninstall", "--host-root", host, "--hook-dir", "/hooks", "--output", "/cdi/xpu.json")
+	require.NoError(t, err)
+	require.NoDirExists(t, filepath.Join(host, "hooks"))
+	require.NoDirExists(t, filepath.Join(host, "cdi"))
+
 	// No driver: --once says so and writes no spec.
 	require.NoError(t, os.RemoveAll(tree.Path("/dev")))
 	_, err = run(t, append([]string{"install", "--once", "--hook-source", hook}, flags...)...)

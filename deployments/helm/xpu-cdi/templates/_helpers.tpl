@@ -49,6 +49,9 @@ tolerations:
 {{- with .Values.priorityClassName }}
 priorityClassName: {{ . | quote }}
 {{- end }}
+{{- if .Values.hostNetwork }}
+hostNetwork: true
+{{- end }}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -58,4 +61,10 @@ imagePullSecrets:
 {{/* The sharing configuration is given. */}}
 {{- define "xpu-cdi.sharing" -}}
 {{- if .Values.devicePlugin.config }}true{{ end -}}
+{{- end -}}
+
+{{/* A host path below installer.devRoot. */}}
+{{- define "xpu-cdi.devPath" -}}
+{{- $root := trimSuffix "/" .root -}}
+{{- printf "%s%s" $root .path -}}
 {{- end -}}
