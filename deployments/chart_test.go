@@ -291,7 +291,7 @@ func TestChartOptions(t *testing.T) {
 		}},
 		{"installer settings", []string{
 			"installer.hookDir=/usr/local/lib/xpu", "installer.specFile=/etc/cdi/xpu.json", "installer.interval=30s",
-			"installer.deviceNameStrategies={index,bdf}", "installer.nodesOnly=true", "installer.uninstallOnExit=false", "logLevel=debug",
+			"installer.deviceNameStrategies={index,bdf}", "installer.nodesOnly=true", "installer.uninstallOnExit=false", "logLevel=debug", "installer.mountPropagation=",
 		}, func(t *testing.T, r *rendered) {
 			e := env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])
 			require.Equal(t, "/usr/local/lib/xpu", e["XPU_CDI_HOOK_DIR"])
@@ -301,6 +301,7 @@ func TestChartOptions(t *testing.T) {
 			require.Equal(t, "true", e["XPU_CDI_NODES_ONLY"])
 			require.Equal(t, "false", e["XPU_CDI_UNINSTALL_ON_EXIT"])
 			require.Equal(t, "debug", e["XPU_CDI_LOG_LEVEL"])
+			require.Nil(t, r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0].VolumeMounts[0].MountPropagation)
 			dp := r.daemonSets["xpu-device-plugin"]
 			require.Equal(t, "/etc/cdi", env(dp.Spec.Template.Spec.Containers[0])["XPU_CDI_SPEC_DIRS"], "the plugin checks the installer's spec directory")
 			require.Equal(t, "/etc/cdi", hostPaths(dp)["/etc/cdi"])
