@@ -53,6 +53,13 @@ func (r *helmRelease) install(t *testing.T) {
 	t.Cleanup(func() {
 		_ = exec.Command(r.helm, "uninstall", r.name, "--namespace", "xpu-system", "--wait", "--ignore-not-found", "--kubeconfig", r.c.Kubeconfig).Run()
 	})
+	// Registered last, run first: the pods' logs before the uninstall.
+	t.Cleanup(func() {
+		if t.Failed() {
+			res := r.c.Kubectl(t, "logs", "--namespace", "xpu-system", "--selector", "app.kubernetes.io/part-of=xpu-cdi", "--all-containers", "--prefix", "--tail", "40")
+			t.Logf("the release's pods:\n%s", res.String())
+		}
+	})
 }
 
 func (r *helmRelease) uninstall(t *testing.T) {
@@ -147,6 +154,11 @@ func TestHelmChart(t *testing.T) {
 	if _, err := os.Stat(helm); err != nil {
 		helm = harness.RequiresTool(t, "helm")
 	}
+	// containerd 2.x only: on this machine CRI-O refuses the installer's
+	// host / ("mounted on / but it is not a shared or slave mount", even
+	// without propagation; a systemd host's / is shared) and runc under
+	// CRI-O cannot lower oom_score_adj for the system-node-critical plugin
+	// without capabilities.
 	for _, rt := range clusterRuntimes[:1] {
 		t.Run(rt.name, func(t *testing.T) {
 			c := harness.NewCluster(t, harness.WithClusterRuntime(rt.start), harness.WithNodeLabels("baidu.com/xpu.present=true"))
