@@ -338,6 +338,7 @@ func (in *Installer) removeSpec() error {
 // step with the host until ctx ends: at once, then every interval. A spec
 // that cannot be written is logged and tried again at the next poll.
 func (in *Installer) Run(ctx context.Context) error {
+	in.warnHostPackage()
 	wrote, err := in.InstallHook()
 	if err != nil {
 		return err
@@ -501,4 +502,20 @@ func (in *Installer) syncLabels(ls []labels.Label) error {
 	}
 	in.o.log.Infof("wrote %d node label(s) to %s", len(ls), in.o.labelsFile)
 	return nil
+}
+
+// hostPackageFiles are files of the xpu-cdi host package: their refresh
+// service writes the node's spec too.
+var hostPackageFiles = []string{"/usr/bin/xpu-cdi", "/usr/lib/systemd/system/xpu-cdi-refresh.service", "/lib/systemd/system/xpu-cdi-refresh.service"}
+
+// warnHostPackage says when the host has the xpu-cdi package: its refresh
+// service and the installer would both write the spec of the kind.
+func (in *Installer) warnHostPackage() {
+	for _, p := range hostPackageFiles {
+		if f, err := in.root.OpenRegular(p); err == nil {
+			_ = f.Close()
+			in.o.log.Warnf("this node has the xpu-cdi host package (%s): its xpu-cdi-refresh service writes the node's CDI spec too; run one of them (the chart's installer.enabled=false on such nodes)", p)
+			return
+		}
+	}
 }

@@ -348,3 +348,25 @@ func TestInstallLabels(t *testing.T) {
 	_, err = New(WithHostRoot(tree.Root), WithLabels("/etc/kubernetes/node-feature-discovery/features.d/.xpu", nil))
 	require.ErrorContains(t, err, "NFD ignores files whose name starts with a dot")
 }
+
+func TestRunWarnsAboutTheHostPackage(t *testing.T) {
+	tree := hostTree(t, fakehost.P800x8())
+	require.NoError(t, os.MkdirAll(tree.Path("/usr/bin"), 0o755))
+	require.NoError(t, os.WriteFile(tree.Path("/usr/bin/xpu-cdi"), []byte("x"), 0o755))
+	log := &logtest.Recorder{}
+	in := newInstaller(t, tree, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	require.Eventually(t, func() bool { return log.Has("this node has the xpu-cdi host package (/usr/bin/xpu-cdi)") }, 5*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	require.NoError(t, os.Remove(tree.Path("/usr/bin/xpu-cdi")))
+	log = &logtest.Recorder{}
+	in = newInstaller(t, tree, log)
+	_, err := in.InstallHook()
+	require.NoError(t, err)
+	in.warnHostPackage()
+	require.False(t, log.Has("host package"), log.String())
+}
