@@ -15,6 +15,8 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/info"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/install"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/runtime"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/validate"
@@ -72,6 +74,9 @@ in a CDI spec, so that CDI-aware engines can give them to containers:
 			generate.NewCommand(log),
 			generate.NewRefreshCommand(log),
 			info.NewCommand(log),
+			labels.NewCommand(log),
+			install.NewCommand(log),
+			install.NewUninstallCommand(log),
 			list.NewCommand(log),
 			validate.NewCommand(log),
 			runtime.NewCommand(log),

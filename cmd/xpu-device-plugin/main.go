@@ -19,6 +19,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin"
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
+	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -49,6 +50,11 @@ type options struct {
 	healthInterval time.Duration
 	specDirs       cli.StringSlice
 	parsedStrategy deviceplugin.Strategy
+	configFile     string
+	sharingFlags   sharing.Flags
+	sharing        sharing.Config
+	labelsFile     string
+	removeLabels   bool
 }
 
 func newApp(log *logrus.Logger) *cli.App {
@@ -73,16 +79,29 @@ When the kubelet allocates XPUs to a container the answer depends on --device-li
 The cdi-* strategies need a CDI spec on the node:
   xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml
 
+Time-slicing (--replicas, or NVIDIA's sharing.timeSlicing configuration in --config-file)
+advertises each XPU several times, as IDs N::k (replica k of /dev/xpuN); containers that get
+replicas of one XPU share it with NO memory or fault isolation. A container given several
+replicas gets distinct XPUs where it can, each XPU's CDI name once:
+  version: v1
+  sharing:
+    timeSlicing:
+      renameByDefault: false           # true: advertise baidu.com/xpu.shared
+      failRequestsGreaterThanOne: false
+      resources:
+      - name: baidu.com/xpu
+        replicas: 4
+
 It waits for the kubelet, registers again when the kubelet restarts, and removes its socket on
 SIGTERM. A node without XPU advertises zero devices (and says why) instead of exiting.`,
 		Flags: append(o.host.Flags(), o.flags()...),
-		Before: func(*cli.Context) error {
+		Before: func(c *cli.Context) error {
 			l, err := logrus.ParseLevel(o.level)
 			if err != nil {
 				return fmt.Errorf("--log-level: %w", err)
 			}
 			log.SetLevel(l)
-			return o.validate()
+			return o.validate(c)
 		},
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
@@ -102,11 +121,17 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringFlag{Name: "device-list-strategy", Usage: "how allocated devices reach the container: cdi-cri, cdi-annotations or volume-mounts", Value: string(deviceplugin.StrategyCDICRI), EnvVars: []string{"XPU_CDI_DEVICE_LIST_STRATEGY"}, Destination: &o.strategy},
 		&cli.DurationFlag{Name: "health-check-interval", Usage: "how often the devices' state and the CDI specs are read again", Value: deviceplugin.DefaultHealthInterval, EnvVars: []string{"XPU_CDI_HEALTH_CHECK_INTERVAL"}, Destination: &o.healthInterval},
 		&cli.StringSliceFlag{Name: "cdi-spec-dir", Usage: "CDI spec directory checked for the cdi-* strategies (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
+		&cli.StringFlag{Name: "config-file", Usage: "sharing configuration `FILE` (NVIDIA's format: version: v1, sharing.timeSlicing); not with --replicas, --rename-by-default, --fail-requests-greater-than-one", EnvVars: []string{"XPU_CDI_CONFIG_FILE", "CONFIG_FILE"}, Destination: &o.configFile},
+		&cli.IntFlag{Name: "replicas", Usage: "advertise each XPU `N` times (time-slicing; no memory or fault isolation); 1 is no sharing", Value: 1, EnvVars: []string{"XPU_CDI_REPLICAS"}, Destination: &o.sharingFlags.Replicas},
+		&cli.BoolFlag{Name: "rename-by-default", Usage: "with --replicas above 1, advertise RESOURCE.shared (baidu.com/xpu.shared)", EnvVars: []string{"XPU_CDI_RENAME_BY_DEFAULT"}, Destination: &o.sharingFlags.RenameByDefault},
+		&cli.BoolFlag{Name: "fail-requests-greater-than-one", Usage: "with --replicas above 1, refuse a container asking for more than one replica", EnvVars: []string{"XPU_CDI_FAIL_REQUESTS_GREATER_THAN_ONE"}, Destination: &o.sharingFlags.FailRequestsGreaterThanOne},
+		&cli.StringFlag{Name: "labels-file", Usage: "keep the node labels (baidu.com/xpu.*, with the sharing) in this NFD feature `FILE`, e.g. /etc/kubernetes/node-feature-discovery/features.d/xpu-device-plugin; its directory must exist", EnvVars: []string{"XPU_CDI_LABELS_FILE"}, Destination: &o.labelsFile},
+		&cli.BoolFlag{Name: "remove-labels-on-exit", Usage: "remove --labels-file when stopped (SIGTERM): the node's labels go with the plugin", EnvVars: []string{"XPU_CDI_REMOVE_LABELS_ON_EXIT"}, Destination: &o.removeLabels},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &o.level},
 	}
 }
 
-func (o *options) validate() error {
+func (o *options) validate(c *cli.Context) error {
 	if err := cdispec.ValidateKind(o.vendor, o.class); err != nil {
 		return fmt.Errorf("--vendor/--class: %w", err)
 	}
@@ -124,6 +149,36 @@ func (o *options) validate() error {
 	if o.pluginPath == "" {
 		return errors.New("--device-plugin-path is empty: give the kubelet's device plugin directory, usually " + deviceplugin.DefaultPluginDir)
 	}
+	if o.removeLabels && o.labelsFile == "" {
+		return errors.New("--remove-labels-on-exit needs --labels-file")
+	}
+	return o.loadSharing(c)
+}
+
+// loadSharing reads the sharing settings from --config-file or the flags
+// of the common case, not both: which one would win is a guess.
+func (o *options) loadSharing(c *cli.Context) error {
+	if o.configFile == "" {
+		s, err := sharing.FromFlags(o.resourceName, o.sharingFlags)
+		if err != nil {
+			return err
+		}
+		o.sharing = s
+	} else {
+		for _, f := range []string{"replicas", "rename-by-default", "fail-requests-greater-than-one"} {
+			if c.IsSet(f) {
+				return fmt.Errorf("--%s and --config-file %s both set sharing: give one (the file's sharing.timeSlicing, or the flags)", f, o.configFile)
+			}
+		}
+		s, err := sharing.Load(o.configFile, o.resourceName)
+		if err != nil {
+			return fmt.Errorf("--config-file: %w", err)
+		}
+		o.sharing = s
+	}
+	if err := deviceplugin.ValidateResourceName(o.sharing.ResourceName); err != nil {
+		return fmt.Errorf("the shared resource name: %w", err)
+	}
 	return nil
 }
 
@@ -132,13 +187,21 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	if len(dirs) == 0 {
 		dirs = cdiapi.DefaultSpecDirs
 	}
+	var lw *labelWriter
+	var observe func(*discover.Host, error)
+	if o.labelsFile != "" {
+		lw = &labelWriter{path: o.labelsFile, sharing: o.sharing, log: log}
+		observe = lw.observe
+	}
 	p, err := deviceplugin.New(
+		deviceplugin.WithHostObserver(observe),
 		deviceplugin.WithResourceName(o.resourceName),
 		deviceplugin.WithKind(cdispec.Kind(o.vendor, o.class)),
 		deviceplugin.WithStrategy(o.parsedStrategy),
 		deviceplugin.WithPluginDir(o.pluginPath),
 		deviceplugin.WithHealthInterval(o.healthInterval),
 		deviceplugin.WithSpecDirs(dirs...),
+		deviceplugin.WithSharing(o.sharing),
 		deviceplugin.WithLogger(log),
 		deviceplugin.WithDiscover(func() (*discover.Host, error) {
 			// Host warnings are not logged at every health check: the
@@ -149,7 +212,11 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Infof("xpu-device-plugin %s: resource %s, CDI kind %s/%s, strategy %s, device plugin dir %s, dev root %s",
-		version, o.resourceName, o.vendor, o.class, o.parsedStrategy, o.pluginPath, o.host.DevRoot)
-	return p.Run(ctx)
+	log.Infof("xpu-device-plugin %s: resource %s, CDI kind %s/%s, strategy %s, device plugin dir %s, dev root %s, sharing %s (%d replica(s) per XPU)",
+		version, o.sharing.ResourceName, o.vendor, o.class, o.parsedStrategy, o.pluginPath, o.host.DevRoot, o.sharing.Strategy(), o.sharing.Replicas)
+	err = p.Run(ctx)
+	if lw != nil && o.removeLabels {
+		err = errors.Join(err, lw.remove())
+	}
+	return err
 }

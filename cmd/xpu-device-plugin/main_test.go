@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -32,6 +34,8 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		`cdi-cri, cdi-annotations or volume-mounts (default: "cdi-cri") [$XPU_CDI_DEVICE_LIST_STRATEGY]`,
 		`--health-check-interval value`, `(default: 10s) [$XPU_CDI_HEALTH_CHECK_INTERVAL]`,
 		"xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml",
+		"--config-file FILE", "[$XPU_CDI_CONFIG_FILE, $CONFIG_FILE]", "--replicas N", "(default: 1) [$XPU_CDI_REPLICAS]",
+		"[$XPU_CDI_RENAME_BY_DEFAULT]", "[$XPU_CDI_FAIL_REQUESTS_GREATER_THAN_ONE]", "NO memory or fault isolation",
 	} {
 		require.Contains(t, out, s)
 	}
@@ -60,4 +64,36 @@ func TestBadFlagFromEnv(t *testing.T) {
 	t.Setenv("XPU_CDI_DEVICE_LIST_STRATEGY", "volumes")
 	_, err := run(t)
 	require.ErrorContains(t, err, `unknown device list strategy "volumes"`)
+}
+
+func TestBadSharing(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+		return path
+	}
+	good := write("good.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: baidu.com/xpu, replicas: 2}\n")
+	for _, tc := range []struct {
+		description string
+		args        []string
+		err         string
+	}{
+		{
+			"unknown key",
+			[]string{"--config-file", write("typo.yaml", "version: v1\nsharing:\n  timeslicing: {}\n")},
+			"--config-file: sharing configuration " + dir + "/typo.yaml: line 3: unknown key sharing.timeslicing (known here: timeSlicing)",
+		},
+		{"zero replicas", []string{"--config-file", write("zero.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: baidu.com/xpu, replicas: 0}\n")}, "0 replicas: give at least 1"},
+		{"not our resource", []string{"--config-file", write("nv.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n")}, `"nvidia.com/gpu" is not this plugin's resource baidu.com/xpu`},
+		{"a bad rename", []string{"--config-file", write("rename.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: baidu.com/xpu, rename: shared, replicas: 2}\n")}, `the shared resource name: resource name "shared" is not DOMAIN/NAME`},
+		{"missing file", []string{"--config-file", filepath.Join(dir, "none.yaml")}, "none.yaml: no such file"},
+		{"file and flags", []string{"--config-file", good, "--replicas", "3"}, "--replicas and --config-file " + good + " both set sharing: give one"},
+		{"replicas below one", []string{"--replicas", "0"}, "--replicas: 0 replicas: give at least 1"},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			_, err := run(t, tc.args...)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
 }

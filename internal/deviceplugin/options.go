@@ -9,6 +9,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
@@ -43,6 +44,8 @@ type options struct {
 	healthInterval time.Duration
 	watchInterval  time.Duration
 	specDirs       []string
+	sharing        sharing.Config
+	observe        func(*discover.Host, error)
 	log            logger.Interface
 }
 
@@ -77,6 +80,17 @@ func WithSpecDirs(dirs ...string) Option {
 	return func(o *options) { o.specDirs = append([]string{}, dirs...) }
 }
 
+// WithSharing advertises each XPU c.Replicas times (time-slicing) under
+// c.ResourceName when it is set (renameByDefault: baidu.com/xpu.shared).
+func WithSharing(c sharing.Config) Option { return func(o *options) { o.sharing = c } }
+
+// WithHostObserver has f called with the result of every read of the host
+// (at start and at each health check), before the device list is built: the
+// command writes the node's labels from it. f must not keep the host.
+func WithHostObserver(f func(*discover.Host, error)) Option {
+	return func(o *options) { o.observe = f }
+}
+
 // WithLogger sets the logger; the default discards everything.
 func WithLogger(l logger.Interface) Option { return func(o *options) { o.log = l } }
 
@@ -87,6 +101,12 @@ func newOptions(opts []Option) (*options, error) {
 	}
 	if o.resourceName == "" {
 		o.resourceName = DefaultResourceName
+	}
+	if o.sharing.Replicas < 1 {
+		o.sharing.Replicas = 1
+	}
+	if o.sharing.ResourceName != "" {
+		o.resourceName = o.sharing.ResourceName
 	}
 	if o.kind == "" {
 		o.kind = DefaultKind

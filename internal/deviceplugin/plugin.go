@@ -88,7 +88,8 @@ func (p *Plugin) note(topic, msg string, logf func(string, ...any), cleared stri
 // would see changed, updates the device list and wakes the ListAndWatch
 // streams. It reports whether the list changed.
 func (p *Plugin) Refresh() bool {
-	devs := p.scan()
+	xpus := p.scan()
+	devs := replicate(xpus, p.o.sharing.Replicas)
 	p.mu.Lock()
 	same := p.devices != nil && sameDevices(p.devices, devs)
 	if !same {
@@ -99,12 +100,17 @@ func (p *Plugin) Refresh() bool {
 	p.mu.Unlock()
 	if !same {
 		healthy := 0
-		for _, d := range devs {
+		for _, d := range xpus {
 			if d.Health == pluginapi.Healthy {
 				healthy++
 			}
 		}
-		p.o.log.Infof("advertising %d %s device(s), %d healthy: %s", len(devs), p.o.resourceName, healthy, describe(devs))
+		if p.o.sharing.Shared() {
+			p.o.log.Infof("advertising %d %s device(s): %d XPU(s) shared %d ways (time-slicing, no memory or fault isolation), %d healthy: %s",
+				len(devs), p.o.resourceName, len(xpus), p.o.sharing.Replicas, healthy, describe(xpus))
+		} else {
+			p.o.log.Infof("advertising %d %s device(s), %d healthy: %s", len(devs), p.o.resourceName, healthy, describe(devs))
+		}
 	}
 	return !same
 }
@@ -113,6 +119,9 @@ func (p *Plugin) Refresh() bool {
 // what cannot be read gives zero devices or Unhealthy ones, and a log line.
 func (p *Plugin) scan() []Device {
 	h, err := p.o.discover()
+	if p.o.observe != nil {
+		p.o.observe(h, err)
+	}
 	if err != nil {
 		msg := fmt.Sprintf("no XPU can be advertised: %v", err)
 		if errors.Is(err, discover.ErrNoDevices) {
@@ -211,7 +220,11 @@ func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.Prefer
 	devs := p.Devices()
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, cr := range req.GetContainerRequests() {
-		ids := preferred(devs, cr.GetAvailableDeviceIDs(), cr.GetMustIncludeDeviceIDs(), int(cr.GetAllocationSize()))
+		pick := preferred
+		if p.o.sharing.Shared() {
+			pick = preferredReplicas
+		}
+		ids := pick(devs, cr.GetAvailableDeviceIDs(), cr.GetMustIncludeDeviceIDs(), int(cr.GetAllocationSize()))
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
 	}
 	return resp, nil
@@ -219,7 +232,11 @@ func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.Prefer
 
 // Allocate answers with the devices per strategy. An ID that is not
 // advertised, or advertised Unhealthy, fails the whole request with an
-// error naming it.
+// error naming it. Replicas of shared XPUs are answered with the XPU's CDI
+// name, once per container however many of its replicas the container got;
+// with FailRequestsGreaterThanOne a container given more than one replica
+// fails the request (the kubelet refuses the pod with
+// UnexpectedAdmissionError and this message).
 func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	devs := p.Devices()
 	byID := make(map[string]Device, len(devs))
@@ -229,6 +246,11 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range req.GetContainerRequests() {
 		ids := cr.GetDevicesIds()
+		if p.o.sharing.Shared() && p.o.sharing.FailRequestsGreaterThanOne && len(ids) > 1 {
+			return nil, status.Errorf(codes.InvalidArgument,
+				"a container asks for %d %s: this node shares each XPU %d ways and allows one replica per container (failRequestsGreaterThanOne); ask for 1 (more replicas would give time on the same XPUs, not more of them)",
+				len(ids), p.o.resourceName, p.o.sharing.Replicas)
+		}
 		seen := make(map[string]bool, len(ids))
 		for _, id := range ids {
 			if seen[id] {
@@ -243,12 +265,17 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 				return nil, status.Errorf(codes.FailedPrecondition, "%s device %q is %s: %s", p.o.resourceName, id, d.Health, d.Reason)
 			}
 		}
-		cresp, err := containerResponse(p.o.strategy, p.o.kind, ids)
+		xpus := physicalIDs(ids)
+		cresp, err := containerResponse(p.o.strategy, p.o.kind, xpus)
 		if err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, cresp)
-		p.o.log.Infof("allocated %s %s (%s)", p.o.resourceName, strings.Join(ids, ","), p.o.strategy)
+		if p.o.sharing.Shared() {
+			p.o.log.Infof("allocated %s %s: XPU(s) %s (%s)", p.o.resourceName, strings.Join(ids, ","), strings.Join(xpus, ","), p.o.strategy)
+		} else {
+			p.o.log.Infof("allocated %s %s (%s)", p.o.resourceName, strings.Join(ids, ","), p.o.strategy)
+		}
 	}
 	return resp, nil
 }

@@ -21,6 +21,12 @@ type Settings struct {
 	// ("" means DefaultHookPath).
 	NoHooks  bool
 	HookPath string
+	// HostRoot is where the host was read through (a container with the
+	// host's / mounted at /host): every host path of the spec (device
+	// nodes, mounts) is written as the host sees it, with HostRoot
+	// stripped; NVIDIA's toolkit calls this transforming the root. "" and
+	// "/" are the host itself.
+	HostRoot string
 }
 
 // withDefaults returns s with every "" or empty field set to its default

@@ -53,6 +53,11 @@ func New(host *discover.Host, s Settings) (*specs.Spec, []string, error) {
 		}
 	}
 	spec.ContainerEdits = common
+	if s.HostRoot != "" {
+		if err := transformRoot(spec, s.HostRoot); err != nil {
+			return nil, nil, err
+		}
+	}
 
 	v, err := specs.MinimumRequiredVersion(spec)
 	if err != nil {

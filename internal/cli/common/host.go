@@ -3,6 +3,8 @@ package common
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -18,6 +20,46 @@ type HostOptions struct {
 	// DriverArch is the machine of the driver root's libraries; empty:
 	// the one xpu-cdi is built for.
 	DriverArch string
+	// HostRoot is where the host's / is mounted (--host-root); "" when the
+	// host is read where it is.
+	HostRoot string
+}
+
+// HostRootFlag returns --host-root bound to o, for the commands whose
+// output names host paths (generate, refresh, install).
+func (o *HostOptions) HostRootFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:        "host-root",
+		Usage:       "the host's / is mounted at `DIR` (e.g. /host in a container): /dev, /proc, /sys and the driver files are read below it and every host path is written as the host sees it; not with --dev-root or --driver-root",
+		EnvVars:     []string{"XPU_CDI_HOST_ROOT"},
+		Destination: &o.HostRoot,
+	}
+}
+
+// ApplyHostRoot makes --host-root the dev and driver root. Giving
+// --dev-root or --driver-root as well is an error: which paths the spec
+// would name is then ambiguous.
+func (o *HostOptions) ApplyHostRoot(c *cli.Context) error {
+	if o.HostRoot == "" {
+		return nil
+	}
+	for _, f := range []string{"dev-root", "driver-root"} {
+		if c.IsSet(f) {
+			return fmt.Errorf("--host-root %s and --%s both say where the host is: give --host-root alone", o.HostRoot, f)
+		}
+	}
+	abs, err := filepath.Abs(o.HostRoot)
+	if err != nil {
+		return fmt.Errorf("--host-root %s: %w", o.HostRoot, err)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return fmt.Errorf("--host-root %s: %w", o.HostRoot, err)
+	}
+	o.HostRoot, o.DevRoot, o.DriverRoot = abs, abs, abs
+	return nil
 }
 
 // Flags returns the --dev-root and --driver-root flags bound to o.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -39,15 +40,17 @@ are unique, plus "all". Use them as: podman run --device baidu.com/xpu=0 IMAGE
 Examples:
   xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml
   xpu-cdi generate --nodes-only --output /etc/cdi/baidu.com-xpu.yaml   # images that ship their own XRE
-  xpu-cdi generate --device-name-strategy index --format json`,
+  xpu-cdi generate --device-name-strategy index --format json
+  xpu-cdi generate --host-root /host --output /host/var/run/cdi/baidu.com-xpu.yaml  # in a container`,
 		Flags:  append(o.host.Flags(), o.flags()...),
-		Before: func(*cli.Context) error { return o.validate() },
+		Before: func(c *cli.Context) error { return o.validate(c) },
 		Action: func(c *cli.Context) error { return o.run(c.App.Writer, log) },
 	}
 }
 
 func (o *options) flags() []cli.Flag {
 	return []cli.Flag{
+		o.host.HostRootFlag(),
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the spec to `FILE` (atomically, mode 0644, creating the directory); default: stdout", EnvVars: []string{"XPU_CDI_OUTPUT"}, Destination: &o.output},
 		&cli.StringFlag{Name: "format", Usage: "spec encoding: yaml or json; default: from the --output extension, else yaml", EnvVars: []string{"XPU_CDI_FORMAT"}, Destination: &o.format},
 		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.spec.Vendor},
@@ -60,7 +63,11 @@ func (o *options) flags() []cli.Flag {
 	}
 }
 
-func (o *options) validate() error {
+func (o *options) validate(c *cli.Context) error {
+	if err := o.host.ApplyHostRoot(c); err != nil {
+		return err
+	}
+	o.spec.HostRoot = o.host.HostRoot
 	if err := cdispec.ValidateKind(o.spec.Vendor, o.spec.Class); err != nil {
 		return fmt.Errorf("--vendor/--class: %w", err)
 	}
@@ -119,7 +126,7 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 		log.Warn(w)
 	}
 	if len(spec.ContainerEdits.Hooks) > 0 {
-		if _, err := os.Stat(o.spec.HookPath); err != nil {
+		if _, err := os.Stat(filepath.Join(o.host.HostRoot, o.spec.HookPath)); err != nil {
 			log.Warnf("the spec names the hook %s, which does not exist on this host (%v): containers will fail to start until it is installed; see --hook-path and --no-hooks", o.spec.HookPath, err)
 		}
 	}

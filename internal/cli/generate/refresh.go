@@ -26,7 +26,7 @@ It writes the spec like "generate --output", but on a host without any XPU it re
 wrote before (so engines never see devices that are gone) and exits 0 instead of failing the boot.
 A host with device nodes but no usable device (no /dev/xpuctrl) is an error: the spec is left as it is.`,
 		Flags:  append(o.host.Flags(), o.flags()...),
-		Before: func(*cli.Context) error { return o.validate() },
+		Before: func(c *cli.Context) error { return o.validate(c) },
 		Action: func(c *cli.Context) error { return o.refresh(c.App.Writer, log) },
 	}
 	for _, f := range cmd.Flags {

@@ -1,0 +1,415 @@
+package deployments
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+const chartDir = "helm/xpu-cdi"
+
+// kubeVersion is the cluster helm renders for (a helm built from the module
+// proxy does not know its default): the newest supported minor.
+const kubeVersion = "1.37.2"
+
+// helm returns the helm binary: the one make deps builds, else PATH's.
+func helm(t *testing.T) string {
+	t.Helper()
+	if p := filepath.Join(harness.ToolsBin(), "helm"); fileExists(p) {
+		return p
+	}
+	return harness.RequiresTool(t, "helm")
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// rendered is the output of helm template, decoded strictly.
+type rendered struct {
+	daemonSets map[string]*appsv1.DaemonSet // by app.kubernetes.io/name
+	configMaps []*corev1.ConfigMap
+}
+
+func render(t *testing.T, args ...string) *rendered {
+	t.Helper()
+	cmd := exec.Command(helm(t), append([]string{"template", "xpu", chartDir, "--namespace", "xpu-system", "--kube-version", kubeVersion}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "helm template %v: %s", args, stderr.String())
+	r := &rendered{daemonSets: map[string]*appsv1.DaemonSet{}}
+	for i, doc := range documents(out) {
+		var tm metav1.TypeMeta
+		require.NoError(t, yaml.Unmarshal(doc, &tm), "document %d", i)
+		switch tm.APIVersion + "/" + tm.Kind {
+		case "apps/v1/DaemonSet":
+			ds := &appsv1.DaemonSet{}
+			require.NoError(t, yaml.UnmarshalStrict(doc, ds), "document %d:\n%s", i, doc)
+			name := ds.Labels["app.kubernetes.io/name"]
+			require.NotContains(t, r.daemonSets, name)
+			r.daemonSets[name] = ds
+		case "v1/ConfigMap":
+			cm := &corev1.ConfigMap{}
+			require.NoError(t, yaml.UnmarshalStrict(doc, cm), "document %d", i)
+			r.configMaps = append(r.configMaps, cm)
+		default:
+			t.Fatalf("document %d: no decoder for %s %s: add one to this test", i, tm.APIVersion, tm.Kind)
+		}
+	}
+	return r
+}
+
+// envNames returns the environment variables the flags of files read.
+func envNames(t *testing.T, files ...string) []string {
+	t.Helper()
+	var names []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range regexp.MustCompile(`EnvVars:\s*\[\]string\{([^}]*)\}`).FindAllStringSubmatch(string(data), -1) {
+			for _, n := range strings.Split(m[1], ",") {
+				names = append(names, strings.Trim(strings.TrimSpace(n), `"`))
+			}
+		}
+	}
+	return names
+}
+
+func env(c corev1.Container) map[string]string {
+	out := map[string]string{}
+	for _, e := range c.Env {
+		out[e.Name] = e.Value
+	}
+	return out
+}
+
+// checkPod checks what every DaemonSet of the chart must have: the
+// selector matches the template, node affinity ORs the labels, no
+// privilege, a read-only root, every variable read by the binary.
+func checkPod(t *testing.T, ds *appsv1.DaemonSet, reads []string) {
+	t.Helper()
+	require.Equal(t, "xpu-system", ds.Namespace)
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		require.Equal(t, v, ds.Spec.Template.Labels[k], "%s: the selector must match the pod template", ds.Name)
+	}
+	pod := ds.Spec.Template.Spec
+	require.NotNil(t, pod.AutomountServiceAccountToken)
+	require.False(t, *pod.AutomountServiceAccountToken, "no API access")
+	require.Len(t, pod.Containers, 1)
+	c := pod.Containers[0]
+	require.Nil(t, c.SecurityContext.Privileged)
+	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	for _, e := range c.Env {
+		require.Contains(t, reads, e.Name, "%s sets %s, which its binary does not read", ds.Name, e.Name)
+	}
+	volumes := map[string]bool{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = true
+	}
+	for _, m := range c.VolumeMounts {
+		require.True(t, volumes[m.Name], "%s: mount %s has no volume", ds.Name, m.Name)
+	}
+}
+
+// affinity returns the ORed node labels of the pod (key=value per term).
+func affinity(ds *appsv1.DaemonSet) []string {
+	a := ds.Spec.Template.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil {
+		return nil
+	}
+	var out []string
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, e := range term.MatchExpressions {
+			out = append(out, e.Key+"="+strings.Join(e.Values, ","))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func hostPaths(ds *appsv1.DaemonSet) map[string]string {
+	pod := ds.Spec.Template.Spec
+	byName := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			byName[v.Name] = v.HostPath.Path
+		}
+	}
+	out := map[string]string{} // mount path -> host path
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if p, ok := byName[m.Name]; ok {
+			out[m.MountPath] = p
+		}
+	}
+	return out
+}
+
+var (
+	installerReads = func(t *testing.T) []string {
+		return envNames(t, "../internal/cli/install/install.go", "../cmd/xpu-cdi/main.go")
+	}
+	pluginReads = func(t *testing.T) []string {
+		return envNames(t, "../cmd/xpu-device-plugin/main.go", "../internal/cli/common/host.go")
+	}
+)
+
+func TestChartDefault(t *testing.T) {
+	r := render(t)
+	require.Len(t, r.daemonSets, 2)
+	require.Empty(t, r.configMaps, "no sharing by default")
+	in, dp := r.daemonSets["xpu-cdi-installer"], r.daemonSets["xpu-device-plugin"]
+	require.NotNil(t, in)
+	require.NotNil(t, dp)
+	checkPod(t, in, installerReads(t))
+	checkPod(t, dp, pluginReads(t))
+	for _, ds := range []*appsv1.DaemonSet{in, dp} {
+		require.Equal(t, []string{"baidu.com/xpu.present=true", "feature.node.kubernetes.io/pci-1d22.present=true"}, affinity(ds), ds.Name)
+		require.Equal(t, map[string]string{"kubernetes.io/os": "linux"}, ds.Spec.Template.Spec.NodeSelector)
+		require.Equal(t, "system-node-critical", ds.Spec.Template.Spec.PriorityClassName)
+		require.Equal(t, "localhost/xpu-cdi:0.1.0", ds.Spec.Template.Spec.Containers[0].Image)
+	}
+
+	c := in.Spec.Template.Spec.Containers[0]
+	require.Equal(t, []string{"/usr/bin/xpu-cdi", "install"}, c.Command)
+	e := env(c)
+	require.Equal(t, "/host", e["XPU_CDI_HOST_ROOT"])
+	require.Equal(t, "/opt/xpu-cdi/bin", e["XPU_CDI_HOOK_DIR"])
+	require.Equal(t, "/var/run/cdi/baidu.com-xpu.yaml", e["XPU_CDI_OUTPUT"])
+	require.Equal(t, "true", e["XPU_CDI_UNINSTALL_ON_EXIT"])
+	require.Equal(t, "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi", e["XPU_CDI_LABELS_FILE"], "the installer writes the labels")
+	require.NotContains(t, e, "XPU_CDI_CONFIG_FILE")
+	require.Equal(t, map[string]string{"/host": "/"}, hostPaths(in))
+	require.Equal(t, corev1.MountPropagationHostToContainer, *c.VolumeMounts[0].MountPropagation)
+
+	c = dp.Spec.Template.Spec.Containers[0]
+	e = env(c)
+	require.Equal(t, "cdi-cri", e["XPU_CDI_DEVICE_LIST_STRATEGY"])
+	require.Equal(t, "/var/run/cdi", e["XPU_CDI_SPEC_DIRS"], "the installer's spec")
+	require.False(t, dp.Spec.Template.Spec.HostNetwork)
+	require.NotContains(t, e, "XPU_CDI_LABELS_FILE", "one writer of the labels")
+	require.Equal(t, map[string]string{
+		"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
+		"/host/dev":                       "/dev", "/host/proc": "/proc", "/host/sys": "/sys", "/var/run/cdi": "/var/run/cdi",
+	}, hostPaths(dp))
+	for _, m := range c.VolumeMounts {
+		require.Equal(t, m.MountPath != "/var/lib/kubelet/device-plugins", m.ReadOnly, "%s: only the kubelet's directory is writable", m.MountPath)
+	}
+}
+
+const sharingValues = `
+devicePlugin:
+  config:
+    version: v1
+    sharing:
+      timeSlicing:
+        renameByDefault: true
+        failRequestsGreaterThanOne: true
+        resources:
+          - name: baidu.com/xpu
+            replicas: 4
+`
+
+func TestChartSharing(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "sharing.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(sharingValues), 0o644))
+	r := render(t, "-f", values)
+	require.Len(t, r.configMaps, 1)
+	cm := r.configMaps[0]
+	// The ConfigMap is what the plugin reads: its own parser accepts it.
+	c, err := sharing.Parse([]byte(cm.Data["config.yaml"]), "baidu.com/xpu")
+	require.NoError(t, err)
+	require.Equal(t, sharing.Config{Replicas: 4, ResourceName: "baidu.com/xpu.shared", FailRequestsGreaterThanOne: true}, c)
+	for _, name := range []string{"xpu-device-plugin", "xpu-cdi-installer"} {
+		ds := r.daemonSets[name]
+		e := env(ds.Spec.Template.Spec.Containers[0])
+		require.Equal(t, "/etc/xpu-cdi/config.yaml", e["XPU_CDI_CONFIG_FILE"], name)
+		require.NotEmpty(t, ds.Spec.Template.Annotations["xpu-cdi/config-checksum"], "%s restarts when the config changes", name)
+		var found bool
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.ConfigMap != nil {
+				require.Equal(t, cm.Name, v.ConfigMap.Name)
+				found = true
+			}
+		}
+		require.True(t, found, name)
+	}
+
+	// A config the plugin would refuse is in the ConfigMap as given: the
+	// plugin refuses it at start with the key named (its own test).
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(sharingValues, "replicas: 4", "replica: 4", 1)), 0o644))
+	r = render(t, "-f", bad)
+	_, err = sharing.Parse([]byte(r.configMaps[0].Data["config.yaml"]), "baidu.com/xpu")
+	require.ErrorContains(t, err, "unknown key sharing.timeSlicing.resources[0].replica")
+}
+
+func TestChartOptions(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		set         []string
+		check       func(t *testing.T, r *rendered)
+	}{
+		{"installer off: host packages write the spec; the plugin writes the labels", []string{"installer.enabled=false"}, func(t *testing.T, r *rendered) {
+			require.NotContains(t, r.daemonSets, "xpu-cdi-installer")
+			dp := r.daemonSets["xpu-device-plugin"]
+			e := env(dp.Spec.Template.Spec.Containers[0])
+			require.Equal(t, "/etc/cdi,/var/run/cdi", e["XPU_CDI_SPEC_DIRS"])
+			require.Equal(t, "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi", e["XPU_CDI_LABELS_FILE"])
+			require.Equal(t, "true", e["XPU_CDI_REMOVE_LABELS_ON_EXIT"])
+			hp := hostPaths(dp)
+			require.Equal(t, "/etc/cdi", hp["/etc/cdi"])
+			require.Equal(t, "/etc/kubernetes/node-feature-discovery/features.d", hp["/etc/kubernetes/node-feature-discovery/features.d"])
+		}},
+		{"device plugin off", []string{"devicePlugin.enabled=false"}, func(t *testing.T, r *rendered) {
+			require.NotContains(t, r.daemonSets, "xpu-device-plugin")
+			require.Contains(t, r.daemonSets, "xpu-cdi-installer")
+		}},
+		{"labels off", []string{"labels.enabled=false", "installer.enabled=false"}, func(t *testing.T, r *rendered) {
+			require.NotContains(t, env(r.daemonSets["xpu-device-plugin"].Spec.Template.Spec.Containers[0]), "XPU_CDI_LABELS_FILE")
+		}},
+		{"labels off with the installer", []string{"labels.enabled=false"}, func(t *testing.T, r *rendered) {
+			require.NotContains(t, env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0]), "XPU_CDI_LABELS_FILE")
+		}},
+		{"another labels file", []string{"labels.featuresDir=/etc/nfd/features.d/", "labels.fileName=kunlun"}, func(t *testing.T, r *rendered) {
+			require.Equal(t, "/etc/nfd/features.d/kunlun", env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])["XPU_CDI_LABELS_FILE"])
+		}},
+		{"installer settings", []string{
+			"installer.hookDir=/usr/local/lib/xpu", "installer.specFile=/etc/cdi/xpu.json", "installer.interval=30s",
+			"installer.deviceNameStrategies={index,bdf}", "installer.nodesOnly=true", "installer.uninstallOnExit=false", "logLevel=debug", "installer.mountPropagation=",
+		}, func(t *testing.T, r *rendered) {
+			e := env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])
+			require.Equal(t, "/usr/local/lib/xpu", e["XPU_CDI_HOOK_DIR"])
+			require.Equal(t, "/etc/cdi/xpu.json", e["XPU_CDI_OUTPUT"])
+			require.Equal(t, "30s", e["XPU_CDI_INTERVAL"])
+			require.Equal(t, "index,bdf", e["XPU_CDI_DEVICE_NAME_STRATEGY"])
+			require.Equal(t, "true", e["XPU_CDI_NODES_ONLY"])
+			require.Equal(t, "false", e["XPU_CDI_UNINSTALL_ON_EXIT"])
+			require.Equal(t, "debug", e["XPU_CDI_LOG_LEVEL"])
+			require.Nil(t, r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0].VolumeMounts[0].MountPropagation)
+			dp := r.daemonSets["xpu-device-plugin"]
+			require.Equal(t, "/etc/cdi", env(dp.Spec.Template.Spec.Containers[0])["XPU_CDI_SPEC_DIRS"], "the plugin checks the installer's spec directory")
+			require.Equal(t, "/etc/cdi", hostPaths(dp)["/etc/cdi"])
+		}},
+		{"driver in a tree of its own, host network", []string{"installer.devRoot=/run/kunlun/driver", "installer.driverRoot=/run/kunlun/driver", "hostNetwork=true"}, func(t *testing.T, r *rendered) {
+			e := env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])
+			require.Equal(t, "/run/kunlun/driver", e["XPU_CDI_DEV_ROOT"])
+			require.Equal(t, "/run/kunlun/driver", e["XPU_CDI_DRIVER_ROOT"])
+			hp := hostPaths(r.daemonSets["xpu-device-plugin"])
+			require.Equal(t, "/run/kunlun/driver/dev", hp["/host/dev"], "the plugin reads the devices the spec names")
+			require.Equal(t, "/run/kunlun/driver/sys", hp["/host/sys"])
+			for _, ds := range r.daemonSets {
+				require.True(t, ds.Spec.Template.Spec.HostNetwork)
+			}
+		}},
+		{"device plugin settings", []string{
+			"devicePlugin.resourceName=kunlunxin.com/xpu", "devicePlugin.deviceListStrategy=cdi-annotations",
+			"devicePlugin.healthCheckInterval=5s", "devicePlugin.cdiVendor=example.com", "devicePlugin.cdiClass=npu", "devicePlugin.kubeletDevicePluginDir=/data/kubelet/device-plugins",
+		}, func(t *testing.T, r *rendered) {
+			dp := r.daemonSets["xpu-device-plugin"]
+			e := env(dp.Spec.Template.Spec.Containers[0])
+			require.Equal(t, "kunlunxin.com/xpu", e["XPU_CDI_RESOURCE_NAME"])
+			require.Equal(t, "cdi-annotations", e["XPU_CDI_DEVICE_LIST_STRATEGY"])
+			require.Equal(t, "5s", e["XPU_CDI_HEALTH_CHECK_INTERVAL"])
+			require.Equal(t, "example.com", e["XPU_CDI_VENDOR"])
+			require.Equal(t, "npu", e["XPU_CDI_CLASS"])
+			require.Equal(t, "/data/kubelet/device-plugins", hostPaths(dp)["/data/kubelet/device-plugins"])
+			require.Equal(t, "example.com", env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])["XPU_CDI_VENDOR"], "the spec of the kind handed out")
+		}},
+		{"image", []string{"image.repository=registry.example.com/xpu-cdi", "image.tag=1.2.3", "image.pullPolicy=Always", "imagePullSecrets[0].name=regcred"}, func(t *testing.T, r *rendered) {
+			for _, ds := range r.daemonSets {
+				pod := ds.Spec.Template.Spec
+				require.Equal(t, "registry.example.com/xpu-cdi:1.2.3", pod.Containers[0].Image)
+				require.Equal(t, corev1.PullAlways, pod.Containers[0].ImagePullPolicy)
+				require.Equal(t, []corev1.LocalObjectReference{{Name: "regcred"}}, pod.ImagePullSecrets)
+			}
+		}},
+		{"node selection", []string{"nodeAffinityLabels=null", "nodeSelector.pool=xpu", "tolerations=null", "priorityClassName="}, func(t *testing.T, r *rendered) {
+			for _, ds := range r.daemonSets {
+				pod := ds.Spec.Template.Spec
+				require.Nil(t, affinity(ds))
+				require.Equal(t, "xpu", pod.NodeSelector["pool"])
+				require.Empty(t, pod.Tolerations)
+				require.Empty(t, pod.PriorityClassName)
+			}
+		}},
+		{"resources", []string{"installer.resources.limits.memory=64Mi", "devicePlugin.resources=null"}, func(t *testing.T, r *rendered) {
+			require.Equal(t, "64Mi", r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0].Resources.Limits.Memory().String())
+			require.Empty(t, r.daemonSets["xpu-device-plugin"].Spec.Template.Spec.Containers[0].Resources.Limits)
+		}},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			var args []string
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			r := render(t, args...)
+			for name, ds := range r.daemonSets {
+				reads := pluginReads(t)
+				if name == "xpu-cdi-installer" {
+					reads = installerReads(t)
+				}
+				checkPod(t, ds, reads)
+			}
+			tc.check(t, r)
+		})
+	}
+}
+
+func TestChartLint(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "sharing.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(sharingValues), 0o644))
+	for _, args := range [][]string{{}, {"-f", values}, {"--set", "installer.enabled=false"}} {
+		out, err := exec.Command(helm(t), append([]string{"lint", "--strict", "--kube-version", kubeVersion, chartDir}, args...)...).CombinedOutput()
+		require.NoError(t, err, "helm lint %v:\n%s", args, out)
+	}
+}
+
+// TestChartValuesDocumented: every key of values.yaml is in the chart's
+// README table.
+func TestChartValuesDocumented(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	require.NoError(t, err)
+	var values map[string]any
+	require.NoError(t, yaml.Unmarshal(data, &values))
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	require.NoError(t, err)
+	var keys []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		m, ok := v.(map[string]any)
+		// Maps of the user's own (labels, resources, the sharing config)
+		// are documented as one key.
+		if !ok || len(m) == 0 || slices.Contains([]string{"nodeAffinityLabels", "nodeSelector", "installer.resources", "devicePlugin.resources", "devicePlugin.config"}, prefix) {
+			keys = append(keys, prefix)
+			return
+		}
+		for k, sub := range m {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			walk(p, sub)
+		}
+	}
+	walk("", values)
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		require.Contains(t, string(readme), "`"+k+"`", "values.yaml key %s is not in the README's table", k)
+	}
+}

@@ -1,0 +1,90 @@
+package install
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var logs bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&logs)
+	app := &cli.App{Name: "xpu-cdi", Commands: []*cli.Command{NewCommand(log), NewUninstallCommand(log)}, Writer: io.Discard, ErrWriter: io.Discard}
+	err := app.Run(append([]string{"xpu-cdi"}, args...))
+	return logs.String(), err
+}
+
+// TestInstallOnceAndUninstall runs the commands on a fake host with real
+// device nodes, as the DaemonSet runs them on /host.
+func TestInstallOnceAndUninstall(t *testing.T) {
+	harness.RequiresRoot(t)
+	hook := filepath.Join(t.TempDir(), "xpu-runtime-hook")
+	cmd := exec.Command("go", "build", "-o", hook, "github.com/xpu-cdi/xpu-cdi/cmd/xpu-runtime-hook")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	tree := fakehosttest.Build(t, fakehost.P800x8())
+	require.True(t, tree.RealNodes)
+	flags := []string{"--host-root", tree.Root, "--hook-dir", "/opt/xpu-cdi/bin", "--output", "/etc/cdi/baidu.com-xpu.yaml"}
+	logs, err := run(t, append(append([]string{"install", "--once", "--hook-source", hook}, flags...), "--device-name-strategy", "index")...)
+	require.NoError(t, err, logs)
+	require.Contains(t, logs, "CDI spec /etc/cdi/baidu.com-xpu.yaml written")
+	data, err := os.ReadFile(tree.Path("/etc/cdi/baidu.com-xpu.yaml"))
+	require.NoError(t, err)
+	require.Contains(t, string(data), "path: /opt/xpu-cdi/bin/xpu-runtime-hook")
+	require.NotContains(t, string(data), tree.Root)
+
+	logs, err = run(t, append([]string{"uninstall"}, flags...)...)
+	require.NoError(t, err, logs)
+	require.NoFileExists(t, tree.Path("/etc/cdi/baidu.com-xpu.yaml"))
+	require.NoDirExists(t, tree.Path("/opt/xpu-cdi"))
+
+	// The driver tree elsewhere on the host (a driver container's): the spec
+	// names it by the host's path.
+	host, sub := filepath.Dir(tree.Root), "/"+filepath.Base(tree.Root)
+	logs, err = run(t, "install", "--once", "--hook-source", hook, "--host-root", host, "--dev-root", sub, "--driver-root", sub,
+		"--hook-dir", "/hooks", "--output", "/cdi/xpu.json")
+	require.NoError(t, err, logs)
+	data, err = os.ReadFile(filepath.Join(host, "cdi", "xpu.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"hostPath": "`+sub+`/dev/xpu0"`)
+	require.Contains(t, string(data), `"path": "/hooks/xpu-runtime-hook"`)
+	_, err = run(t, "uninstall", "--host-root", host, "--hook-dir", "/hooks", "--output", "/cdi/xpu.json")
+	require.NoError(t, err)
+	require.NoDirExists(t, filepath.Join(host, "hooks"))
+	require.NoDirExists(t, filepath.Join(host, "cdi"))
+
+	// No driver: --once says so and writes no spec.
+	require.NoError(t, os.RemoveAll(tree.Path("/dev")))
+	_, err = run(t, append([]string{"install", "--once", "--hook-source", hook}, flags...)...)
+	require.ErrorContains(t, err, "no usable XPU on this node yet: no CDI spec written to /etc/cdi/baidu.com-xpu.yaml")
+}
+
+func TestInstallBadFlags(t *testing.T) {
+	_, err := run(t, "install", "--interval", "1ms")
+	require.ErrorContains(t, err, "--interval 1ms is too short")
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--vendor", "Bad Vendor")
+	require.ErrorContains(t, err, "--vendor/--class")
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--device-name-strategy", "uuid")
+	require.ErrorContains(t, err, "--device-name-strategy")
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("version: v1\nsharing: {mps: {}}\n"), 0o644))
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--config-file", cfg)
+	require.ErrorContains(t, err, "--config-file: sharing configuration "+cfg+": line 2: sharing.mps is not supported")
+	_, err = run(t, "uninstall", "--host-root", filepath.Join(t.TempDir(), "none"))
+	require.ErrorContains(t, err, "host root")
+}

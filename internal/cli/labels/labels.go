@@ -1,0 +1,135 @@
+// Package labels is `xpu-cdi labels`: the node labels of the host's XPUs,
+// printed or written as Node Feature Discovery's local feature file.
+package labels
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/labels"
+	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// DefaultOutput is the feature file the refresh unit writes.
+var DefaultOutput = filepath.Join(labels.DefaultDir, "xpu-cdi")
+
+type options struct {
+	host         common.HostOptions
+	output       string
+	configFile   string
+	resourceName string
+	replicas     int
+	skipNoDir    bool
+	sharing      *sharing.Config
+}
+
+// NewCommand returns `xpu-cdi labels`.
+func NewCommand(log *logrus.Logger) *cli.Command {
+	o := &options{}
+	return &cli.Command{
+		Name:  "labels",
+		Usage: "Print the node labels of the host's XPUs, or write them as an NFD feature file",
+		Description: `Prints one label per line (baidu.com/xpu.present, .count, .model, .family, .driver-version,
+.xre-version, .memory where the host tells them), or, with --output, writes them as a feature
+file of Node Feature Discovery's local source, which labels the node from it:
+  xpu-cdi labels --output ` + DefaultOutput + `
+
+The file is replaced atomically (a dot-file in the same directory, then a rename) and only when
+the labels change. On a host without a usable XPU nothing is printed and the file is removed, so
+NFD takes the labels off the node. .sharing-strategy and .replicas are written only when the
+sharing is given (--replicas or --config-file, as the device plugin has them): xpu-device-plugin
+--labels-file writes them from its own configuration.`,
+		Flags:  append(o.host.Flags(), o.flags()...),
+		Before: func(c *cli.Context) error { return o.validate(c) },
+		Action: func(c *cli.Context) error { return o.run(c.App.Writer, log) },
+	}
+}
+
+func (o *options) flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the NFD feature `FILE` (its directory must exist); default: stdout", EnvVars: []string{"XPU_CDI_LABELS_OUTPUT"}, Destination: &o.output},
+		&cli.BoolFlag{Name: "skip-missing-dir", Usage: "when the directory of --output does not exist (no NFD on this host), do nothing and exit 0", EnvVars: []string{"XPU_CDI_LABELS_SKIP_MISSING_DIR"}, Destination: &o.skipNoDir},
+		&cli.IntFlag{Name: "replicas", Usage: "label the sharing of the device plugin: each XPU advertised `N` times", EnvVars: []string{"XPU_CDI_REPLICAS"}, Destination: &o.replicas},
+		&cli.StringFlag{Name: "config-file", Usage: "label the sharing of the device plugin's configuration `FILE` (sharing.timeSlicing)", EnvVars: []string{"XPU_CDI_CONFIG_FILE"}, Destination: &o.configFile},
+		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource, as --config-file names it", Value: "baidu.com/xpu", EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
+	}
+}
+
+func (o *options) validate(c *cli.Context) error {
+	switch {
+	case o.configFile != "" && c.IsSet("replicas"):
+		return fmt.Errorf("--replicas and --config-file %s both give the sharing: give one", o.configFile)
+	case o.configFile != "":
+		s, err := sharing.Load(o.configFile, o.resourceName)
+		if err != nil {
+			return fmt.Errorf("--config-file: %w", err)
+		}
+		o.sharing = &s
+	case c.IsSet("replicas"):
+		s, err := sharing.FromFlags(o.resourceName, sharing.Flags{Replicas: o.replicas})
+		if err != nil {
+			return err
+		}
+		o.sharing = &s
+	}
+	return nil
+}
+
+func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
+	var ls []labels.Label
+	h, err := o.host.Discover(log)
+	switch {
+	case errors.Is(err, discover.ErrNoDevices):
+		log.Infof("no labels: %v", err)
+	case err != nil:
+		return err
+	default:
+		ls = labels.For(h, o.sharing)
+		if ls == nil {
+			log.Infof("no labels: no XPU under %s can be given to containers", h.DevRoot)
+		}
+	}
+	if o.output == "" {
+		for _, l := range ls {
+			if _, err := fmt.Fprintln(stdout, l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if o.skipNoDir {
+		if _, err := os.Stat(filepath.Dir(o.output)); errors.Is(err, fs.ErrNotExist) {
+			log.Infof("no %s: Node Feature Discovery is not set up on this host; no labels written", filepath.Dir(o.output))
+			return nil
+		}
+	}
+	res, err := labels.WriteFile(o.output, ls, "xpu-cdi labels")
+	if err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	LogResult(log, o.output, res, len(ls))
+	return nil
+}
+
+// LogResult says what labels.WriteFile did to path.
+func LogResult(log logrus.FieldLogger, path string, res labels.Result, n int) {
+	switch res {
+	case labels.Written:
+		log.Infof("wrote %d node label(s) to %s", n, path)
+	case labels.Removed:
+		log.Infof("removed %s: the host has no XPU", path)
+	case labels.Unchanged:
+		log.Debugf("%s holds these labels already", path)
+	case labels.Absent:
+		log.Debugf("no XPU and no %s: nothing to do", path)
+	}
+}

@@ -1,0 +1,124 @@
+package nodeinstall
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
+)
+
+// ensureDir opens the directory p of the host, resolved inside r, creating
+// it and its missing parents (0755). It returns the host paths of the
+// directories it created, parents first. Unlike rootfs.MkdirAll it crosses
+// mount points: the host's own mounts (/run, /opt on its own disk) are
+// where these files belong, and the host root is trusted.
+func ensureDir(r *rootfs.Root, p string) (*os.File, []string, error) {
+	p = path.Clean(p)
+	d, err := r.OpenDir(p)
+	if err == nil || !errors.Is(err, unix.ENOENT) || p == "/" {
+		return d, nil, err
+	}
+	parent, created, err := ensureDir(r, path.Dir(p))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer parent.Close()
+	if err := unix.Mkdirat(int(parent.Fd()), path.Base(p), 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, nil, fmt.Errorf("creating %s: %w", p, &os.PathError{Op: "mkdirat", Path: p, Err: err})
+	} else if err == nil {
+		created = append(created, p)
+	}
+	d, err = r.OpenDir(p)
+	return d, created, err
+}
+
+// openNoFollow opens the directory name in parent, refusing a symlink.
+func openNoFollow(parent *os.File, name, hostPath string) (*os.File, error) {
+	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: hostPath, Err: err}
+	}
+	return os.NewFile(uintptr(fd), hostPath), nil
+}
+
+// lstatAt is fstatat without following a symlink at name.
+func lstatAt(dir *os.File, name string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	return st, err
+}
+
+// readAt reads the regular file name in dir (not following a symlink),
+// at most limit bytes; os.ErrNotExist when absent.
+func readAt(dir *os.File, name string, limit int64) ([]byte, error) {
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir.Name() + "/" + name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), dir.Name()+"/"+name)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", f.Name())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", f.Name(), err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", f.Name(), limit)
+	}
+	return data, nil
+}
+
+// writeDurable replaces dir/name with data: a temporary dot-file in dir,
+// written, fsynced and renamed over name, then dir fsynced. A symlink at
+// name is replaced, not followed; on failure name is left as it was. It is
+// rootfs.WriteFileAtomic plus the fsyncs, which that one leaves out on
+// purpose (container roots being created) and which a hook binary on the
+// host needs: after a crash it must be the old binary or the new one.
+func writeDurable(dir *os.File, name string, data []byte, perm os.FileMode) (err error) {
+	tmp := rootfs.TempName(name)
+	fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+	if err != nil {
+		return &os.PathError{Op: "create", Path: dir.Name() + "/" + tmp, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), dir.Name()+"/"+tmp)
+	defer func() {
+		if f != nil {
+			_ = f.Close()
+		}
+		if err != nil {
+			_ = unix.Unlinkat(int(dir.Fd()), tmp, 0)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w", f.Name(), err)
+	}
+	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+		return fmt.Errorf("chmod %s: %w", f.Name(), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", f.Name(), err)
+	}
+	cerr := f.Close()
+	f = nil
+	if cerr != nil {
+		return fmt.Errorf("closing %s: %w", dir.Name()+"/"+tmp, cerr)
+	}
+	if err := unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), name); err != nil {
+		return fmt.Errorf("renaming %s/%s to %s: %w", dir.Name(), tmp, name, err)
+	}
+	if err := dir.Sync(); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir.Name(), err)
+	}
+	return nil
+}

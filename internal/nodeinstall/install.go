@@ -1,0 +1,521 @@
+package nodeinstall
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/labels"
+	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// maxSpecSize bounds a spec file read back from the host.
+const maxSpecSize = 16 << 20
+
+// SpecState says what SyncSpec did.
+type SpecState string
+
+// The states of the node's spec.
+const (
+	SpecWritten   SpecState = "written"
+	SpecUnchanged SpecState = "unchanged"
+	// SpecWaiting: the host has no usable XPU yet (driver not loaded);
+	// a spec of the kind written before was removed.
+	SpecWaiting SpecState = "waiting"
+)
+
+// Installer sets up one node. Create it with New; it holds the host root
+// open until Close.
+type Installer struct {
+	o    *options
+	root *rootfs.Root
+	hook []byte
+
+	mu sync.Mutex
+	// installed identifies the hook file Install wrote or found equal, so
+	// that a poll re-reads it only when it was replaced or removed.
+	installed *unix.Stat_t
+	// waiting is the last "no usable XPU" message, logged when it changes.
+	waiting string
+	// noNFD is set while the labels file's directory is missing (logged once).
+	noNFD bool
+}
+
+// New checks opts and opens the host root. It reads and writes nothing.
+func New(opts ...Option) (*Installer, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	r, err := rootfs.Open(o.hostRoot)
+	if err != nil {
+		return nil, err
+	}
+	return &Installer{o: o, root: r}, nil
+}
+
+// readHookSource reads the hook binary to install: it must be a static ELF
+// executable, since it runs on the host, whose libraries are not ours.
+func readHookSource(p string) ([]byte, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("hook to install: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxHookSize {
+		return nil, fmt.Errorf("hook to install %s: not a regular file of at most %d bytes", p, maxHookSize)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("hook to install: %w", err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("hook to install %s is not an ELF executable: %w", p, err)
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return nil, fmt.Errorf("hook to install %s is dynamically linked: it runs on the host, install the static build (CGO_ENABLED=0)", p)
+		}
+	}
+	return data, nil
+}
+
+// Close releases the host root.
+func (in *Installer) Close() error { return in.root.Close() }
+
+// HookPath is the installed hook as the host names it: what the spec names.
+func (in *Installer) HookPath() string { return path.Join(in.o.hookDir, HookName) }
+
+// SpecPath is the spec as the host names it.
+func (in *Installer) SpecPath() string { return in.o.specPath }
+
+// onHost names a host path for messages: the path and where it was reached.
+func (in *Installer) onHost(p string) string {
+	return fmt.Sprintf("%s (through %s)", p, path.Join(in.o.hostRoot, p))
+}
+
+// InstallHook makes the hook directory hold the hook: created (with its
+// missing parents) when missing, replaced atomically when its content
+// differs. It reports whether it wrote. A hook directory that is a symlink
+// or not a directory, or that cannot be written, is an error and nothing
+// is written.
+func (in *Installer) InstallHook() (bool, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.hook == nil {
+		hook, err := readHookSource(in.o.hookSource)
+		if err != nil {
+			return false, err
+		}
+		in.hook = hook
+	}
+	dir, created, err := in.openHookDir(true)
+	if err != nil {
+		return false, err
+	}
+	defer dir.Close()
+	if err := recordCreated(dir, created); err != nil {
+		return false, in.notWritable(err)
+	}
+	if old, err := readAt(dir, HookName, maxHookSize); err == nil && bytes.Equal(old, in.hook) {
+		st, err := lstatAt(dir, HookName)
+		if err == nil && st.Mode&0o111 != 0 {
+			in.installed = &st
+			return false, nil
+		}
+	}
+	if err := writeDurable(dir, HookName, in.hook, 0o755); err != nil {
+		return false, in.notWritable(err)
+	}
+	st, err := lstatAt(dir, HookName)
+	if err != nil {
+		return true, fmt.Errorf("checking the installed hook %s: %w", in.onHost(in.HookPath()), err)
+	}
+	in.installed = &st
+	return true, nil
+}
+
+func (in *Installer) notWritable(err error) error {
+	return fmt.Errorf("hook directory %s is not writable: %w", in.onHost(in.o.hookDir), err)
+}
+
+// openHookDir opens the hook directory without following a symlink at its
+// last component; with create, it creates it (and its parents) when
+// missing and returns the host paths it created.
+func (in *Installer) openHookDir(create bool) (*os.File, []string, error) {
+	parentPath, name := path.Dir(in.o.hookDir), path.Base(in.o.hookDir)
+	var (
+		parent  *os.File
+		created []string
+		err     error
+	)
+	if create {
+		parent, created, err = ensureDir(in.root, parentPath)
+	} else {
+		parent, err = in.root.OpenDir(parentPath)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.hookDir), err)
+	}
+	defer parent.Close()
+	st, err := lstatAt(parent, name)
+	switch {
+	case errors.Is(err, unix.ENOENT) && create:
+		if err := unix.Mkdirat(int(parent.Fd()), name, 0o755); err != nil {
+			return nil, nil, in.notWritable(&os.PathError{Op: "mkdirat", Path: in.o.hookDir, Err: err})
+		}
+		created = append(created, in.o.hookDir)
+	case err != nil:
+		return nil, nil, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.hookDir), err)
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		target, _ := os.Readlink(path.Join(in.o.hostRoot, in.o.hookDir))
+		return nil, nil, fmt.Errorf("hook directory %s is a symlink (to %s): give the directory itself, so that the spec names the path the hook is at", in.onHost(in.o.hookDir), target)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return nil, nil, fmt.Errorf("hook directory %s is not a directory", in.onHost(in.o.hookDir))
+	}
+	dir, err := openNoFollow(parent, name, in.o.hookDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.hookDir), err)
+	}
+	return dir, created, nil
+}
+
+// hookReplaced reports whether the installed hook is gone or is another
+// file than the one InstallHook left.
+func (in *Installer) hookReplaced() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.installed == nil {
+		return true
+	}
+	dir, _, err := in.openHookDir(false)
+	if err != nil {
+		return true
+	}
+	defer dir.Close()
+	st, err := lstatAt(dir, HookName)
+	return err != nil || st.Dev != in.installed.Dev || st.Ino != in.installed.Ino || st.Size != in.installed.Size
+}
+
+// usable reports whether err from discovery or from building the spec
+// means the host has no usable XPU (yet).
+func notReady(err error) bool {
+	return errors.Is(err, discover.ErrNoDevices) || errors.Is(err, discover.ErrNoControlNode) || errors.Is(err, discover.ErrNoComputeDevice)
+}
+
+// SyncSpec reads the host and makes the spec file match it: rewritten when
+// it differs, removed (if it is of the installer's kind) while the host
+// has no usable XPU.
+func (in *Installer) SyncSpec() (SpecState, error) {
+	h, err := in.o.discover(in.o.hostRoot)
+	if err == nil {
+		var spec []byte
+		spec, err = in.buildSpec(h)
+		if err == nil {
+			state, err := in.writeSpec(spec)
+			if err != nil {
+				return state, err
+			}
+			return state, in.syncLabels(labels.For(h, in.o.sharing))
+		}
+	}
+	if !notReady(err) {
+		return "", err
+	}
+	if err := in.syncLabels(nil); err != nil {
+		return SpecWaiting, err
+	}
+	if msg := err.Error(); msg != in.waiting {
+		in.waiting = msg
+		in.o.log.Warnf("waiting for the Kunlun driver on this node: %v; looking again every %s", err, in.o.interval)
+	}
+	if err := in.removeSpec(); err != nil {
+		return SpecWaiting, err
+	}
+	return SpecWaiting, nil
+}
+
+func (in *Installer) buildSpec(h *discover.Host) ([]byte, error) {
+	s := in.o.settings
+	s.HookPath = in.HookPath()
+	s.HostRoot = in.o.hostRoot
+	spec, warnings, err := cdispec.New(h, s)
+	if err != nil {
+		return nil, err
+	}
+	if in.waiting != "" {
+		in.waiting = ""
+		in.o.log.Infof("the Kunlun driver is loaded: %d XPU(s) under %s", len(h.ComputeDevices()), in.onHost(path.Join(in.o.devRoot, "dev")))
+	}
+	for _, w := range warnings {
+		in.o.log.Debugf("%s", w)
+	}
+	if err := cdispec.ValidateSpec(spec); err != nil {
+		return nil, err
+	}
+	f, _ := cdispec.FormatForPath(in.o.specPath) // checked by New
+	return cdispec.Encode(spec, f)
+}
+
+func (in *Installer) writeSpec(data []byte) (SpecState, error) {
+	dir, created, err := ensureDir(in.root, path.Dir(in.o.specPath))
+	if err != nil {
+		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.specPath)), err)
+	}
+	defer dir.Close()
+	if len(created) > 0 {
+		in.mu.Lock()
+		hookDir, _, err := in.openHookDir(false)
+		if err == nil {
+			err = recordCreated(hookDir, created)
+			_ = hookDir.Close()
+		}
+		in.mu.Unlock()
+		if err != nil {
+			return "", fmt.Errorf("recording the directories created for the CDI spec: %w", err)
+		}
+	}
+	name := path.Base(in.o.specPath)
+	if old, err := readAt(dir, name, maxSpecSize); err == nil && bytes.Equal(old, data) {
+		return SpecUnchanged, nil
+	}
+	if err := writeDurable(dir, name, data, 0o644); err != nil {
+		return "", fmt.Errorf("writing the CDI spec %s (left as it was): %w", in.onHost(in.o.specPath), err)
+	}
+	return SpecWritten, nil
+}
+
+// removeSpec removes the spec file if it is a spec of the installer's
+// kind; anything else there is left alone.
+func (in *Installer) removeSpec() error {
+	dir, err := in.root.OpenDir(path.Dir(in.o.specPath))
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.specPath)), err)
+	}
+	defer dir.Close()
+	name := path.Base(in.o.specPath)
+	data, err := readAt(dir, name, maxSpecSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	kind := cdispec.Kind(in.o.settings.Vendor, in.o.settings.Class)
+	if in.o.settings.Vendor == "" {
+		kind = cdispec.Kind(cdispec.DefaultVendor, cdispec.DefaultClass)
+	}
+	if spec, err := cdispec.Parse(data); err != nil || spec.Kind != kind {
+		in.o.log.Warnf("%s is not a %s spec; left in place", in.onHost(in.o.specPath), kind)
+		return nil
+	}
+	if err := unix.Unlinkat(int(dir.Fd()), name, 0); err != nil {
+		return fmt.Errorf("removing the CDI spec %s: %w", in.onHost(in.o.specPath), err)
+	}
+	in.o.log.Infof("removed the CDI spec %s", in.o.specPath)
+	return nil
+}
+
+// Run installs the hook (an error there ends Run), then keeps the spec in
+// step with the host until ctx ends: at once, then every interval. A spec
+// that cannot be written is logged and tried again at the next poll.
+func (in *Installer) Run(ctx context.Context) error {
+	in.warnHostPackage()
+	wrote, err := in.InstallHook()
+	if err != nil {
+		return err
+	}
+	in.logHook(wrote)
+	var lastErr string
+	for {
+		if in.hookReplaced() {
+			wrote, err := in.InstallHook()
+			if err != nil {
+				in.o.log.Errorf("%v", err)
+			} else {
+				in.logHook(wrote)
+			}
+		}
+		state, err := in.SyncSpec()
+		switch {
+		case err != nil:
+			if err.Error() != lastErr {
+				in.o.log.Errorf("%v; trying again every %s", err, in.o.interval)
+			}
+			lastErr = err.Error()
+		case state == SpecWritten:
+			lastErr = ""
+			in.o.log.Infof("wrote the CDI spec %s, naming the hook %s", in.onHost(in.o.specPath), in.HookPath())
+		default:
+			lastErr = ""
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(in.o.interval):
+		}
+	}
+}
+
+func (in *Installer) logHook(wrote bool) {
+	if wrote {
+		in.o.log.Infof("installed %s", in.onHost(in.HookPath()))
+	} else {
+		in.o.log.Infof("%s is up to date", in.onHost(in.HookPath()))
+	}
+}
+
+// Uninstall removes what Install wrote: the spec (if of its kind), the
+// labels file, the hook, and the directories Install created, deepest
+// first, when empty.
+func (in *Installer) Uninstall() error {
+	errs := []error{in.syncLabels(nil)}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	errs = append(errs, in.removeSpec())
+	dir, _, err := in.openHookDir(false)
+	if errors.Is(err, unix.ENOENT) {
+		return errors.Join(errs...)
+	}
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	defer dir.Close()
+	if err := unix.Unlinkat(int(dir.Fd()), HookName, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		errs = append(errs, fmt.Errorf("removing the hook %s: %w", in.onHost(in.HookPath()), err))
+	} else if err == nil {
+		in.o.log.Infof("removed the hook %s", in.HookPath())
+	}
+	in.installed = nil
+	marker, err := readAt(dir, createdMarker, 64<<10)
+	if err != nil {
+		return errors.Join(errs...) // install created no directory
+	}
+	if err := unix.Unlinkat(int(dir.Fd()), createdMarker, 0); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("removing %s: %w", path.Join(in.o.hookDir, createdMarker), err))...)
+	}
+	// Deepest first; one not empty (someone else's files) stays, with its
+	// parents.
+	created := strings.Fields(string(marker))
+	sort.Slice(created, func(i, j int) bool { return len(created[i]) > len(created[j]) })
+	for _, p := range created {
+		p = path.Clean(p)
+		if !path.IsAbs(p) || p == "/" {
+			continue
+		}
+		parent, err := in.root.OpenDir(path.Dir(p))
+		if err != nil {
+			continue
+		}
+		err = unix.Unlinkat(int(parent.Fd()), path.Base(p), unix.AT_REMOVEDIR)
+		_ = parent.Close()
+		if err == nil {
+			in.o.log.Infof("removed the directory %s", p)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// recordCreated adds the host paths of directories Install created to the
+// marker in the hook directory, so that Uninstall, even in another
+// process, removes them and no other.
+func recordCreated(hookDir *os.File, created []string) error {
+	if len(created) == 0 {
+		return nil
+	}
+	old, err := readAt(hookDir, createdMarker, 64<<10)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	all := strings.Fields(string(old))
+	for _, c := range created {
+		if !slices.Contains(all, c) {
+			all = append(all, c)
+		}
+	}
+	return writeDurable(hookDir, createdMarker, []byte(strings.Join(all, "\n")+"\n"), 0o644)
+}
+
+const labelsWriter = "xpu-cdi install"
+
+// syncLabels makes the labels file hold ls (removed when ls is empty),
+// where its directory exists: without NFD's directory nothing is written.
+func (in *Installer) syncLabels(ls []labels.Label) error {
+	if in.o.labelsFile == "" {
+		return nil
+	}
+	dir, err := in.root.OpenDir(path.Dir(in.o.labelsFile))
+	if errors.Is(err, unix.ENOENT) {
+		if !in.noNFD {
+			in.noNFD = true
+			in.o.log.Infof("no %s on this node (Node Feature Discovery not installed?): no node labels written", path.Dir(in.o.labelsFile))
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("labels directory %s: %w", in.onHost(path.Dir(in.o.labelsFile)), err)
+	}
+	defer dir.Close()
+	in.noNFD = false
+	name := path.Base(in.o.labelsFile)
+	old, err := readAt(dir, name, labels.MaxFileSize)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if len(ls) == 0 {
+		if err != nil {
+			return nil // no labels, no file
+		}
+		if err := unix.Unlinkat(int(dir.Fd()), name, 0); err != nil {
+			return fmt.Errorf("removing the node labels %s: %w", in.onHost(in.o.labelsFile), err)
+		}
+		in.o.log.Infof("removed the node labels %s", in.o.labelsFile)
+		return nil
+	}
+	data, err := labels.Encode(ls, labelsWriter)
+	if err != nil {
+		return fmt.Errorf("node labels %s: %w", in.o.labelsFile, err)
+	}
+	if bytes.Equal(old, data) {
+		return nil
+	}
+	if err := writeDurable(dir, name, data, 0o644); err != nil {
+		return fmt.Errorf("writing the node labels %s: %w", in.onHost(in.o.labelsFile), err)
+	}
+	in.o.log.Infof("wrote %d node label(s) to %s", len(ls), in.o.labelsFile)
+	return nil
+}
+
+// hostPackageFiles are files of the xpu-cdi host package: their refresh
+// service writes the node's spec too.
+var hostPackageFiles = []string{"/usr/bin/xpu-cdi", "/usr/lib/systemd/system/xpu-cdi-refresh.service", "/lib/systemd/system/xpu-cdi-refresh.service"}
+
+// warnHostPackage says when the host has the xpu-cdi package: its refresh
+// service and the installer would both write the spec of the kind.
+func (in *Installer) warnHostPackage() {
+	for _, p := range hostPackageFiles {
+		if f, err := in.root.OpenRegular(p); err == nil {
+			_ = f.Close()
+			in.o.log.Warnf("this node has the xpu-cdi host package (%s): its xpu-cdi-refresh service writes the node's CDI spec too; run one of them (the chart's installer.enabled=false on such nodes)", p)
+			return
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+// helmRelease is what a test installs: the chart with the test's values.
+type helmRelease struct {
+	c      *harness.Cluster
+	helm   string
+	name   string
+	values []string
+}
+
+func (r *helmRelease) run(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(r.helm, append(args, "--kubeconfig", r.c.Kubeconfig)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "helm %v:\n%s", args, out)
+	return string(out)
+}
+
+func (r *helmRelease) install(t *testing.T) {
+	t.Helper()
+	args := []string{
+		"install", r.name, filepath.Join(moduleRoot(t), "deployments", "helm", "xpu-cdi"),
+		"--namespace", "xpu-system", "--create-namespace", "--wait", "--timeout", "3m",
+	}
+	for _, v := range r.values {
+		args = append(args, "--set", v)
+	}
+	r.run(t, args...)
+	// A test that fails before its uninstall must not leave a device
+	// plugin for the next one (a second release of the same resource).
+	t.Cleanup(func() {
+		_ = exec.Command(r.helm, "uninstall", r.name, "--namespace", "xpu-system", "--wait", "--ignore-not-found", "--kubeconfig", r.c.Kubeconfig).Run()
+	})
+	// Registered last, run first: the pods' logs before the uninstall.
+	t.Cleanup(func() {
+		if t.Failed() {
+			res := r.c.Kubectl(t, "logs", "--namespace", "xpu-system", "--selector", "app.kubernetes.io/part-of=xpu-cdi", "--all-containers", "--prefix", "--tail", "40")
+			t.Logf("the release's pods:\n%s", res.String())
+		}
+	})
+}
+
+func (r *helmRelease) uninstall(t *testing.T) {
+	t.Helper()
+	r.run(t, "uninstall", r.name, "--namespace", "xpu-system", "--wait", "--timeout", "3m")
+}
+
+// nodeFiles lists the files below dirs with their type, mode and size, for
+// "the node is as it was" checks.
+func nodeFiles(t *testing.T, dirs ...string) []string {
+	t.Helper()
+	var out []string
+	for _, dir := range dirs {
+		require.NoError(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			out = append(out, fmt.Sprintf("%s %s %d", p, info.Mode(), info.Size()))
+			return nil
+		}))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func xpuPod(name, image, resourceName string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: default
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: main
+      image: %[2]s
+      imagePullPolicy: Never
+      command: ["sleep", "2147483647"]
+      resources:
+        limits:
+          %[3]s: 1
+`, name, image, resourceName)
+}
+
+func waitAllocatable(t *testing.T, c *harness.Cluster, resourceName, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		n, err := c.Client.CoreV1().Nodes().Get(context.Background(), c.Node, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		q := n.Status.Allocatable[corev1.ResourceName(resourceName)]
+		return q.Cmp(resource.MustParse(want)) == 0
+	}, podTimeout, 250*time.Millisecond, "the node does not advertise %s %s", want, resourceName)
+}
+
+// xpusOf returns the indices of the fake host's XPUs a pod's container sees,
+// after checking it sees them exactly as the host has them.
+func xpusOf(t *testing.T, c *harness.Cluster, tree *fakehost.Tree, pod string) []int {
+	t.Helper()
+	r := c.Exec(t, "default", pod, "main", "sh", "-c", listXPUs)
+	require.True(t, r.Success(), r.String())
+	nodes, env := parseNodes(t, r.Stdout)
+	var idx []int
+	for _, d := range tree.Devices {
+		if _, ok := nodes[d.Path]; ok {
+			idx = append(idx, d.Index)
+		}
+	}
+	wantNodes, wantEnv := expect(tree, idx...)
+	require.Equal(t, wantNodes, nodes, "%s: its XPUs with the host's major:minor and /dev/xpuctrl, nothing else", pod)
+	require.Equal(t, wantEnv, env, pod)
+	return idx
+}
+
+// TestHelmChart installs deployments/helm/xpu-cdi into the private cluster
+// on a node that has a Kunlun driver tree (a fake P800 host with real device
+// nodes) and no xpu-cdi files: the installer puts the hook and the spec in
+// place, the device plugin advertises the XPUs, the labels file appears in
+// an NFD features directory, and a pod asking for one XPU runs with exactly
+// it. helm uninstall then leaves the node's files as they were. A second
+// release with time-slicing on a one-XPU host runs three pods on that XPU
+// and keeps a fourth pending. What the test sets: the image (the static
+// binaries imported into the runtime), the driver's place on the host, the
+// spec file in the runtime's spec directory, a test CDI vendor, a features
+// directory standing for NFD's, host networking (no CNI) and no mount
+// propagation into the installer (the test machine's / is not shared).
+func TestHelmChart(t *testing.T) {
+	harness.RequiresRoot(t)
+	helm := filepath.Join(harness.ToolsBin(), "helm")
+	if _, err := os.Stat(helm); err != nil {
+		helm = harness.RequiresTool(t, "helm")
+	}
+	// containerd 2.x only: on this machine CRI-O refuses the installer's
+	// host / ("mounted on / but it is not a shared or slave mount", even
+	// without propagation; a systemd host's / is shared) and runc under
+	// CRI-O cannot lower oom_score_adj for the system-node-critical plugin
+	// without capabilities.
+	for _, rt := range clusterRuntimes[:1] {
+		t.Run(rt.name, func(t *testing.T) {
+			c := harness.NewCluster(t, harness.WithClusterRuntime(rt.start), harness.WithNodeLabels("baidu.com/xpu.present=true"))
+			busybox := c.BusyboxImage(t)
+			rootfs := t.TempDir()
+			require.NoError(t, os.MkdirAll(filepath.Join(rootfs, "usr", "bin"), 0o755))
+			for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin"} {
+				data, err := os.ReadFile(Binary(t, name))
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(rootfs, "usr", "bin", name), data, 0o755))
+			}
+			image := c.ImportImage(t, rootfs, "localhost/xpu-cdi:e2e", harness.WithImageCmd("/usr/bin/xpu-device-plugin"))
+			require.Equal(t, "localhost/xpu-cdi:e2e", image)
+
+			vendor := harness.UniqueVendor(t)
+			base := t.TempDir() // stands for the host's /opt: the hook goes below it
+			features := filepath.Join(t.TempDir(), "features.d")
+			require.NoError(t, os.Mkdir(features, 0o755))
+			specFile := filepath.Join(c.SpecDir(), vendor+"-xpu.yaml")
+			hookDir := filepath.Join(base, "opt", "xpu-cdi", "bin")
+			common := []string{
+				"image.repository=localhost/xpu-cdi", "image.tag=e2e", "image.pullPolicy=Never", "hostNetwork=true",
+				// The test machine's / is not a shared mount (a node's is).
+				"installer.mountPropagation=",
+				"installer.hookDir=" + hookDir, "installer.specFile=" + specFile, "installer.interval=1s",
+				"devicePlugin.cdiVendor=" + vendor, "devicePlugin.healthCheckInterval=1s", "labels.featuresDir=" + features,
+			}
+
+			t.Run("one XPU", func(t *testing.T) {
+				tree := FakeHost(t, fakehost.P800x8())
+				before := nodeFiles(t, base, features, c.SpecDir(), tree.Root)
+				rel := &helmRelease{c: c, helm: helm, name: "xpu", values: append(common,
+					"installer.devRoot="+tree.Root, "installer.driverRoot="+tree.Root)}
+				rel.install(t)
+				waitAllocatable(t, c, "baidu.com/xpu", "8")
+
+				// The spec names the host's paths and the installed hook, nothing of a package.
+				data, err := os.ReadFile(specFile)
+				require.NoError(t, err)
+				spec, err := cdispec.Parse(data)
+				require.NoError(t, err)
+				require.Equal(t, filepath.Join(hookDir, "xpu-runtime-hook"), spec.ContainerEdits.Hooks[0].Path)
+				require.Equal(t, tree.Path("/dev/xpuctrl"), spec.ContainerEdits.DeviceNodes[0].HostPath)
+				require.NotContains(t, string(data), "/usr/bin/xpu-runtime-hook")
+				require.NotContains(t, string(data), "hostPath: /host/", "no host path through the installer's /host")
+				labels, err := os.ReadFile(filepath.Join(features, "xpu-cdi"))
+				require.NoError(t, err)
+				require.Contains(t, string(labels), "baidu.com/xpu.present=true\nbaidu.com/xpu.count=8\nbaidu.com/xpu.model=P800\n")
+
+				c.Apply(t, xpuPod("xpu-one", busybox, "baidu.com/xpu"))
+				c.WaitPodRunning(t, "default", "xpu-one", podTimeout)
+				require.Len(t, xpusOf(t, c, tree, "xpu-one"), 1, "exactly one XPU")
+				c.MustKubectl(t, "delete", "pod", "xpu-one", "--namespace", "default", "--wait")
+
+				rel.uninstall(t)
+				require.Eventually(t, func() bool {
+					return slices.Equal(before, nodeFiles(t, base, features, c.SpecDir(), tree.Root))
+				}, podTimeout, 250*time.Millisecond, "helm uninstall leaves the node as it was")
+			})
+
+			t.Run("time-slicing", func(t *testing.T) {
+				h := fakehost.P800x8()
+				h.Devices = h.Devices[:1]
+				tree := FakeHost(t, h)
+				before := nodeFiles(t, base, features, c.SpecDir(), tree.Root)
+				rel := &helmRelease{c: c, helm: helm, name: "xpu-shared", values: append(common,
+					"installer.devRoot="+tree.Root, "installer.driverRoot="+tree.Root,
+					"devicePlugin.config.version=v1",
+					"devicePlugin.config.sharing.timeSlicing.resources[0].name=baidu.com/xpu",
+					"devicePlugin.config.sharing.timeSlicing.resources[0].replicas=3")}
+				rel.install(t)
+				waitAllocatable(t, c, "baidu.com/xpu", "3")
+				labels, err := os.ReadFile(filepath.Join(features, "xpu-cdi"))
+				require.NoError(t, err)
+				require.Contains(t, string(labels), "baidu.com/xpu.count=1\n")
+				require.Contains(t, string(labels), "baidu.com/xpu.sharing-strategy=time-slicing\nbaidu.com/xpu.replicas=3\n")
+
+				for i := range 3 {
+					c.Apply(t, xpuPod(fmt.Sprintf("shared-%d", i), busybox, "baidu.com/xpu"))
+				}
+				for i := range 3 {
+					name := fmt.Sprintf("shared-%d", i)
+					c.WaitPodRunning(t, "default", name, podTimeout)
+					require.Equal(t, []int{0}, xpusOf(t, c, tree, name), "%s shares XPU 0", name)
+				}
+				c.Apply(t, xpuPod("shared-3", busybox, "baidu.com/xpu"))
+				pod := c.WaitPod(t, "default", "shared-3", podTimeout, func(p *corev1.Pod) bool {
+					for _, cond := range p.Status.Conditions {
+						if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && strings.Contains(cond.Message, "Insufficient baidu.com/xpu") {
+							return true
+						}
+					}
+					return false
+				})
+				require.Equal(t, corev1.PodPending, pod.Status.Phase, "three replicas, three pods")
+				for i := range 4 {
+					c.MustKubectl(t, "delete", "pod", fmt.Sprintf("shared-%d", i), "--namespace", "default", "--wait")
+				}
+
+				rel.uninstall(t)
+				require.Eventually(t, func() bool {
+					return slices.Equal(before, nodeFiles(t, base, features, c.SpecDir(), tree.Root))
+				}, podTimeout, 250*time.Millisecond, "helm uninstall leaves the node as it was")
+			})
+		})
+	}
+}
