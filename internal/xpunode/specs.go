@@ -1,4 +1,4 @@
-package deviceplugin
+package xpunode
 
 import (
 	"fmt"
@@ -10,25 +10,26 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
-// specChecker reads the CDI spec directories as engines do (the CDI
+// SpecChecker reads the CDI spec directories as engines do (the CDI
 // library's cache) to tell which devices of the kind a container could get.
-type specChecker struct {
+type SpecChecker struct {
 	kind   string
 	vendor string
 	cache  *cdiapi.Cache
 }
 
-func newSpecChecker(kind string, dirs []string) *specChecker {
+// NewSpecChecker returns a checker of the specs of kind (vendor/class) in dirs.
+func NewSpecChecker(kind string, dirs []string) *SpecChecker {
 	vendor, _, _ := strings.Cut(kind, "/")
 	// NewCache fails only on a refresh error, which check reports again.
 	cache, _ := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
-	return &specChecker{kind: kind, vendor: vendor, cache: cache}
+	return &SpecChecker{kind: kind, vendor: vendor, cache: cache}
 }
 
-// check returns the device names of the kind the specs offer, where those
-// specs do not match the host h (see staleNodes) and the errors of specs the
+// Check returns the device names of the kind the specs offer, where those
+// specs do not match the host h (see StaleNodes) and the errors of specs the
 // library rejected.
-func (s *specChecker) check(h *discover.Host) (names map[string]bool, stale []string, err error) {
+func (s *SpecChecker) Check(h *discover.Host) (names map[string]bool, stale []string, err error) {
 	err = s.cache.Refresh()
 	names = map[string]bool{}
 	for _, q := range s.cache.ListDevices() {
@@ -40,19 +41,19 @@ func (s *specChecker) check(h *discover.Host) (names map[string]bool, stale []st
 		if spec.GetVendor()+"/"+spec.GetClass() != s.kind {
 			continue
 		}
-		for _, p := range staleNodes(spec.Spec, h) {
+		for _, p := range StaleNodes(spec.Spec, h) {
 			stale = append(stale, spec.GetPath()+": "+p)
 		}
 	}
 	return names, stale, err
 }
 
-// staleNodes compares the XPU device nodes of a spec with what discovery
+// StaleNodes compares the XPU device nodes of a spec with what discovery
 // found: a node whose major:minor changed (the driver was reloaded) or that
 // the host no longer has. It compares with discovery rather than stat'ing
 // the spec's host paths because the plugin usually runs in a container where
 // the host's /dev is mounted under --dev-root, not at /dev.
-func staleNodes(spec *specs.Spec, h *discover.Host) []string {
+func StaleNodes(spec *specs.Spec, h *discover.Host) []string {
 	live := map[string]*discover.Node{}
 	if h.Control != nil {
 		live[h.Control.Path] = h.Control
