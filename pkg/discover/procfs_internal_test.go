@@ -52,7 +52,7 @@ func FuzzDriverDevicesLine(f *testing.F) {
 func TestParseMainMemory(t *testing.T) {
 	for _, tc := range []struct {
 		description, in string
-		want        int64
+		want            int64
 	}{
 		{"kunlun2", "L3: 0 / 63 MB\nMAIN: 0 / 16384 MB\n", 16384},
 		{"tabs", "L3:\t0 / 63 MB\nMAIN:\t512 / 98304 MB\n", 98304},

@@ -14,7 +14,7 @@ import (
 )
 
 // TestMakeImage runs `make image` (deployments/Containerfile, FROM scratch)
-// with a private Podman storage: nothing is pulled, the image holds the four
+// with a private Podman storage: nothing is pulled, the image holds the five
 // static binaries and runs the device plugin by default.
 func TestMakeImage(t *testing.T) {
 	p := harness.NewPodman(t)
@@ -41,7 +41,7 @@ exec podman --root %[4]s --runroot %[5]s "$@"
 
 	r = p.MustRun(t, "run", "--rm", image, "--version")
 	require.Contains(t, r.Stdout, "xpu-device-plugin version")
-	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook"} {
+	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-dra-driver"} {
 		r = p.MustRun(t, "run", "--rm", "--entrypoint", "/usr/bin/"+name, image, "--version")
 		require.Contains(t, r.Stdout+r.Stderr, name, name)
 	}
