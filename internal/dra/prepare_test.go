@@ -31,7 +31,7 @@ type kubelet struct {
 }
 
 // shortDir is a temporary directory with a path short enough for unix sockets.
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "xdra")
 	require.NoError(t, err)
@@ -39,7 +39,7 @@ func shortDir(t *testing.T) string {
 	return dir
 }
 
-func startKubelet(t *testing.T, d *Driver, objs ...runtime.Object) *kubelet {
+func startKubelet(t testing.TB, d *Driver, objs ...runtime.Object) *kubelet {
 	t.Helper()
 	dir := shortDir(t)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid-1"}}
@@ -73,13 +73,13 @@ func claim(name string, devices ...string) *resourceapi.ResourceClaim {
 	return c
 }
 
-func (k *kubelet) create(t *testing.T, c *resourceapi.ResourceClaim) {
+func (k *kubelet) create(t testing.TB, c *resourceapi.ResourceClaim) {
 	t.Helper()
 	_, err := k.client.ResourceV1().ResourceClaims(c.Namespace).Create(context.Background(), c, metav1.CreateOptions{})
 	require.NoError(t, err)
 }
 
-func (k *kubelet) prepare(t *testing.T, c *resourceapi.ResourceClaim) *drapb.NodePrepareResourceResponse {
+func (k *kubelet) prepare(t testing.TB, c *resourceapi.ResourceClaim) *drapb.NodePrepareResourceResponse {
 	t.Helper()
 	resp, err := k.dra.NodePrepareResources(context.Background(), &drapb.NodePrepareResourcesRequest{
 		Claims: []*drapb.Claim{{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}},
@@ -90,7 +90,7 @@ func (k *kubelet) prepare(t *testing.T, c *resourceapi.ResourceClaim) *drapb.Nod
 	return r
 }
 
-func (k *kubelet) unprepare(t *testing.T, c *resourceapi.ResourceClaim) string {
+func (k *kubelet) unprepare(t testing.TB, c *resourceapi.ResourceClaim) string {
 	t.Helper()
 	resp, err := k.dra.NodeUnprepareResources(context.Background(), &drapb.NodeUnprepareResourcesRequest{
 		Claims: []*drapb.Claim{{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}},

@@ -18,12 +18,23 @@ type goBench struct {
 	nsPerOp   []float64
 	bytes     float64
 	allocs    float64
+	// custom holds the metrics a benchmark reports itself in ms
+	// (b.ReportMetric(v, "median-ms")): the last repetition's.
+	custom map[string]float64
 }
 
 var (
 	benchLine  = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op(.*)$`)
 	bytesField = regexp.MustCompile(`([0-9.]+) B/op`)
 	allocField = regexp.MustCompile(`([0-9.]+) allocs/op`)
+	msField    = regexp.MustCompile(`([0-9.]+) ([a-z0-9]+)-ms\b`)
+)
+
+// prepareTarget is issue 18's target for the DRA driver's Prepare of a
+// claim of 8 XPUs: a median under 5 ms.
+const (
+	prepareBench  = "internal/dra BenchmarkPrepare/xpus=8"
+	prepareTarget = 5.0
 )
 
 // parseGoBench reads `go test -bench -benchmem` output, keeping the order
@@ -63,6 +74,12 @@ func parseGoBench(r io.Reader) ([]*goBench, error) {
 		if f := allocField.FindStringSubmatch(m[3]); f != nil {
 			g.allocs, _ = strconv.ParseFloat(f[1], 64)
 		}
+		for _, f := range msField.FindAllStringSubmatch(m[3], -1) {
+			if g.custom == nil {
+				g.custom = map[string]float64{}
+			}
+			g.custom[f[2]], _ = strconv.ParseFloat(f[1], 64)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading benchmark output: %w", err)
@@ -85,12 +102,25 @@ const modulePath = "github.com/xpu-cdi/xpu-cdi"
 
 func (g *goBench) row() Row {
 	pkg := strings.TrimPrefix(g.pkg, modulePath+"/")
-	return Row{
+	r := Row{
 		Section: "1b",
 		Name:    fmt.Sprintf("go test -bench %s %s", pkg, strings.TrimPrefix(g.name, "Benchmark")),
 		Value:   fmt.Sprintf("%s/op, %s/op, %.0f allocs/op", ms(g.median()), kib(g.bytes), g.allocs),
 		Status:  Info,
 	}
+	for _, k := range []string{"median", "p99"} {
+		if v, ok := g.custom[k]; ok {
+			r.Value += fmt.Sprintf(", %s %.2f ms", k, v)
+		}
+	}
+	if median, ok := g.custom["median"]; ok && pkg+" "+g.name == prepareBench {
+		r.Target = fmt.Sprintf("median < %.0f ms", prepareTarget)
+		r.Status = Pass
+		if median >= prepareTarget {
+			r.Status = Fail
+		}
+	}
+	return r
 }
 
 func kib(bytes float64) string {
