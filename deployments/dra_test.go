@@ -182,3 +182,51 @@ func TestDeviceClasses(t *testing.T) {
 		}
 	}
 }
+
+// The claims docs/kubernetes.md shows decode strictly, and their CEL compiles.
+func TestDocumentedClaims(t *testing.T) {
+	data, err := os.ReadFile("../docs/kubernetes.md")
+	require.NoError(t, err)
+	var blocks []string
+	for _, part := range strings.Split(string(data), "```yaml\n")[1:] {
+		block, _, ok := strings.Cut(part, "```")
+		require.True(t, ok)
+		if strings.Contains(block, "apiVersion: resource.k8s.io/v1") {
+			blocks = append(blocks, block)
+		}
+	}
+	require.NotEmpty(t, blocks)
+	kinds := map[string]int{}
+	compiler := cel.GetCompiler(cel.Features{})
+	for _, block := range blocks {
+		for i, doc := range documents([]byte(block)) {
+			var tm struct {
+				Kind string `json:"kind"`
+			}
+			require.NoError(t, yaml.Unmarshal(doc, &tm))
+			kinds[tm.Kind]++
+			var requests []resourceapi.DeviceRequest
+			switch tm.Kind {
+			case "ResourceClaimTemplate":
+				var o resourceapi.ResourceClaimTemplate
+				require.NoError(t, yaml.UnmarshalStrict(doc, &o), "document %d", i)
+				requests = o.Spec.Spec.Devices.Requests
+			case "ResourceClaim":
+				var o resourceapi.ResourceClaim
+				require.NoError(t, yaml.UnmarshalStrict(doc, &o), "document %d", i)
+				requests = o.Spec.Devices.Requests
+			case "Pod":
+				require.NoError(t, yaml.UnmarshalStrict(doc, &corev1.Pod{}), "document %d", i)
+			default:
+				t.Fatalf("document %d: %s not expected in the claims example", i, tm.Kind)
+			}
+			for _, r := range requests {
+				require.NotNil(t, r.Exactly, r.Name)
+				for _, s := range r.Exactly.Selectors {
+					require.Nil(t, compiler.CompileCELExpression(s.CEL.Expression, cel.Options{}).Error, s.CEL.Expression)
+				}
+			}
+		}
+	}
+	require.Equal(t, 4, kinds["ResourceClaimTemplate"]+kinds["ResourceClaim"], "%v", kinds)
+}
