@@ -10,7 +10,7 @@
 # Go tools go to a dedicated directory (default /usr/local/lib/xpu-cdi-tools/bin, override with
 # XPU_CDI_TOOLS_BIN) so containerd 2.x never shadows Debian's containerd 1.6 in /usr/bin.
 #
-# Usage: hack/install-deps.sh [--only go|apt|kubelet] [--quiet]
+# Usage: hack/install-deps.sh [--only go|apt|kubernetes|helm] [--quiet]
 set -euo pipefail
 
 readonly TOOLS_BIN="${XPU_CDI_TOOLS_BIN:-/usr/local/lib/xpu-cdi-tools/bin}"
@@ -28,11 +28,20 @@ readonly GOLANGCI_VERSION="v2.15.0"
 readonly CRIO_MODULE="github.com/cri-o/cri-o"
 readonly CRIO_VERSION="v1.34.0"
 readonly CRIO_TAGS="containers_image_openpgp,containers_image_ostree_stub,exclude_graphdriver_btrfs,btrfs_noversion"
-# The kubelet of the device plugin's end-to-end test (standalone, no API server). k8s.io/kubernetes is
+# Kubernetes, for the tests' private single-node cluster (tests/e2e/harness/cluster.go). k8s.io/kubernetes is
 # not meant to be a dependency: a throwaway wrapper module requires it and replaces each of its staging
-# modules (./staging/src/k8s.io/NAME in its go.mod) with k8s.io/NAME at the matching v0 version.
+# modules (./staging/src/k8s.io/NAME in its go.mod) with k8s.io/NAME at the matching v0 version. The five
+# commands are built by one `go build` so they compile the packages they share once.
 readonly KUBERNETES_MODULE="k8s.io/kubernetes"
-readonly KUBELET_VERSION="v1.34.2"
+readonly KUBERNETES_VERSION="v1.37.2"
+readonly KUBERNETES_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+# etcd: its modules carry replace directives, so `go install go.etcd.io/etcd/server/v3@...` is refused; the
+# cluster's etcd is hack/etcd-embed, a small program (its own module) on go.etcd.io/etcd/server/v3/embed.
+readonly ETCD_MODULE="go.etcd.io/etcd/server/v3"
+readonly ETCD_VERSION="v3.7.3"
+# Helm, for the chart's tests.
+readonly HELM_MODULE="helm.sh/helm/v3"
+readonly HELM_VERSION="v3.22.0"
 
 # Engines and runtime pieces: installed with their recommended packages (fuse-overlayfs, slirp4netns,
 # uidmap, ... are what Podman is tested with on Debian).
@@ -45,16 +54,19 @@ quiet=0
 
 usage() {
 	cat <<EOF
-Usage: $0 [--only go|apt|kubelet] [--quiet]
+Usage: $0 [--only go|apt|kubernetes|helm] [--quiet]
 
 Installs, only when missing:
   apt:     ${APT_ENGINES[*]} ${APT_TOOLS[*]}
   go:      containerd, ctr, containerd-shim-runc-v2 ${CONTAINERD_VERSION}, crictl ${CRICTL_VERSION},
            golangci-lint ${GOLANGCI_VERSION}, crio ${CRIO_VERSION} (go build in the module) and its
-           pinns (make -C pinns), kubelet ${KUBELET_VERSION} into ${TOOLS_BIN}
-  kubelet: only the kubelet (part of go; its first build takes several minutes)
+           pinns (make -C pinns), helm ${HELM_VERSION}, ${KUBERNETES_CMDS[*]}
+           ${KUBERNETES_VERSION} (one go build) and etcd ${ETCD_VERSION} (hack/etcd-embed) into ${TOOLS_BIN}
+  kubernetes: only the Kubernetes commands and etcd (part of go; their first build takes many minutes;
+           "kubelet" is an older name for this group)
+  helm:    only helm (part of go)
 
-  --only go|apt|kubelet  install only that group
+  --only GROUP   install only that group
   --quiet        print only what was installed (and errors)
 EOF
 }
@@ -77,7 +89,7 @@ say() {
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--only)
-		[[ $# -ge 2 ]] || die "--only needs an argument: go or apt"
+		[[ $# -ge 2 ]] || die "--only needs an argument: go, apt, kubernetes or helm"
 		only=$2
 		shift 2
 		;;
@@ -100,8 +112,8 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 case $only in
-"" | go | apt | kubelet) ;;
-*) die "--only takes go, apt or kubelet, not '$only'" ;;
+"" | go | apt | kubernetes | kubelet | helm) ;;
+*) die "--only takes go, apt, kubernetes or helm, not '$only'" ;;
 esac
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -279,7 +291,13 @@ install_go() {
 	go_tool "$CRICTL_MODULE" "$CRICTL_VERSION" "" "${CRICTL_MODULE}/cmd/crictl"
 	go_tool "$GOLANGCI_MODULE" "$GOLANGCI_VERSION" "" "${GOLANGCI_MODULE}/cmd/golangci-lint"
 	install_crio
-	install_kubelet
+	install_helm
+	install_kubernetes
+	install_etcd
+}
+
+install_helm() {
+	go_tool "$HELM_MODULE" "$HELM_VERSION" "" "${HELM_MODULE}/cmd/helm"
 }
 
 # install_crio builds CRI-O's crio (Go) and pinns (a small static C program) from the module the proxy
@@ -326,52 +344,123 @@ install_crio() {
 	say installed "c pinns ${CRIO_VERSION} (${pinns})"
 }
 
-# install_kubelet builds the kubelet (static) unless ${TOOLS_BIN}/kubelet reports ${KUBELET_VERSION}.
-install_kubelet() {
-	local bin=${TOOLS_BIN}/kubelet have
-	have=$([[ -x $bin ]] && "$GO" version -m "$bin" 2>/dev/null |
-		awk -v m="$KUBERNETES_MODULE" '($1 == "mod" || $1 == "dep") && $2 == m { print $3 }' || true)
-	if [[ $have == "$KUBELET_VERSION" ]]; then
-		say present "go kubelet ${KUBELET_VERSION} (${bin})"
-		return 0
-	fi
-	local start=$SECONDS work
-	work=$(mktemp -d /tmp/xpu-cdi-kubelet-build.XXXXXX)
+# module_dep prints the version of module $2 that binary $1 was built with (main module or dependency).
+module_dep() {
+	local bin=$1 module=$2
+	[[ -x $bin ]] || return 0
+	"$GO" version -m "$bin" 2>/dev/null | awk -v m="$module" '($1 == "mod" || $1 == "dep") && $2 == m { print $3 }'
+}
+
+# go_flags_no_mod prints GOFLAGS without -mod flags (a throwaway module has no vendor directory).
+go_flags_no_mod() {
+	printf '%s\n' ${GOFLAGS:-} | grep -v '^-mod=' | tr '\n' ' ' || true
+}
+
+# install_kubernetes builds the Kubernetes commands (static, version-stamped) unless each of them in
+# ${TOOLS_BIN} reports ${KUBERNETES_MODULE} ${KUBERNETES_VERSION}. One `go build -o DIR` of all five
+# packages: they share most of their packages, which are then compiled once.
+install_kubernetes() {
+	local -a stale=()
+	local cmd bin have
+	for cmd in "${KUBERNETES_CMDS[@]}"; do
+		bin=${TOOLS_BIN}/${cmd}
+		have=$(module_dep "$bin" "$KUBERNETES_MODULE")
+		if [[ $have == "$KUBERNETES_VERSION" ]]; then
+			say present "go ${cmd} ${KUBERNETES_VERSION} (${bin})"
+		else
+			stale+=("$cmd")
+		fi
+	done
+	[[ ${#stale[@]} -gt 0 ]] || return 0
+
+	local start=$SECONDS work minor=${KUBERNETES_VERSION#v1.}
+	minor=${minor%%.*}
+	work=$(mktemp -d /tmp/xpu-cdi-kubernetes-build.XXXXXX)
 	(
 		set -euo pipefail
 		cd "$work"
-		export GOFLAGS
-		GOFLAGS=$(printf '%s\n' ${GOFLAGS:-} | grep -v '^-mod=' | tr '\n' ' ' || true)
-		export GOWORK=off
-		printf 'module xpu-cdi.invalid/kubelet-build\n\ngo 1.24.0\n\nrequire %s %s\n' \
-			"$KUBERNETES_MODULE" "$KUBELET_VERSION" >go.mod
-		local gomod staging=() name
-		gomod=$("$GO" mod download -json "${KUBERNETES_MODULE}@${KUBELET_VERSION}" |
-			sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-		[[ -f $gomod ]] || { echo "no go.mod for ${KUBERNETES_MODULE}@${KUBELET_VERSION}" >&2; exit 1; }
+		export GOFLAGS GOWORK=off CGO_ENABLED=0
+		GOFLAGS=$(go_flags_no_mod)
+		printf 'module xpu-cdi.invalid/kubernetes-build\n\ngo 1.26.0\n\nrequire %s %s\n' \
+			"$KUBERNETES_MODULE" "$KUBERNETES_VERSION" >go.mod
+		local dl gomod info released="" staging=() name
+		dl=$("$GO" mod download -json "${KUBERNETES_MODULE}@${KUBERNETES_VERSION}")
+		gomod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$dl")
+		info=$(sed -n 's/^[[:space:]]*"Info": "\(.*\)",\{0,1\}$/\1/p' <<<"$dl")
+		# The release's time as the proxy knows it: the build date `kubectl version` shows.
+		if [[ -f $info ]]; then
+			released=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$info")
+		fi
+		[[ -f $gomod ]] || { echo "no go.mod for ${KUBERNETES_MODULE}@${KUBERNETES_VERSION}" >&2; exit 1; }
 		mapfile -t staging < <(awk '$2 == "=>" && $3 ~ /^\.\/staging\/src\// { print $1 }' "$gomod")
 		[[ ${#staging[@]} -gt 0 ]] || { echo "no staging replacements in $gomod" >&2; exit 1; }
 		for name in "${staging[@]}"; do
-			"$GO" mod edit -replace "${name}=${name}@v0.${KUBELET_VERSION#v1.}"
+			"$GO" mod edit -replace "${name}=${name}@v0.${KUBERNETES_VERSION#v1.}"
 		done
-		run "$GO" get "${KUBERNETES_MODULE}/cmd/kubelet@${KUBELET_VERSION}"
-		CGO_ENABLED=0 run "$GO" build -trimpath -o "$bin" \
-			-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=${KUBELET_VERSION}" \
-			"${KUBERNETES_MODULE}/cmd/kubelet"
-	) || { rm -rf "$work"; die "building kubelet ${KUBELET_VERSION} failed (work dir removed)"; }
+		local -a pkgs=() ldflags=(-s -w) vpkg
+		for cmd in "${stale[@]}"; do
+			pkgs+=("${KUBERNETES_MODULE}/cmd/${cmd}")
+		done
+		run "$GO" get "${pkgs[@]/%/@${KUBERNETES_VERSION}}"
+		# What hack/lib/version.sh stamps: kubectl reads client-go's copy, the rest component-base's.
+		for vpkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+			ldflags+=(-X "${vpkg}.gitVersion=${KUBERNETES_VERSION}" -X "${vpkg}.gitMajor=1"
+				-X "${vpkg}.gitMinor=${minor}" -X "${vpkg}.gitTreeState=clean"
+				-X "${vpkg}.buildDate=${released:-1970-01-01T00:00:00Z}")
+		done
+		mkdir out
+		run "$GO" build -trimpath -o out/ -ldflags "${ldflags[*]}" "${pkgs[@]}"
+		for cmd in "${stale[@]}"; do
+			install -m 0755 "out/${cmd}" "${TOOLS_BIN}/${cmd}.tmp"
+			mv -f "${TOOLS_BIN}/${cmd}.tmp" "${TOOLS_BIN}/${cmd}"
+		done
+	) || { rm -rf "$work"; die "building ${stale[*]} ${KUBERNETES_VERSION} failed (work dir removed)"; }
 	rm -rf "$work"
-	have=$("$GO" version -m "$bin" 2>/dev/null | awk -v m="$KUBERNETES_MODULE" '($1 == "mod" || $1 == "dep") && $2 == m { print $3 }')
-	[[ $have == "$KUBELET_VERSION" ]] || die "built ${bin} but it reports ${KUBERNETES_MODULE} '${have}', want ${KUBELET_VERSION}"
-	say installed "go kubelet ${KUBELET_VERSION} (${bin}, $((SECONDS - start)) s)"
+	for cmd in "${stale[@]}"; do
+		bin=${TOOLS_BIN}/${cmd}
+		have=$(module_dep "$bin" "$KUBERNETES_MODULE")
+		[[ $have == "$KUBERNETES_VERSION" ]] || die "built ${bin} but it reports ${KUBERNETES_MODULE} '${have}', want ${KUBERNETES_VERSION}"
+		say installed "go ${cmd} ${KUBERNETES_VERSION} (${bin}, $((SECONDS - start)) s)"
+	done
+}
+
+# install_etcd builds hack/etcd-embed (its own module, pinned to ${ETCD_MODULE} ${ETCD_VERSION} by its
+# go.mod and go.sum) as ${TOOLS_BIN}/etcd unless that binary already reports the version.
+install_etcd() {
+	local bin=${TOOLS_BIN}/etcd src have
+	src=$(cd "$(dirname "${BASH_SOURCE[0]}")/etcd-embed" && pwd) || die "hack/etcd-embed not found"
+	have=$(module_dep "$bin" "$ETCD_MODULE")
+	if [[ $have == "$ETCD_VERSION" ]]; then
+		say present "go etcd ${ETCD_VERSION} (${bin}, hack/etcd-embed)"
+		return 0
+	fi
+	local start=$SECONDS
+	(
+		cd "$src"
+		export GOWORK=off CGO_ENABLED=0 GOFLAGS
+		GOFLAGS="$(go_flags_no_mod) -mod=readonly"
+		run "$GO" build -trimpath -ldflags '-s -w' -o "${bin}.tmp" .
+	) || { rm -f "${bin}.tmp"; die "go build hack/etcd-embed failed"; }
+	mv -f "${bin}.tmp" "$bin"
+	have=$(module_dep "$bin" "$ETCD_MODULE")
+	[[ $have == "$ETCD_VERSION" ]] || die "built ${bin} but it reports ${ETCD_MODULE} '${have}', want ${ETCD_VERSION} (hack/etcd-embed/go.mod)"
+	say installed "go etcd ${ETCD_VERSION} (${bin}, hack/etcd-embed, $((SECONDS - start)) s)"
 }
 
 if [[ -z $only || $only == apt ]]; then
 	install_apt
 fi
-if [[ -z $only || $only == go ]]; then
-	install_go
-elif [[ $only == kubelet ]]; then
+case $only in
+"" | go) install_go ;;
+kubernetes | kubelet)
 	find_go
 	mkdir -p "$TOOLS_BIN"
-	install_kubelet
-fi
+	install_kubernetes
+	install_etcd
+	;;
+helm)
+	find_go
+	mkdir -p "$TOOLS_BIN"
+	install_helm
+	;;
+esac

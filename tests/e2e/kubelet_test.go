@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,20 +23,9 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
-// kubeletPluginDir is the kubelet's device plugin directory: the kubelet
-// hard-codes it (v1beta1.DevicePluginPath), whatever its --root-dir.
-const kubeletPluginDir = "/var/lib/kubelet/device-plugins"
-
 // kubeletNode is the node name of the test kubelet; static pods are named
 // <name>-<node>.
 const kubeletNode = "xpu-e2e-node"
-
-// kubeletSysctls are the kernel tunables the kubelet sets when it starts
-// (protectKernelDefaults: false); the test restores them.
-var kubeletSysctls = []string{
-	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
-	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
-}
 
 // testKubelet is a standalone kubelet (no API server) running static pods
 // from a manifest directory against a containerd 2.x.
@@ -50,85 +37,15 @@ type testKubelet struct {
 	client    *http.Client
 }
 
-// freePort returns a TCP port nobody listens on now.
-func freePort(t *testing.T) int {
+// claimKubelet takes the machine's kubelet paths for the test
+// (harness.ClaimKubeletHost) and returns the private directory of the
+// test's kubelet, for startKubelet.
+func claimKubelet(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	dir, err := os.MkdirTemp("", "xe2e-kubelet-")
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// claimPluginDir makes sure no other kubelet uses the device plugin
-// directory and removes what the test created there at the end.
-func claimPluginDir(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(kubeletPluginDir, "kubelet.sock")); err == nil {
-		if c, err := net.Dial("unix", filepath.Join(kubeletPluginDir, "kubelet.sock")); err == nil {
-			c.Close()
-			t.Fatalf("a kubelet is already serving %s: this test needs the machine's device plugin directory to itself", kubeletPluginDir)
-		}
-	}
-	var created []string
-	for _, d := range []string{"/var/lib/kubelet", kubeletPluginDir} {
-		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
-			require.NoError(t, os.Mkdir(d, 0o750))
-			created = append(created, d)
-		}
-	}
-	t.Cleanup(func() {
-		// The kubelet's checkpoint and sockets; then what the test created.
-		entries, _ := os.ReadDir(kubeletPluginDir)
-		for _, e := range entries {
-			_ = os.Remove(filepath.Join(kubeletPluginDir, e.Name()))
-		}
-		for i := len(created) - 1; i >= 0; i-- {
-			if err := os.Remove(created[i]); err != nil {
-				t.Errorf("removing %s: %v", created[i], err)
-			}
-		}
-	})
-}
-
-// kubeletContainerLogs is where the kubelet links container logs, whatever
-// its configuration (kubelet.DefaultContainerLogsDir).
-const kubeletContainerLogs = "/var/log/containers"
-
-// cleanContainerLogs removes the test node's links from
-// /var/log/containers at the end, and the directory if the test made it.
-func cleanContainerLogs(t *testing.T) {
-	t.Helper()
-	_, err := os.Stat(kubeletContainerLogs)
-	existed := err == nil
-	t.Cleanup(func() {
-		links, _ := filepath.Glob(filepath.Join(kubeletContainerLogs, "*-"+kubeletNode+"_*"))
-		for _, l := range links {
-			_ = os.Remove(l)
-		}
-		if !existed {
-			if err := os.Remove(kubeletContainerLogs); err != nil {
-				t.Errorf("removing %s: %v", kubeletContainerLogs, err)
-			}
-		}
-	})
-}
-
-// saveSysctls restores the kubelet's kernel tunables at the end.
-func saveSysctls(t *testing.T) {
-	t.Helper()
-	saved := map[string][]byte{}
-	for _, s := range kubeletSysctls {
-		data, err := os.ReadFile("/proc/sys/" + s)
-		require.NoError(t, err)
-		saved[s] = data
-	}
-	t.Cleanup(func() {
-		for s, v := range saved {
-			if err := os.WriteFile("/proc/sys/"+s, v, 0o644); err != nil {
-				t.Errorf("restoring sysctl %s to %s: %v", s, strings.TrimSpace(string(v)), err)
-			}
-		}
-	})
+	harness.ClaimKubeletHost(t, kubeletNode, filepath.Join(dir, "pod-logs"))
+	return dir
 }
 
 // unmountUnder detaches every mount below dir (the kubelet makes its root
@@ -156,23 +73,23 @@ func unmountUnder(t *testing.T, dir string) {
 	}
 }
 
-// startKubelet starts kubelet v1.34 standalone against containerd c, with
-// extra command line arguments.
-func startKubelet(t *testing.T, c *harness.Containerd, extra ...string) *testKubelet {
+// startKubelet starts the kubelet (harness.KubernetesVersion) standalone in
+// dir (claimKubelet) against containerd c, with extra command line
+// arguments.
+func startKubelet(t *testing.T, dir string, c *harness.Containerd, extra ...string) *testKubelet {
 	t.Helper()
 	bin := harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "kubelet"))
-	dir, err := os.MkdirTemp("", "xe2e-kubelet-")
-	require.NoError(t, err)
 	k := &testKubelet{
 		manifests: filepath.Join(dir, "manifests"),
-		port:      freePort(t),
-		healthz:   freePort(t),
+		port:      harness.FreePort(t),
+		healthz:   harness.FreePort(t),
 		log:       filepath.Join(dir, "kubelet.log"),
 	}
 	require.NoError(t, os.Mkdir(k.manifests, 0o755))
 	root := filepath.Join(dir, "root")
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+failCgroupV1: false
 failSwapOn: false
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
@@ -194,19 +111,18 @@ authorization:
   mode: AlwaysAllow
 containerRuntimeEndpoint: unix://%[4]s
 podLogsDir: %[5]q
+volumePluginDir: %[6]q
 evictionHard: {}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
 resolvConf: ""
-`, k.manifests, k.port, k.healthz, c.Address, filepath.Join(dir, "pod-logs"))
+`, k.manifests, k.port, k.healthz, c.Address, filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins"))
 	cfgPath := filepath.Join(dir, "kubelet.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 	logFile, err := os.Create(k.log)
 	require.NoError(t, err)
 
-	saveSysctls(t)
-	cleanContainerLogs(t)
 	args := []string{
 		"--config", cfgPath, "--root-dir", root, "--cert-dir", filepath.Join(dir, "pki"),
 		"--hostname-override", kubeletNode, "--v", "2",
@@ -366,7 +282,7 @@ func indexOf(t *testing.T, name string) int {
 	return i
 }
 
-// TestKubeletDevicePlugin runs kubelet v1.34 standalone (static pods, no API
+// TestKubeletDevicePlugin runs the kubelet (harness.KubernetesVersion) standalone (static pods, no API
 // server) against containerd 2.x with the real xpu-device-plugin on a fake
 // 8-XPU host: a pod asking for one XPU runs with exactly the allocated one
 // (the CRI CDI_devices field holds its name), a pod asking for more than is
@@ -381,12 +297,12 @@ func TestKubeletDevicePlugin(t *testing.T) {
 	vendor := harness.UniqueVendor(t)
 	c.WriteSpec(t, GenerateSpec(t, tree, vendor), vendor)
 	image := importCRIImages(t, c)
-	claimPluginDir(t)
+	dir := claimKubelet(t)
 
 	// The plugin first: it waits for the kubelet and registers when it comes.
-	plugin := startDevicePlugin(t, tree, kubeletPluginDir, "--vendor", vendor, "--cdi-spec-dir", c.SpecDir())
+	plugin := startDevicePlugin(t, tree, harness.DevicePluginDir, "--vendor", vendor, "--cdi-spec-dir", c.SpecDir())
 	require.Eventually(t, func() bool { return strings.Contains(plugin.log.String(), "waiting for the kubelet") }, 30*time.Second, 50*time.Millisecond)
-	k := startKubelet(t, c)
+	k := startKubelet(t, dir, c)
 	require.Eventually(t, func() bool { return strings.Contains(plugin.log.String(), "registered baidu.com/xpu with the kubelet") },
 		60*time.Second, 100*time.Millisecond, "the plugin did not register:\n%s", plugin.log.String())
 

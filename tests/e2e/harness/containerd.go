@@ -258,6 +258,11 @@ state = %[2]q
 // SpecDir is the CDI spec directory of the CRI plugin (containerd 2.x).
 func (c *Containerd) SpecDir() string { return c.specDir }
 
+// CNIConfDir is the CNI configuration directory of the CRI plugin.
+func (c *Containerd) CNIConfDir() string {
+	return filepath.Join(filepath.Dir(c.ConfigPath), "cni", "net.d")
+}
+
 // WriteSpec writes a CDI spec for a test vendor into SpecDir().
 func (c *Containerd) WriteSpec(t testing.TB, spec []byte, vendor string) string {
 	t.Helper()

@@ -36,6 +36,9 @@ type CRI interface {
 	SpecDir() string
 	// WriteSpec writes a test vendor's CDI spec into SpecDir().
 	WriteSpec(t testing.TB, spec []byte, vendor string) string
+	// CNIConfDir is the CNI configuration directory the engine's CRI reads
+	// (private, empty unless a test writes into it; NewCluster does).
+	CNIConfDir() string
 	// Restart stops the daemon and starts it again with the same files.
 	Restart(t testing.TB)
 	// Log is the daemon's log so far.

@@ -236,6 +236,9 @@ func (c *CRIO) CgroupParent() string { return c.cgroupParent }
 // SpecDir is the only CDI spec directory this CRI-O reads.
 func (c *CRIO) SpecDir() string { return c.specDir }
 
+// CNIConfDir is CRI-O's network_dir.
+func (c *CRIO) CNIConfDir() string { return filepath.Join(c.Dir, "net.d") }
+
 // WriteSpec writes a CDI spec for a test vendor into SpecDir().
 func (c *CRIO) WriteSpec(t testing.TB, spec []byte, vendor string) string {
 	t.Helper()

@@ -26,6 +26,8 @@ type daemon struct {
 	bin       string
 	args, env []string
 	ready     func() error
+	// timeout bounds the start (StartTimeout unless startDaemonWithin).
+	timeout time.Duration
 	// Startup is how long the daemon took from exec to answering.
 	startup time.Duration
 }
@@ -61,7 +63,14 @@ func shortTempDir(t testing.TB, prefix string) string {
 // then SIGKILL after 20 s.
 func startDaemon(t testing.TB, name, dir, bin string, args, env []string, ready func() error) *daemon {
 	t.Helper()
-	d := &daemon{name: name, dir: dir, logPath: filepath.Join(dir, name+".log"), bin: bin, args: args, env: env, ready: ready}
+	return startDaemonWithin(t, StartTimeout, name, dir, bin, args, env, ready)
+}
+
+// startDaemonWithin is startDaemon with its own start timeout (the API
+// server of a cluster takes longer than an engine on a busy machine).
+func startDaemonWithin(t testing.TB, timeout time.Duration, name, dir, bin string, args, env []string, ready func() error) *daemon {
+	t.Helper()
+	d := &daemon{name: name, dir: dir, logPath: filepath.Join(dir, name+".log"), bin: bin, args: args, env: env, ready: ready, timeout: timeout}
 	t.Cleanup(func() {
 		d.stop(t)
 		if t.Failed() {
@@ -102,7 +111,7 @@ func (d *daemon) start(t testing.TB) {
 		close(exited)
 	}()
 
-	deadline := time.Now().Add(StartTimeout)
+	deadline := time.Now().Add(d.timeout)
 	var lastErr error
 	for {
 		select {
@@ -114,7 +123,7 @@ func (d *daemon) start(t testing.TB) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after %s: %v; log:\n%s", d.name, StartTimeout, lastErr, d.logTail(30))
+			t.Fatalf("%s not ready after %s: %v; log:\n%s", d.name, d.timeout, lastErr, d.logTail(30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+// clusterRuntimes are the CRI engines a cluster test runs on.
+var clusterRuntimes = []struct {
+	name  string
+	start func(t testing.TB) harness.CRI
+}{
+	{"containerd2", func(t testing.TB) harness.CRI { return harness.NewContainerd(t) }},
+	{"crio", func(t testing.TB) harness.CRI { return harness.NewCRIO(t) }},
+}
+
+// podTimeout bounds how long a test waits for a pod on the test cluster.
+const podTimeout = 2 * time.Minute
+
+// sleeperPod is a hostNetwork busybox pod that prints a line and sleeps.
+func sleeperPod(name, image string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: default
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: main
+      image: %[2]s
+      imagePullPolicy: Never
+      command: ["sh", "-c", "echo hello from %[1]s; exec sleep 2147483647"]
+`, name, image)
+}
+
+// TestClusterSmoke starts the private cluster (etcd, API server, controller
+// manager, scheduler, kubelet) on each CRI engine: the node is Ready, a
+// plain pod is scheduled and runs (its logs and exec go through the API
+// server and the kubelet), the DaemonSet controller runs a DaemonSet's pod on
+// the node, and a kubelet restart leaves the running pod alone.
+func TestClusterSmoke(t *testing.T) {
+	harness.RequiresRoot(t)
+	for _, rt := range clusterRuntimes {
+		t.Run(rt.name, func(t *testing.T) {
+			c := harness.NewCluster(t, harness.WithClusterRuntime(rt.start))
+			ctx := testCtx(t)
+			node, err := c.Client.CoreV1().Nodes().Get(ctx, c.Node, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Equal(t, harness.KubernetesVersion, node.Status.NodeInfo.KubeletVersion)
+			version := c.MustKubectl(t, "version", "--output", "json").Stdout
+			require.Contains(t, version, `"gitVersion": "`+harness.KubernetesVersion+`"`, "kubectl and the API server are stamped with the version")
+
+			image := c.BusyboxImage(t)
+			c.Apply(t, sleeperPod("plain", image))
+			pod := c.WaitPodRunning(t, "default", "plain", podTimeout)
+			require.Equal(t, c.Node, pod.Spec.NodeName, "the scheduler bound the pod")
+			require.Eventually(t, func() bool { return strings.Contains(c.Logs(t, "default", "plain", "main"), "hello from plain") },
+				30*time.Second, 250*time.Millisecond)
+			r := c.Exec(t, "default", "plain", "main", "sh", "-c", "echo exec-ok")
+			require.True(t, r.Success(), r.String())
+			require.Equal(t, "exec-ok", strings.TrimSpace(r.Stdout))
+
+			c.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: smoke
+  namespace: default
+spec:
+  selector:
+    matchLabels: {app: smoke}
+  template:
+    metadata:
+      labels: {app: smoke}
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 0
+      containers:
+        - name: main
+          image: %s
+          imagePullPolicy: Never
+          command: ["sleep", "2147483647"]
+`, image))
+			dsPod := waitDaemonSetPod(t, c, "default", "app=smoke")
+			require.Equal(t, c.Node, dsPod.Spec.NodeName)
+
+			before := pod.Status.ContainerStatuses[0].ContainerID
+			c.RestartKubelet(t)
+			pod = c.WaitPodRunning(t, "default", "plain", podTimeout)
+			require.Equal(t, before, pod.Status.ContainerStatuses[0].ContainerID, "the container survived the kubelet restart")
+			require.Zero(t, pod.Status.ContainerStatuses[0].RestartCount)
+		})
+	}
+}
+
+// waitDaemonSetPod waits for the one pod of a DaemonSet (selected by label)
+// to run and returns it.
+func waitDaemonSetPod(t *testing.T, c *harness.Cluster, namespace, selector string) *corev1.Pod {
+	t.Helper()
+	var name string
+	require.Eventually(t, func() bool {
+		pods, err := c.Client.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err != nil || len(pods.Items) != 1 {
+			return false
+		}
+		name = pods.Items[0].Name
+		return true
+	}, podTimeout, 250*time.Millisecond, "the DaemonSet controller made no pod for %s", selector)
+	return c.WaitPodRunning(t, namespace, name, podTimeout)
+}
+
+// TestClusterShell starts the cluster and keeps it up until Ctrl-C, for
+// trying things by hand (tests/e2e/README.md): it runs only when
+// XPU_E2E_CLUSTER_SHELL=1 (crio for CRI-O, anything else for containerd).
+func TestClusterShell(t *testing.T) {
+	mode := os.Getenv("XPU_E2E_CLUSTER_SHELL")
+	if mode == "" {
+		t.Skip("set XPU_E2E_CLUSTER_SHELL=1 (or crio) to start a cluster and keep it up until Ctrl-C")
+	}
+	start := clusterRuntimes[0].start
+	if mode == "crio" {
+		start = clusterRuntimes[1].start
+	}
+	c := harness.NewCluster(t, harness.WithClusterRuntime(start))
+	image := c.BusyboxImage(t)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	fmt.Printf(`
+cluster up (%s on %s); in another shell:
+
+  export KUBECONFIG=%s PATH=%s:$PATH
+  kubectl get nodes
+  kubectl run demo --image %s --image-pull-policy Never --overrides '{"spec":{"hostNetwork":true}}' -- sleep 3600
+
+runtime endpoint: %s   CDI spec dir: %s   kubelet root: %s
+logs: %s/*.log
+Ctrl-C stops and removes everything.
+`, harness.KubernetesVersion, c.Runtime.EngineName(), c.Kubeconfig, harness.ToolsBin(), image,
+		c.Runtime.Endpoint(), c.SpecDir(), c.KubeletRootDir, c.Dir)
+	<-sig
+	fmt.Println("stopping the cluster")
+}
