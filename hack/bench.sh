@@ -4,7 +4,8 @@
 #
 # Runs as root (runc, Podman, device nodes). Installs what it needs, builds static binaries into a
 # temporary directory, runs the Go benchmarks of pkg/discover, pkg/cdispec, internal/hook and internal/dra
-# (the DRA driver's Prepare: median and p99 for claims of 1 and 8 XPUs), then
+# (the DRA driver's Prepare: median and p99 for claims of 1 and 8 XPUs) and tests/e2e's BenchmarkPodStart (a pod
+# with one XPU through the DRA driver and through the device plugin, on the private test cluster), then
 # bench/cmd/xpu-bench. Everything it creates (containers, bundles, fake hosts, Podman storage, the test
 # CDI spec in /var/run/cdi) is removed when it ends, also on Ctrl-C.
 #
@@ -69,6 +70,15 @@ if [[ -z $only || ,$only, == *,gobench,* ]]; then
 		cat "$work/gobench.txt" >&2
 		die "go test -bench failed"
 	fi
+	# Pod start with one XPU, DRA driver against device plugin, on the private test cluster (needs the
+	# Kubernetes tools of install-deps.sh --only kubernetes; waits for the machine's kubelet lock).
+	echo "bench: go test -bench BenchmarkPodStart (tests/e2e: DRA driver and device plugin on a test cluster)" >&2
+	if ! "$GO" test -run '^$' -bench BenchmarkPodStart -benchtime 10x -count 1 -timeout 20m \
+		./tests/e2e >"$work/podstart.txt" 2>&1; then
+		cat "$work/podstart.txt" >&2
+		die "go test -bench BenchmarkPodStart failed"
+	fi
+	grep -E '^(pkg:|BenchmarkPodStart)' "$work/podstart.txt" >>"$work/gobench.txt"
 fi
 
 "$GO" build -o "$work/xpu-bench" ./bench/cmd/xpu-bench

@@ -151,5 +151,46 @@ func (b *bench) benchGo() []Row {
 	for _, g := range benches {
 		rows = append(rows, g.row())
 	}
+	if r, ok := podStartRow(benches); ok {
+		rows = append(rows, r)
+	}
 	return rows
+}
+
+// Issue 18's target for pod start: the DRA path no slower than the device
+// plugin path. Both are medians of a few pod starts on a shared machine, so
+// "no slower" allows 10% of noise.
+const (
+	podStartDRA    = "tests/e2e BenchmarkPodStart/dra"
+	podStartPlugin = "tests/e2e BenchmarkPodStart/device-plugin"
+	podStartNoise  = 1.10
+)
+
+// podStartRow compares the medians of the two pod start benchmarks.
+func podStartRow(benches []*goBench) (Row, bool) {
+	find := func(id string) (float64, bool) {
+		for _, g := range benches {
+			if strings.TrimPrefix(g.pkg, modulePath+"/")+" "+g.name == id {
+				v, ok := g.custom["median"]
+				return v, ok
+			}
+		}
+		return 0, false
+	}
+	dra, ok1 := find(podStartDRA)
+	plugin, ok2 := find(podStartPlugin)
+	if !ok1 || !ok2 || plugin <= 0 {
+		return Row{}, false
+	}
+	r := Row{
+		Section: "1b",
+		Name:    "pod start with one XPU: DRA driver / device plugin (medians)",
+		Value:   fmt.Sprintf("%.0f ms / %.0f ms (x%.2f)", dra, plugin, dra/plugin),
+		Target:  fmt.Sprintf("DRA <= device plugin (x%.2f for noise)", podStartNoise),
+		Status:  Pass,
+	}
+	if dra > plugin*podStartNoise {
+		r.Status = Fail
+	}
+	return r, true
 }

@@ -58,6 +58,23 @@ func TestParseGoBenchCustomMetrics(t *testing.T) {
 	require.Equal(t, Fail, got[0].row().Status)
 }
 
+func TestPodStartRow(t *testing.T) {
+	out := "pkg: github.com/xpu-cdi/xpu-cdi/tests/e2e\n" +
+		"BenchmarkPodStart/dra-2 10 1200000000 ns/op 1100 median-ms 1500 p99-ms\n" +
+		"BenchmarkPodStart/device-plugin-2 10 1100000000 ns/op 1050 median-ms 1400 p99-ms\n"
+	got, err := parseGoBench(strings.NewReader(out))
+	require.NoError(t, err)
+	r, ok := podStartRow(got)
+	require.True(t, ok)
+	require.Equal(t, "1100 ms / 1050 ms (x1.05)", r.Value)
+	require.Equal(t, Pass, r.Status, "within the noise allowance")
+	got[0].custom["median"] = 1300
+	r, _ = podStartRow(got)
+	require.Equal(t, Fail, r.Status)
+	_, ok = podStartRow(got[:1])
+	require.False(t, ok, "no row without both")
+}
+
 func TestParseGoBenchEven(t *testing.T) {
 	got, err := parseGoBench(strings.NewReader("pkg: x\nBenchmarkA-2 1 10 ns/op\nBenchmarkA-2 1 20 ns/op\n"))
 	require.NoError(t, err)
