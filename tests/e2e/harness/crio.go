@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/testenv"
 )
@@ -125,7 +128,16 @@ func NewCRIO(t testing.TB, opts ...CRIOOption) *CRIO {
 			t.Fatalf("configuring crio: %v", err)
 		}
 	}
-	if err := writeFile(c.ConfigPath, []byte(crioConfig(dir, c, runc, conmon, pinns))); err != nil {
+	// The runtime of handler runc: runc itself, or the wrapper below where
+	// CRI-O would ask it for what this host refuses.
+	handlerRunc := runc
+	if hugetlbUnmounted() || !hasCapSysResource() {
+		handlerRunc = filepath.Join(dir, "runc-restricted")
+		if err := os.WriteFile(handlerRunc, []byte(restrictedRuncWrapper(runc)), 0o755); err != nil {
+			t.Fatalf("writing %s: %v", handlerRunc, err)
+		}
+	}
+	if err := writeFile(c.ConfigPath, []byte(crioConfig(dir, c, handlerRunc, conmon, pinns))); err != nil {
 		t.Fatalf("configuring crio: %v", err)
 	}
 	env := append(storage.Env(), pathEnv(systemPath))
@@ -311,4 +323,87 @@ func (c *CRIO) removeAll(t testing.TB) {
 	default:
 		removePods(t, c)
 	}
+}
+
+// hugetlbUnmounted reports whether the kernel has the hugetlb cgroup
+// controller (/proc/cgroups) but no hierarchy of it is mounted here, as in
+// containers of this machine kind. CRI-O asks the kernel, not the mounts:
+// it then passes the kubelet's hugepage limits (0 for every page size, on
+// every container) to runc, which cannot set them and refuses to create the
+// container. containerd tolerates a missing hugetlb controller by default.
+func hugetlbUnmounted() bool {
+	cgroups, err := os.ReadFile("/proc/cgroups")
+	if err != nil {
+		return false
+	}
+	enabled := false
+	for _, line := range strings.Split(string(cgroups), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 4 && f[0] == "hugetlb" && f[3] == "1" {
+			enabled = true
+		}
+	}
+	if !enabled {
+		return false
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(line, " - cgroup ") && strings.Contains(line, "hugetlb") {
+			return false
+		}
+	}
+	return true
+}
+
+// hasCapSysResource reports whether this process has CAP_SYS_RESOURCE,
+// which lowering a process's oom_score_adj needs.
+func hasCapSysResource() bool {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return err == nil && caps&(1<<unix.CAP_SYS_RESOURCE) != 0
+		}
+	}
+	return false
+}
+
+// restrictedRuncWrapper is a runtime for CRI-O's runc handler that edits the
+// bundle's config.json (CRI-O writes it indented; GNU sed -z edits it as one
+// string) before runc reads it, for what a kubelet asks and this host
+// refuses: it removes linux.resources.hugepageLimits (all 0, and not
+// enforceable where hugetlbUnmounted), and raises process.oomScoreAdj to the
+// caller's own value when it is lower (the kubelet gives critical pods -997;
+// without CAP_SYS_RESOURCE runc cannot set that), as containerd's
+// restrict_oom_score_adj does. CRI-O has neither knob.
+func restrictedRuncWrapper(runc string) string {
+	return `#!/bin/sh
+# Written by the xpu-cdi e2e harness (crio.go, restrictedRuncWrapper).
+bundle=
+prev=
+for a in "$@"; do
+	case $prev in --bundle | -b) bundle=$a ;; esac
+	case $a in --bundle=*) bundle=${a#--bundle=} ;; esac
+	prev=$a
+done
+cfg=$bundle/config.json
+if [ -n "$bundle" ] && [ -f "$cfg" ]; then
+	sed -z -i \
+		-e 's/,[[:space:]]*"hugepageLimits":[[:space:]]*\[[^]]*\]//' \
+		-e 's/"hugepageLimits":[[:space:]]*\[[^]]*\][[:space:]]*,\{0,1\}//' \
+		"$cfg" || exit 1
+	cur=$(cat /proc/$$/oom_score_adj)
+	want=$(sed -n 's/.*"oomScoreAdj":[[:space:]]*\(-\{0,1\}[0-9][0-9]*\).*/\1/p' "$cfg" | head -n 1)
+	if [ -n "$want" ] && [ "$want" -lt "$cur" ]; then
+		sed -i "s/\"oomScoreAdj\":[[:space:]]*$want\([^0-9]\)/\"oomScoreAdj\": $cur\1/" "$cfg" || exit 1
+	fi
+fi
+exec ` + runc + ` "$@"
+`
 }
