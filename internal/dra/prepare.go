@@ -86,7 +86,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 		admin := r.AdminAccess != nil && *r.AdminAccess
 		if !admin {
 			if other := d.claims.owner(r.Pool, r.Device, claim.UID); other != nil {
-				return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w %s (share one claim between pods instead)", r.Request, r.Device, ErrDeviceInUse, other)
+				return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w %s until the kubelet unprepares that claim (a deleted pod's container may still run; the kubelet retries)", r.Request, r.Device, ErrDeviceInUse, other)
 			}
 		}
 		cdi := []string{parser.QualifiedName(vendor, class, dev.ID)}
