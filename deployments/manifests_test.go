@@ -11,8 +11,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -44,6 +47,16 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 				obj = &appsv1.DaemonSet{}
 			case "v1/ServiceAccount":
 				obj = &corev1.ServiceAccount{}
+			case "rbac.authorization.k8s.io/v1/ClusterRole":
+				obj = &rbacv1.ClusterRole{}
+			case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
+				obj = &rbacv1.ClusterRoleBinding{}
+			case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy":
+				obj = &admissionv1.ValidatingAdmissionPolicy{}
+			case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
+				obj = &admissionv1.ValidatingAdmissionPolicyBinding{}
+			case "resource.k8s.io/v1/DeviceClass":
+				obj = &resourceapi.DeviceClass{}
 			default:
 				t.Fatalf("%s document %d: no decoder for %s %s: add one to this test", f, i, tm.APIVersion, tm.Kind)
 			}
@@ -76,7 +89,7 @@ func TestDevicePluginDaemonSet(t *testing.T) {
 	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
 
 	// Every variable is one the binary reads (its --help lists them).
-	help := mainHelpEnv(t)
+	help := mainHelpEnv(t, "../cmd/xpu-device-plugin/main.go")
 	env := map[string]string{}
 	for _, e := range c.Env {
 		require.Contains(t, help, e.Name, "xpu-device-plugin does not read %s", e.Name)
@@ -114,12 +127,13 @@ func TestDevicePluginDaemonSet(t *testing.T) {
 	}
 }
 
-// mainHelpEnv returns the environment variables the plugin's flags name,
-// read from its source (the test does not build the binary).
-func mainHelpEnv(t *testing.T) string {
+// mainHelpEnv returns the environment variables the flags of a command
+// (its main.go) name, read from its source (the test does not build the
+// binary).
+func mainHelpEnv(t *testing.T, main string) string {
 	t.Helper()
 	var all bytes.Buffer
-	for _, f := range []string{"../cmd/xpu-device-plugin/main.go", "../internal/cli/common/host.go"} {
+	for _, f := range []string{main, "../internal/cli/common/host.go"} {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
 		all.Write(data)

@@ -3,7 +3,9 @@
 # with plain runc and Podman; print one table and write it to bench/results.md (docs/benchmarks.md).
 #
 # Runs as root (runc, Podman, device nodes). Installs what it needs, builds static binaries into a
-# temporary directory, runs the Go benchmarks of pkg/discover, pkg/cdispec and internal/hook, then
+# temporary directory, runs the Go benchmarks of pkg/discover, pkg/cdispec, internal/hook and internal/dra
+# (the DRA driver's Prepare: median and p99 for claims of 1 and 8 XPUs) and tests/e2e's BenchmarkPodStart (a pod
+# with one XPU through the DRA driver and through the device plugin, on the private test cluster), then
 # bench/cmd/xpu-bench. Everything it creates (containers, bundles, fake hosts, Podman storage, the test
 # CDI spec in /var/run/cdi) is removed when it ends, also on Ctrl-C.
 #
@@ -59,15 +61,24 @@ fi
 only=${XPU_BENCH_ONLY:-}
 gobench=()
 if [[ -z $only || ,$only, == *,gobench,* ]]; then
-	echo "bench: go test -bench (pkg/discover, pkg/cdispec, internal/hook)" >&2
+	echo "bench: go test -bench (pkg/discover, pkg/cdispec, internal/hook, internal/dra)" >&2
 	# The discover and cdi benchmarks build their fake hosts on /dev/shm themselves.
 	if "$GO" test -run '^$' -bench . -benchmem -benchtime 300ms -count 1 \
-		./pkg/discover ./pkg/cdispec ./internal/hook >"$work/gobench.txt" 2>&1; then
+		./pkg/discover ./pkg/cdispec ./internal/hook ./internal/dra >"$work/gobench.txt" 2>&1; then
 		gobench=(--gobench "$work/gobench.txt")
 	else
 		cat "$work/gobench.txt" >&2
 		die "go test -bench failed"
 	fi
+	# Pod start with one XPU, DRA driver against device plugin, on the private test cluster (needs the
+	# Kubernetes tools of install-deps.sh --only kubernetes; waits for the machine's kubelet lock).
+	echo "bench: go test -bench BenchmarkPodStart (tests/e2e: DRA driver and device plugin on a test cluster)" >&2
+	if ! "$GO" test -run '^$' -bench BenchmarkPodStart -benchtime 10x -count 1 -timeout 20m \
+		./tests/e2e >"$work/podstart.txt" 2>&1; then
+		cat "$work/podstart.txt" >&2
+		die "go test -bench BenchmarkPodStart failed"
+	fi
+	grep -E '^(pkg:|BenchmarkPodStart)' "$work/podstart.txt" >>"$work/gobench.txt"
 fi
 
 "$GO" build -o "$work/xpu-bench" ./bench/cmd/xpu-bench

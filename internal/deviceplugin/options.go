@@ -25,7 +25,7 @@ const (
 	// directory.
 	KubeletSocketName = "kubelet.sock"
 	// SpecHint is the command that creates the spec the cdi-* strategies need.
-	SpecHint = "xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml"
+	SpecHint = "xpu-cdi generate --output " + cdispec.DefaultRuntimeSpecPath
 )
 
 // DefaultKind is the CDI kind of the devices handed out: the one

@@ -15,6 +15,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -23,7 +24,7 @@ type Plugin struct {
 	pluginapi.UnimplementedDevicePluginServer
 
 	o     *options
-	specs *specChecker
+	specs *xpunode.SpecChecker
 
 	mu      sync.Mutex
 	devices []Device
@@ -52,7 +53,7 @@ func New(opts ...Option) (*Plugin, error) {
 		notes:   map[string]string{},
 	}
 	if o.strategy.UsesCDISpec() {
-		p.specs = newSpecChecker(o.kind, o.specDirs)
+		p.specs = xpunode.NewSpecChecker(o.kind, o.specDirs)
 	}
 	return p, nil
 }
@@ -131,16 +132,13 @@ func (p *Plugin) scan() []Device {
 		return []Device{}
 	}
 	p.note("discover", "", p.o.log.Warnf, "")
-	devs := devicesOf(h)
+	devs := xpunode.DevicesOf(h)
 	if len(devs) == 0 {
 		p.note("compute", fmt.Sprintf("advertising no %s: every XPU under %s is a physical function with SR-IOV VFs enabled and no VF node exists", p.o.resourceName, h.DevRoot), p.o.log.Warnf, "")
 	} else {
 		p.note("compute", "", p.o.log.Warnf, "")
 	}
-	if h.Control == nil && len(devs) > 0 {
-		reason := fmt.Sprintf("%s/dev/xpuctrl is missing: no XPU is usable without it", strings.TrimSuffix(h.DevRoot, "/"))
-		markUnhealthy(devs, func(string) bool { return false }, reason)
-	}
+	xpunode.RequireControl(h, devs)
 	// Without a device there is nothing to resolve: no spec is needed.
 	if p.specs != nil && len(devs) > 0 {
 		p.checkSpecs(h, devs)
@@ -151,7 +149,7 @@ func (p *Plugin) scan() []Device {
 // checkSpecs marks Unhealthy the devices no spec names (the engine could not
 // resolve them) and warns about specs that do not match the host.
 func (p *Plugin) checkSpecs(h *discover.Host, devs []Device) {
-	names, stale, err := p.specs.check(h)
+	names, stale, err := p.specs.Check(h)
 	if err != nil {
 		p.note("spec-errors", fmt.Sprintf("CDI spec errors (engines ignore these specs): %v", err), p.o.log.Warnf, "")
 	} else {
@@ -174,7 +172,7 @@ func (p *Plugin) checkSpecs(h *discover.Host, devs []Device) {
 		}
 		p.note("spec", msg, p.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every device", p.o.kind))
 	}
-	markUnhealthy(devs, func(id string) bool { return names[id] }, fmt.Sprintf("no CDI spec of kind %s names it", p.o.kind))
+	xpunode.MarkUnhealthy(devs, func(id string) bool { return names[id] }, fmt.Sprintf("no CDI spec of kind %s names it", p.o.kind))
 	msg := ""
 	if len(stale) > 0 {
 		msg = fmt.Sprintf("CDI spec of kind %s is stale against this host; run `xpu-cdi validate` for details and regenerate it: %s", p.o.kind, strings.Join(stale, "; "))

@@ -23,29 +23,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
-func TestHealthOf(t *testing.T) {
-	for _, tc := range []struct {
-		state, want string
-	}{
-		{"RUNNING", pluginapi.Healthy},
-		{"", pluginapi.Healthy},
-		{"LOWPOWER", pluginapi.Healthy},
-		{"PAUSE", pluginapi.Healthy},
-		{"SOMETHING_NEW", pluginapi.Healthy},
-		{"ERROR", pluginapi.Unhealthy},
-		{" error\n", pluginapi.Unhealthy},
-		{"INVALID", pluginapi.Unhealthy},
-		{"IN_RESET", pluginapi.Unhealthy},
-		{"UNKNOWN", pluginapi.Unhealthy},
-		{"PROBE_ERROR", pluginapi.Unhealthy},
-		{"RECOVERING", pluginapi.Unhealthy},
-	} {
-		t.Run(tc.state, func(t *testing.T) {
-			require.Equal(t, tc.want, HealthOf(tc.state))
-		})
-	}
-}
-
 func TestParseStrategyAndResourceName(t *testing.T) {
 	for _, s := range []string{"cdi-cri", "cdi-annotations", "volume-mounts"} {
 		got, err := ParseStrategy(s)

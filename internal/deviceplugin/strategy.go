@@ -49,7 +49,7 @@ func ParseStrategy(s string) (Strategy, error) {
 		// own, and the shim read the last: a pod or its image widened the
 		// grant with XPU_VISIBLE_DEVICES=all (docs/security.md).
 		return "", fmt.Errorf("device list strategy %q was removed: a pod or its image can set %s itself and so take every XPU; "+
-			"use %s (the same shim, an answer a pod cannot forge), %s or %s", s, VisibleDevicesEnv, StrategyVolumeMounts, StrategyCDIAnnotations, StrategyCDICRI)
+			"use %s (the same shim, an answer a pod cannot forge), %s or %s", s, shim.VisibleDevicesEnv, StrategyVolumeMounts, StrategyCDIAnnotations, StrategyCDICRI)
 	}
 	names := make([]string, len(Strategies))
 	for i, st := range Strategies {
@@ -61,9 +61,6 @@ func ParseStrategy(s string) (Strategy, error) {
 // UsesCDISpec reports whether the engine resolves the answer of s against a
 // CDI spec of the plugin's kind (so one must exist on the node).
 func (s Strategy) UsesCDISpec() bool { return s == StrategyCDICRI || s == StrategyCDIAnnotations }
-
-// VisibleDevicesEnv is the variable the removed envvar strategy set.
-const VisibleDevicesEnv = "XPU_VISIBLE_DEVICES"
 
 // AnnotationPlugin is the plugin part of the cdi.k8s.io/ annotation key of
 // the cdi-annotations strategy; the device part is the class, so the key of

@@ -72,6 +72,9 @@ type Device struct {
 	DriverVersion   string
 	FirmwareVersion string
 	State           string
+	// MemoryMiB is the device memory from procfs mminfo (its MAIN line); 0
+	// when the driver does not tell (Kunlun1, driver 5.x without /proc/xpu).
+	MemoryMiB int64
 	// Model is derived from the PCI IDs (and, for Kunlun1, procfs); ModelUnknown
 	// when no source could tell.
 	Model string

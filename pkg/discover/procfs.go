@@ -169,6 +169,32 @@ func (s *procSource) device(procDir string, d *Device) {
 		return
 	}
 	d.State = strings.TrimSpace(string(state))
+	// mminfo is optional (Kunlun1 has none): its absence is not a problem.
+	if data, err := dir.read("mminfo"); err == nil {
+		d.MemoryMiB = parseMainMemory(data)
+	}
+}
+
+// parseMainMemory returns the total of the MAIN line of an mminfo file
+// ("MAIN: 0 / 16384 MB", MiB), 0 when there is none or it does not parse.
+func parseMainMemory(data []byte) int64 {
+	for line := range strings.Lines(string(data)) {
+		key, value, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(key) != "MAIN" {
+			continue
+		}
+		_, total, ok := strings.Cut(value, "/")
+		f := strings.Fields(total)
+		if !ok || len(f) != 2 || f[1] != "MB" {
+			return 0
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || n < 0 {
+			return 0
+		}
+		return n
+	}
+	return 0
 }
 
 // readTrimmed reads a one-value kernel text file.

@@ -48,3 +48,23 @@ func FuzzDriverDevicesLine(f *testing.F) {
 		}
 	})
 }
+
+func TestParseMainMemory(t *testing.T) {
+	for _, tc := range []struct {
+		description, in string
+		want            int64
+	}{
+		{"kunlun2", "L3: 0 / 63 MB\nMAIN: 0 / 16384 MB\n", 16384},
+		{"tabs", "L3:\t0 / 63 MB\nMAIN:\t512 / 98304 MB\n", 98304},
+		{"no main", "L3: 0 / 63 MB\n", 0},
+		{"other unit", "MAIN: 0 / 16 GB\n", 0},
+		{"garbage", "MAIN: lots\n", 0},
+		{"negative", "MAIN: 0 / -5 MB\n", 0},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			if got := parseMainMemory([]byte(tc.in)); got != tc.want {
+				t.Errorf("parseMainMemory(%q) = %d, want %d", tc.in, got, tc.want)
+			}
+		})
+	}
+}

@@ -105,7 +105,7 @@ spec:
 
 // waitDaemonSetPod waits for the one pod of a DaemonSet (selected by label)
 // to run and returns it.
-func waitDaemonSetPod(t *testing.T, c *harness.Cluster, namespace, selector string) *corev1.Pod {
+func waitDaemonSetPod(t testing.TB, c *harness.Cluster, namespace, selector string) *corev1.Pod {
 	t.Helper()
 	var name string
 	require.Eventually(t, func() bool {

@@ -85,7 +85,7 @@ func nodeFiles(t *testing.T, dirs ...string) []string {
 	return out
 }
 
-func xpuPod(name, image, resourceName string) string {
+func limitsPod(name, image, resourceName string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
@@ -208,7 +208,7 @@ func TestHelmChart(t *testing.T) {
 				require.NoError(t, err)
 				require.Contains(t, string(labels), "baidu.com/xpu.present=true\nbaidu.com/xpu.count=8\nbaidu.com/xpu.model=P800\n")
 
-				c.Apply(t, xpuPod("xpu-one", busybox, "baidu.com/xpu"))
+				c.Apply(t, limitsPod("xpu-one", busybox, "baidu.com/xpu"))
 				c.WaitPodRunning(t, "default", "xpu-one", podTimeout)
 				require.Len(t, xpusOf(t, c, tree, "xpu-one"), 1, "exactly one XPU")
 				c.MustKubectl(t, "delete", "pod", "xpu-one", "--namespace", "default", "--wait")
@@ -237,14 +237,14 @@ func TestHelmChart(t *testing.T) {
 				require.Contains(t, string(labels), "baidu.com/xpu.sharing-strategy=time-slicing\nbaidu.com/xpu.replicas=3\n")
 
 				for i := range 3 {
-					c.Apply(t, xpuPod(fmt.Sprintf("shared-%d", i), busybox, "baidu.com/xpu"))
+					c.Apply(t, limitsPod(fmt.Sprintf("shared-%d", i), busybox, "baidu.com/xpu"))
 				}
 				for i := range 3 {
 					name := fmt.Sprintf("shared-%d", i)
 					c.WaitPodRunning(t, "default", name, podTimeout)
 					require.Equal(t, []int{0}, xpusOf(t, c, tree, name), "%s shares XPU 0", name)
 				}
-				c.Apply(t, xpuPod("shared-3", busybox, "baidu.com/xpu"))
+				c.Apply(t, limitsPod("shared-3", busybox, "baidu.com/xpu"))
 				pod := c.WaitPod(t, "default", "shared-3", podTimeout, func(p *corev1.Pod) bool {
 					for _, cond := range p.Status.Conditions {
 						if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && strings.Contains(cond.Message, "Insufficient baidu.com/xpu") {

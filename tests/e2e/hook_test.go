@@ -16,7 +16,7 @@ import (
 
 // glibcRootfs is a busybox rootfs with the host's loader and libc and the
 // xpu-test program (linked against libxpurt.so.1) in /usr/bin.
-func glibcRootfs(t *testing.T) string {
+func glibcRootfs(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(dir, 0o755))

@@ -17,7 +17,7 @@ import (
 
 // TestMakeImage runs `make image` (deployments/Containerfile, FROM scratch)
 // with a private Podman storage: nothing is pulled; the result is a
-// manifest list of an amd64 and an arm64 image, each holding the four
+// manifest list of an amd64 and an arm64 image, each holding the five
 // static binaries of its machine and running the device plugin by default;
 // the list's name runs the host's image.
 func TestMakeImage(t *testing.T) {
@@ -60,7 +60,7 @@ exec podman --root %[4]s --runroot %[5]s "$@"
 		// other machine's cannot run here without an emulator).
 		ctr := strings.TrimSpace(p.MustRun(t, "create", image+"-"+arch).Stdout)
 		out := t.TempDir()
-		for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin"} {
+		for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin", "xpu-dra-driver"} {
 			p.MustRun(t, "cp", ctr+":/usr/bin/"+name, filepath.Join(out, name))
 			f, err := elf.Open(filepath.Join(out, name))
 			require.NoError(t, err)
@@ -72,7 +72,7 @@ exec podman --root %[4]s --runroot %[5]s "$@"
 
 	r = p.MustRun(t, "run", "--rm", image, "--version")
 	require.Contains(t, r.Stdout, "xpu-device-plugin version")
-	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook"} {
+	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-dra-driver"} {
 		r = p.MustRun(t, "run", "--rm", "--entrypoint", "/usr/bin/"+name, image, "--version")
 		require.Contains(t, r.Stdout+r.Stderr, name, name)
 	}

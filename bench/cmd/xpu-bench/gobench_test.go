@@ -43,6 +43,38 @@ func TestParseGoBench(t *testing.T) {
 	require.Zero(t, h.allocs, "no -benchmem fields")
 }
 
+func TestParseGoBenchCustomMetrics(t *testing.T) {
+	got, err := parseGoBench(strings.NewReader("pkg: github.com/xpu-cdi/xpu-cdi/internal/dra\n" +
+		"BenchmarkPrepare/xpus=8-2 200 5969629 ns/op 3.029 median-ms 55.32 p99-ms\n" +
+		"BenchmarkPrepare/xpus=1-2 200 4680047 ns/op 6.5 median-ms 25.82 p99-ms\n"))
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	row := got[0].row()
+	require.Equal(t, "5.97 ms/op, 0 KiB/op, 0 allocs/op, median 3.03 ms, p99 55.32 ms", row.Value)
+	require.Equal(t, "median < 5 ms", row.Target)
+	require.Equal(t, Pass, row.Status)
+	require.Equal(t, Info, got[1].row().Status, "the target is for 8 XPUs")
+	got[0].custom["median"] = 5.2
+	require.Equal(t, Fail, got[0].row().Status)
+}
+
+func TestPodStartRow(t *testing.T) {
+	out := "pkg: github.com/xpu-cdi/xpu-cdi/tests/e2e\n" +
+		"BenchmarkPodStart/dra-2 10 1200000000 ns/op 1100 median-ms 1500 p99-ms\n" +
+		"BenchmarkPodStart/device-plugin-2 10 1100000000 ns/op 1050 median-ms 1400 p99-ms\n"
+	got, err := parseGoBench(strings.NewReader(out))
+	require.NoError(t, err)
+	r, ok := podStartRow(got)
+	require.True(t, ok)
+	require.Equal(t, "1100 ms / 1050 ms (x1.05)", r.Value)
+	require.Equal(t, Pass, r.Status, "within the noise allowance")
+	got[0].custom["median"] = 1300
+	r, _ = podStartRow(got)
+	require.Equal(t, Fail, r.Status)
+	_, ok = podStartRow(got[:1])
+	require.False(t, ok, "no row without both")
+}
+
 func TestParseGoBenchEven(t *testing.T) {
 	got, err := parseGoBench(strings.NewReader("pkg: x\nBenchmarkA-2 1 10 ns/op\nBenchmarkA-2 1 20 ns/op\n"))
 	require.NoError(t, err)

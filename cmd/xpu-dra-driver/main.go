@@ -1,0 +1,297 @@
+// Command xpu-dra-driver is the Kubernetes Dynamic Resource Allocation
+// driver of xpu-cdi: a kubelet plugin that publishes the node's Kunlun XPUs
+// in a ResourceSlice and prepares claims for them as CDI device names.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"sigs.k8s.io/yaml"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/dra"
+	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// Set by the linker (-X main.version=... -X main.commit=...).
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+func main() {
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	if err := newApp(log).Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "xpu-dra-driver: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	host          common.HostOptions
+	level         string
+	driverName    string
+	nodeName      string
+	vendor        string
+	class         string
+	specDirs      cli.StringSlice
+	pollInterval  time.Duration
+	kubeconfig    string
+	pluginDataDir string
+	registryDir   string
+}
+
+const description = `Publishes the node's Kunlun XPUs (found as xpu-cdi finds them: one device per /dev/xpuN
+that can run work, named xpu-N) in the node's ResourceSlice of driver --driver-name, with
+attributes for what the host tells (index, model, family, PCI bus ID and PCIe root, NUMA node,
+SR-IOV role, serial, driver and XRE versions) and the memory capacity, and publishes it again
+when the host changes. A device that cannot run work (an error state in /proc/xpu/devN/state, no
+/dev/xpuctrl, no CDI spec naming it) is tainted NoSchedule with the key <driver-name>/unhealthy.
+
+Prepare answers the CDI names of the node's spec (baidu.com/xpu=N), which containerd 2.x and
+CRI-O resolve; the spec must exist:
+  xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml
+(the xpu-cdi package's xpu-cdi-refresh service re-creates it at boot). Pods that share one
+claim share its XPUs by time-slicing, without memory or fault isolation.
+
+It waits for the kubelet's plugin registry, records prepared claims in --plugin-data-dir, and
+publishes an empty slice on a node without XPU instead of exiting.
+
+  xpu-dra-driver print-slice --dev-root R --driver-root R [--node-name N]
+prints the ResourceSlice it would publish for a host, without a cluster.`
+
+func newApp(log *logrus.Logger) *cli.App {
+	o := &options{}
+	return &cli.App{
+		Name:        "xpu-dra-driver",
+		Usage:       "Kubernetes DRA driver that offers Kunlun XPUs as CDI devices",
+		Version:     fmt.Sprintf("%s (commit %s)", version, commit),
+		Description: description,
+		Flags:       append(o.commonFlags(), o.serveFlags()...),
+		// Checked in Action, not Before: the app's Before also runs before
+		// print-slice, whose flags are not parsed yet.
+		Action: func(c *cli.Context) error {
+			if err := o.setLevel(log); err != nil {
+				return err
+			}
+			if err := o.validate(true); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return o.serve(ctx, log)
+		},
+		Commands: []*cli.Command{{
+			Name:      "print-slice",
+			Usage:     "print, as YAML, the ResourceSlice this node would publish (no cluster needed)",
+			UsageText: "xpu-dra-driver print-slice [--dev-root R] [--driver-root R] [--node-name N]",
+			Flags:     o.commonFlags(),
+			Before: func(*cli.Context) error {
+				if err := o.setLevel(log); err != nil {
+					return err
+				}
+				if o.nodeName == "" {
+					h, err := os.Hostname()
+					if err != nil {
+						return fmt.Errorf("--node-name not given and the host name is unknown: %w", err)
+					}
+					o.nodeName = h
+				}
+				return o.validate(false)
+			},
+			Action: func(c *cli.Context) error { return o.printSlice(c, log) },
+		}},
+		HideHelpCommand: true,
+	}
+}
+
+// commonFlags are the flags of both the driver and print-slice (new
+// instances bound to the same options at each call).
+func (o *options) commonFlags() []cli.Flag {
+	return append(o.host.Flags(),
+		&cli.StringFlag{Name: "driver-name", Usage: "DRA driver name: the ResourceSlice's driver and the domain of the attributes", Value: dra.DefaultDriverName, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &o.driverName},
+		&cli.StringFlag{Name: "node-name", Usage: "the node (and pool) the slice is published for; print-slice defaults to the host name", EnvVars: []string{"NODE_NAME", "XPU_CDI_NODE_NAME"}, Destination: &o.nodeName},
+		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind of the names Prepare answers", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
+		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind of the names Prepare answers", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
+		&cli.StringSliceFlag{Name: "cdi-spec-dir", Usage: "CDI spec directory checked for the node spec (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &o.level},
+	)
+}
+
+func (o *options) serveFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "poll-interval", Usage: "how often the devices' state and the CDI specs are read again", Value: dra.DefaultPollInterval, EnvVars: []string{"XPU_CDI_POLL_INTERVAL"}, Destination: &o.pollInterval},
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` of the API server; default: the pod's service account", EnvVars: []string{"KUBECONFIG"}, Destination: &o.kubeconfig},
+		&cli.StringFlag{Name: "plugin-data-dir", Usage: "the plugin's `DIR` (its DRA socket and the records of prepared claims); default: /var/lib/kubelet/plugins/<driver-name>", EnvVars: []string{"XPU_CDI_PLUGIN_DATA_DIR"}, Destination: &o.pluginDataDir},
+		&cli.StringFlag{Name: "plugin-registry-dir", Usage: "the kubelet's plugin registration `DIR`", Value: kubeletplugin.KubeletRegistryDir, EnvVars: []string{"XPU_CDI_PLUGIN_REGISTRY_DIR"}, Destination: &o.registryDir},
+	}
+}
+
+func (o *options) setLevel(log *logrus.Logger) error {
+	l, err := logrus.ParseLevel(o.level)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log.SetLevel(l)
+	return nil
+}
+
+func (o *options) validate(serve bool) error {
+	if err := cdispec.ValidateKind(o.vendor, o.class); err != nil {
+		return fmt.Errorf("--vendor/--class: %w", err)
+	}
+	if err := dra.ValidateDriverName(o.driverName); err != nil {
+		return fmt.Errorf("--driver-name: %w", err)
+	}
+	if o.nodeName == "" {
+		return errors.New("--node-name (or NODE_NAME) is empty: give the node's name, in a DaemonSet from the downward API (fieldRef spec.nodeName)")
+	}
+	if !serve {
+		return nil
+	}
+	if o.pollInterval < 100*time.Millisecond {
+		return fmt.Errorf("--poll-interval %s is too short: give at least 100ms (e.g. 10s)", o.pollInterval)
+	}
+	if o.pluginDataDir == "" {
+		o.pluginDataDir = filepath.Join(kubeletplugin.KubeletPluginsDir, o.driverName)
+	}
+	if o.registryDir == "" {
+		return errors.New("--plugin-registry-dir is empty: give the kubelet's plugin registration directory, usually " + kubeletplugin.KubeletRegistryDir)
+	}
+	return nil
+}
+
+func (o *options) driverOptions(log *logrus.Logger) []dra.Option {
+	dirs := flagutil.SplitList(o.specDirs.Value())
+	if len(dirs) == 0 {
+		dirs = cdiapi.DefaultSpecDirs
+	}
+	return []dra.Option{
+		dra.WithDriverName(o.driverName),
+		dra.WithNodeName(o.nodeName),
+		dra.WithKind(cdispec.Kind(o.vendor, o.class)),
+		dra.WithSpecDirs(dirs...),
+		dra.WithLogger(log),
+		dra.WithDiscover(func() (*discover.Host, error) {
+			// Host warnings are not logged at every poll: the driver logs
+			// what changes what it publishes.
+			return o.host.Discover(nil)
+		}),
+	}
+}
+
+func (o *options) printSlice(c *cli.Context, log *logrus.Logger) error {
+	d, err := dra.New(o.driverOptions(log)...)
+	if err != nil {
+		return err
+	}
+	d.Refresh()
+	out, err := yaml.Marshal(d.Slice())
+	if err != nil {
+		return fmt.Errorf("encoding the ResourceSlice: %w", err)
+	}
+	_, err = c.App.Writer.Write(out)
+	return err
+}
+
+func (o *options) kubeClient() (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("configuring the API client (--kubeconfig %q): %w", o.kubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the API client: %w", err)
+	}
+	return cs, nil
+}
+
+// waitForDir returns when dir exists, saying once that it waits: the
+// kubelet creates its plugin registry when it starts, and a driver started
+// first must not crash-loop.
+func waitForDir(ctx context.Context, dir string, log *logrus.Logger) error {
+	said := false
+	for {
+		st, err := os.Stat(dir)
+		switch {
+		case err == nil && st.IsDir():
+			if said {
+				log.Infof("the kubelet's plugin registry %s is there", dir)
+			}
+			return nil
+		case err == nil:
+			return fmt.Errorf("--plugin-registry-dir %s is not a directory", dir)
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("--plugin-registry-dir: %w", err)
+		}
+		if !said {
+			log.Warnf("waiting for the kubelet: its plugin registry %s does not exist yet", dir)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
+	client, err := o.kubeClient()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.pluginDataDir, 0o750); err != nil {
+		return fmt.Errorf("--plugin-data-dir: %w", err)
+	}
+	d, err := dra.New(append(o.driverOptions(log),
+		dra.WithStateDir(filepath.Join(o.pluginDataDir, "claims")),
+		dra.WithPollInterval(o.pollInterval))...)
+	if err != nil {
+		return err
+	}
+	if err := waitForDir(ctx, o.registryDir, log); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+	helper, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(o.driverName),
+		kubeletplugin.NodeName(o.nodeName),
+		kubeletplugin.KubeClient(client),
+		kubeletplugin.PluginDataDirectoryPath(o.pluginDataDir),
+		kubeletplugin.RegistrarDirectoryPath(o.registryDir),
+	)
+	if err != nil {
+		return fmt.Errorf("starting the kubelet plugin %s: %w", o.driverName, err)
+	}
+	defer helper.Stop()
+	log.Infof("xpu-dra-driver %s: driver %s, node %s, CDI kind %s/%s, plugin dir %s, dev root %s",
+		version, o.driverName, o.nodeName, o.vendor, o.class, o.pluginDataDir, o.host.DevRoot)
+	return d.Run(ctx, helper)
+}

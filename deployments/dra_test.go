@@ -1,0 +1,232 @@
+package deployments
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"sigs.k8s.io/yaml"
+)
+
+// decodeAll decodes the documents of file strictly into the types of their kinds.
+func decodeAll(t *testing.T, file string) map[string][]byte {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	out := map[string][]byte{}
+	for _, doc := range documents(data) {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		require.NoError(t, yaml.Unmarshal(doc, &obj))
+		out[obj.Kind+"/"+obj.Metadata.Name] = doc
+	}
+	return out
+}
+
+func TestDRADriverManifest(t *testing.T) {
+	docs := decodeAll(t, "xpu-dra-driver.yaml")
+	var sa corev1.ServiceAccount
+	require.NoError(t, yaml.UnmarshalStrict(docs["ServiceAccount/xpu-dra-driver"], &sa))
+	var role rbacv1.ClusterRole
+	require.NoError(t, yaml.UnmarshalStrict(docs["ClusterRole/xpu-dra-driver"], &role))
+	var binding rbacv1.ClusterRoleBinding
+	require.NoError(t, yaml.UnmarshalStrict(docs["ClusterRoleBinding/xpu-dra-driver"], &binding))
+	var ds appsv1.DaemonSet
+	require.NoError(t, yaml.UnmarshalStrict(docs["DaemonSet/xpu-dra-driver"], &ds))
+	var vap admissionv1.ValidatingAdmissionPolicy
+	require.NoError(t, yaml.UnmarshalStrict(docs["ValidatingAdmissionPolicy/xpu-dra-driver-resourceslices"], &vap))
+	var vapb admissionv1.ValidatingAdmissionPolicyBinding
+	require.NoError(t, yaml.UnmarshalStrict(docs["ValidatingAdmissionPolicyBinding/xpu-dra-driver-resourceslices"], &vapb))
+
+	// RBAC: claims read only, slices written, nothing else.
+	verbs := map[string][]string{}
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			verbs[res] = r.Verbs
+		}
+	}
+	require.Equal(t, map[string][]string{
+		"resourceclaims": {"get"},
+		"nodes":          {"get"},
+		"resourceslices": {"get", "list", "watch", "create", "update", "patch", "delete"},
+	}, verbs)
+	require.Equal(t, "xpu-dra-driver", binding.RoleRef.Name)
+	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}}, binding.Subjects)
+
+	// The policy binds the driver's account and denies.
+	require.Equal(t, vap.Name, vapb.Spec.PolicyName)
+	require.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, vapb.Spec.ValidationActions)
+	require.Contains(t, vap.Spec.MatchConditions[0].Expression, `"system:serviceaccount:`+sa.Namespace+`:`+sa.Name+`"`)
+	require.Equal(t, []string{"resourceslices"}, []string(vap.Spec.MatchConstraints.ResourceRules[0].Resources))
+	require.ElementsMatch(t, []admissionv1.OperationType{"CREATE", "UPDATE", "DELETE"}, vap.Spec.MatchConstraints.ResourceRules[0].Operations)
+
+	// The DaemonSet.
+	require.Equal(t, sa.Namespace, ds.Namespace)
+	pod := ds.Spec.Template.Spec
+	require.Equal(t, sa.Name, pod.ServiceAccountName)
+	require.Equal(t, "true", pod.NodeSelector["baidu.com/xpu.present"])
+	require.Equal(t, "system-node-critical", pod.PriorityClassName)
+	require.Equal(t, int32(0), ds.Spec.UpdateStrategy.RollingUpdate.MaxSurge.IntVal, "the driver does not do rolling-update sockets")
+	require.Len(t, pod.Containers, 1)
+	c := pod.Containers[0]
+	require.Equal(t, []string{"/usr/bin/xpu-dra-driver"}, c.Command)
+	require.Nil(t, c.SecurityContext.Privileged)
+	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+	help := mainHelpEnv(t, "../cmd/xpu-dra-driver/main.go")
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		require.Contains(t, help, `"`+e.Name+`"`, "xpu-dra-driver does not read %s", e.Name)
+		env[e.Name] = e
+	}
+	require.Equal(t, "spec.nodeName", env["NODE_NAME"].ValueFrom.FieldRef.FieldPath)
+
+	volumes := map[string]*corev1.HostPathVolumeSource{}
+	for _, v := range pod.Volumes {
+		require.NotNil(t, v.HostPath, "volume %s", v.Name)
+		volumes[v.Name] = v.HostPath
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		require.Contains(t, volumes, m.Name, "mount %s has no volume", m.Name)
+		mounts[m.MountPath] = m
+	}
+	hostOf := func(p string) string {
+		m, ok := mounts[p]
+		require.True(t, ok, "nothing mounted at %s", p)
+		return volumes[m.Name].Path
+	}
+	// The kubelet's directories at the same paths, writable; the plugin
+	// data directory is the one of the driver name.
+	driver := env["XPU_CDI_DRA_DRIVER_NAME"].Value
+	for _, d := range []string{"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins/" + driver} {
+		require.Equal(t, d, hostOf(d))
+		require.False(t, mounts[d].ReadOnly, d)
+	}
+	root := env["XPU_CDI_DEV_ROOT"].Value
+	for _, d := range []string{"dev", "proc", "sys"} {
+		require.Equal(t, "/"+d, hostOf(root+"/"+d))
+		require.True(t, mounts[root+"/"+d].ReadOnly, "/%s must be read-only", d)
+	}
+	require.Equal(t, "/usr/local", hostOf(env["XPU_CDI_DRIVER_ROOT"].Value+"/usr/local"))
+	for _, d := range []string{"/etc/cdi", "/var/run/cdi"} {
+		require.Equal(t, d, hostOf(d))
+		require.True(t, mounts[d].ReadOnly)
+	}
+}
+
+// The DeviceClasses decode strictly, their selectors compile, and each
+// selects exactly the devices of its generation from the slices the
+// driver publishes for the fake hosts (internal/dra/testdata).
+func TestDeviceClasses(t *testing.T) {
+	docs := decodeAll(t, "xpu-dra-deviceclasses.yaml")
+	classes := map[string]resourceapi.DeviceClass{}
+	for name, doc := range docs {
+		var dc resourceapi.DeviceClass
+		require.NoError(t, yaml.UnmarshalStrict(doc, &dc), name)
+		classes[dc.Name] = dc
+	}
+	require.Len(t, classes, 4)
+	require.Equal(t, "baidu.com/xpu", *classes["xpu.baidu.com"].Spec.ExtendedResourceName)
+	for name, dc := range classes {
+		if name != "xpu.baidu.com" {
+			require.Nil(t, dc.Spec.ExtendedResourceName, "only one class serves baidu.com/xpu")
+		}
+	}
+
+	slices, err := filepath.Glob("../internal/dra/testdata/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, slices)
+	compiler := cel.GetCompiler(cel.Features{})
+	matches := func(dc resourceapi.DeviceClass, driver string, d resourceapi.Device) bool {
+		for _, s := range dc.Spec.Selectors {
+			r := compiler.CompileCELExpression(s.CEL.Expression, cel.Options{})
+			require.Nil(t, r.Error, "%s: %s", dc.Name, s.CEL.Expression)
+			ok, _, err := r.DeviceMatches(context.Background(), cel.Device{Driver: driver, Attributes: d.Attributes, Capacity: d.Capacity})
+			require.NoError(t, err, "%s on %s", dc.Name, d.Name)
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
+	for _, f := range slices {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var s resourceapi.ResourceSlice
+		require.NoError(t, yaml.UnmarshalStrict(data, &s))
+		for _, d := range s.Spec.Devices {
+			family := ""
+			if a, ok := d.Attributes["family"]; ok {
+				family = *a.StringValue
+			}
+			require.True(t, matches(classes["xpu.baidu.com"], s.Spec.Driver, d), "%s %s", f, d.Name)
+			for _, gen := range []string{"Kunlun1", "Kunlun2", "Kunlun3"} {
+				name := strings.ToLower(gen) + ".xpu.baidu.com"
+				require.Equal(t, family == gen, matches(classes[name], s.Spec.Driver, d), "%s on %s %s (family %q)", name, f, d.Name, family)
+			}
+			// Another driver's device is in none of them.
+			require.False(t, matches(classes["xpu.baidu.com"], "gpu.example.com", d))
+		}
+	}
+}
+
+// The claims docs/kubernetes.md shows decode strictly, and their CEL compiles.
+func TestDocumentedClaims(t *testing.T) {
+	data, err := os.ReadFile("../docs/kubernetes.md")
+	require.NoError(t, err)
+	var blocks []string
+	for _, part := range strings.Split(string(data), "```yaml\n")[1:] {
+		block, _, ok := strings.Cut(part, "```")
+		require.True(t, ok)
+		if strings.Contains(block, "apiVersion: resource.k8s.io/v1") {
+			blocks = append(blocks, block)
+		}
+	}
+	require.NotEmpty(t, blocks)
+	kinds := map[string]int{}
+	compiler := cel.GetCompiler(cel.Features{})
+	for _, block := range blocks {
+		for i, doc := range documents([]byte(block)) {
+			var tm struct {
+				Kind string `json:"kind"`
+			}
+			require.NoError(t, yaml.Unmarshal(doc, &tm))
+			kinds[tm.Kind]++
+			var requests []resourceapi.DeviceRequest
+			switch tm.Kind {
+			case "ResourceClaimTemplate":
+				var o resourceapi.ResourceClaimTemplate
+				require.NoError(t, yaml.UnmarshalStrict(doc, &o), "document %d", i)
+				requests = o.Spec.Spec.Devices.Requests
+			case "ResourceClaim":
+				var o resourceapi.ResourceClaim
+				require.NoError(t, yaml.UnmarshalStrict(doc, &o), "document %d", i)
+				requests = o.Spec.Devices.Requests
+			case "Pod":
+				require.NoError(t, yaml.UnmarshalStrict(doc, &corev1.Pod{}), "document %d", i)
+			default:
+				t.Fatalf("document %d: %s not expected in the claims example", i, tm.Kind)
+			}
+			for _, r := range requests {
+				require.NotNil(t, r.Exactly, r.Name)
+				for _, s := range r.Exactly.Selectors {
+					require.Nil(t, compiler.CompileCELExpression(s.CEL.Expression, cel.Options{}).Error, s.CEL.Expression)
+				}
+			}
+		}
+	}
+	require.Equal(t, 4, kinds["ResourceClaimTemplate"]+kinds["ResourceClaim"], "%v", kinds)
+}

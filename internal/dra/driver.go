@@ -1,0 +1,302 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// Publisher publishes the node's ResourceSlices: the kubelet plugin
+// helper (*kubeletplugin.Helper) in the driver, a recorder in tests.
+type Publisher interface {
+	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
+}
+
+// Driver is the DRA driver of one node. Create it with New; the kubelet
+// plugin helper calls its Prepare and Unprepare methods, Run keeps the
+// node's slice true.
+type Driver struct {
+	o      *options
+	specs  *xpunode.SpecChecker
+	claims *claimStore
+
+	mu sync.Mutex
+	// devices is the last scan; api the slice's devices built from it.
+	devices []xpunode.Device
+	api     []resourceapi.Device
+	// changed is closed (and replaced) when the devices change: the health
+	// streams wait on it.
+	changed chan struct{}
+	// notes holds the last message logged per topic, so that a condition is
+	// logged when it appears or changes, not at every poll.
+	notes map[string]string
+}
+
+// New returns a driver configured by opts; it reads the recorded claims of
+// the state directory, not the host yet.
+func New(opts ...Option) (*Driver, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	claims, err := openClaimStore(o.stateDir, o.log)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{
+		o:       o,
+		specs:   xpunode.NewSpecChecker(o.kind, o.specDirs),
+		claims:  claims,
+		changed: make(chan struct{}),
+		notes:   map[string]string{},
+	}, nil
+}
+
+// DriverName is the driver's name.
+func (d *Driver) DriverName() string { return d.o.driverName }
+
+// PoolName is the pool of the node's devices: the node name.
+func (d *Driver) PoolName() string { return d.o.nodeName }
+
+func (d *Driver) note(topic, msg string, logf func(string, ...any), cleared string) {
+	d.mu.Lock()
+	last := d.notes[topic]
+	d.notes[topic] = msg
+	d.mu.Unlock()
+	switch {
+	case msg == last:
+	case msg != "":
+		logf("%s", msg)
+	case cleared != "":
+		d.o.log.Infof("%s", cleared)
+	}
+}
+
+// scan reads the host and the CDI specs: the devices with their health,
+// and the host (nil when discovery failed). It never fails: what cannot
+// be read gives zero devices or unhealthy ones, and a log line.
+func (d *Driver) scan() ([]xpunode.Device, *discover.Host, map[string]bool) {
+	h, err := d.o.discover()
+	if err != nil {
+		msg := fmt.Sprintf("publishing no XPU: %v", err)
+		if errors.Is(err, discover.ErrNoDevices) {
+			msg = fmt.Sprintf("publishing an empty ResourceSlice: %s (is the kunlun kernel module loaded? In a container, the host's /dev, /proc and /sys must be under --dev-root)", firstLine(err))
+		}
+		d.note("discover", msg, d.o.log.Warnf, "")
+		return []xpunode.Device{}, nil, nil
+	}
+	d.note("discover", "", d.o.log.Warnf, "")
+	devs := xpunode.DevicesOf(h)
+	if len(devs) == 0 {
+		d.note("compute", fmt.Sprintf("publishing an empty ResourceSlice: every XPU under %s is a physical function with SR-IOV VFs enabled and no VF node exists", h.DevRoot), d.o.log.Warnf, "")
+		return devs, h, nil
+	}
+	d.note("compute", "", d.o.log.Warnf, "")
+	xpunode.RequireControl(h, devs)
+	names := d.checkSpecs(h, devs)
+	return devs, h, names
+}
+
+// checkSpecs marks unhealthy the devices no spec names (the runtime could
+// not resolve them) and logs specs that do not match the host. It returns
+// the names the specs offer.
+func (d *Driver) checkSpecs(h *discover.Host, devs []xpunode.Device) map[string]bool {
+	names, stale, err := d.specs.Check(h)
+	if err != nil {
+		d.note("spec-errors", fmt.Sprintf("CDI spec errors (runtimes ignore these specs): %v", err), d.o.log.Warnf, "")
+	} else {
+		d.note("spec-errors", "", d.o.log.Warnf, "")
+	}
+	var missing []string
+	for _, dev := range devs {
+		if !names[dev.ID] {
+			missing = append(missing, dev.ID)
+		}
+	}
+	msg := ""
+	if len(missing) > 0 {
+		msg = fmt.Sprintf("no CDI spec of kind %s in %s names XPU(s) %s: they are tainted and cannot be prepared until the spec is (re)generated: %s",
+			d.o.kind, strings.Join(d.o.specDirs, ", "), strings.Join(missing, ","), d.specHint())
+	}
+	d.note("spec", msg, d.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every XPU", d.o.kind))
+	xpunode.MarkUnhealthy(devs, func(id string) bool { return names[id] }, fmt.Sprintf("no CDI spec of kind %s names it", d.o.kind))
+	msg = ""
+	if len(stale) > 0 {
+		msg = fmt.Sprintf("CDI spec of kind %s is stale against this host; run `xpu-cdi validate` for details and regenerate it: %s", d.o.kind, strings.Join(stale, "; "))
+	}
+	d.note("stale", msg, d.o.log.Warnf, "")
+	return names
+}
+
+func (d *Driver) specHint() string {
+	if d.o.kind == DefaultKind {
+		return SpecHint
+	}
+	vendor, class := parser.ParseQualifier(d.o.kind)
+	return fmt.Sprintf("xpu-cdi generate --vendor %s --class %s --output /var/run/cdi/%s-%s.yaml", vendor, class, vendor, class)
+}
+
+// TaintKey is the key of the taint of a device that cannot run work; its
+// value says why (see taintValue).
+func (d *Driver) TaintKey() string { return d.o.driverName + "/unhealthy" }
+
+var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+
+// taintValue is the cause of an unhealthy device as a taint value: the
+// driver's state (ERROR, IN_RESET, ...), NoXPUCtrl or NoCDISpec.
+func taintValue(dev xpunode.Device, h *discover.Host) string {
+	switch {
+	case xpunode.HealthOf(dev.State) == xpunode.Unhealthy:
+		if s := strings.ToUpper(strings.TrimSpace(dev.State)); labelValue.MatchString(s) {
+			return s
+		}
+		return "Error"
+	case h != nil && h.Control == nil:
+		return "NoXPUCtrl"
+	default:
+		return "NoCDISpec"
+	}
+}
+
+// build converts a scan into the slice's devices: one per XPU, tainted
+// NoSchedule while unhealthy. A taint that was already there keeps its
+// time. NoSchedule and not NoExecute: a device in IN_RESET or RECOVERING
+// may come back, and evicting the pods that use it is the operator's call.
+func (d *Driver) build(devs []xpunode.Device, h *discover.Host, prev []resourceapi.Device) []resourceapi.Device {
+	xre := ""
+	if h != nil {
+		xre = xreVersionOf(h)
+	}
+	out := make([]resourceapi.Device, 0, len(devs))
+	for _, dev := range devs {
+		ad := apiDevice(dev, h, xre)
+		if dev.Health != xpunode.Healthy {
+			taint := resourceapi.DeviceTaint{Key: d.TaintKey(), Value: taintValue(dev, h), Effect: resourceapi.DeviceTaintEffectNoSchedule}
+			i := slices.IndexFunc(prev, func(p resourceapi.Device) bool { return p.Name == ad.Name })
+			if i >= 0 && len(prev[i].Taints) == 1 && prev[i].Taints[0].Key == taint.Key && prev[i].Taints[0].Value == taint.Value {
+				taint.TimeAdded = prev[i].Taints[0].TimeAdded
+			} else {
+				now := metav1.NewTime(d.o.now().Truncate(time.Second))
+				taint.TimeAdded = &now
+			}
+			ad.Taints = []resourceapi.DeviceTaint{taint}
+		}
+		out = append(out, ad)
+	}
+	return out
+}
+
+// Refresh reads the host and the specs again and reports whether the
+// slice's devices changed.
+func (d *Driver) Refresh() bool {
+	devs, h, _ := d.scan()
+	d.mu.Lock()
+	api := d.build(devs, h, d.api)
+	same := d.api != nil && resourceslice.DevicesDeepEqual(d.api, api)
+	if !same {
+		d.devices, d.api = devs, api
+		close(d.changed)
+		d.changed = make(chan struct{})
+	}
+	d.mu.Unlock()
+	if !same {
+		d.o.log.Infof("publishing %d XPU(s) in the ResourceSlice of node %s: %s", len(devs), d.o.nodeName, describe(devs))
+	}
+	return !same
+}
+
+// Devices returns the devices of the last scan.
+func (d *Driver) Devices() []xpunode.Device {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.devices)
+}
+
+// Resources returns what the node publishes: one pool named after the
+// node with one slice of every XPU (empty on a node without XPU).
+func (d *Driver) Resources() resourceslice.DriverResources {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	devs := make([]resourceapi.Device, len(d.api))
+	for i := range d.api {
+		devs[i] = *d.api[i].DeepCopy()
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		d.o.nodeName: {Slices: []resourceslice.Slice{{Devices: devs}}},
+	}}
+}
+
+// Slice returns the ResourceSlice object the node publishes, as the
+// ResourceSlice controller writes it (without its generated name suffix and
+// owner reference): what print-slice shows.
+func (d *Driver) Slice() *resourceapi.ResourceSlice {
+	res := d.Resources()
+	node := d.o.nodeName
+	return &resourceapi.ResourceSlice{
+		TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + d.o.driverName},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   d.o.driverName,
+			NodeName: &node,
+			Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
+			Devices:  res.Pools[node].Slices[0].Devices,
+		},
+	}
+}
+
+// Run publishes the slice, then polls the host every interval and
+// publishes again when it changed, until ctx ends.
+func (d *Driver) Run(ctx context.Context, pub Publisher) error {
+	d.Refresh()
+	if err := pub.PublishResources(ctx, d.Resources()); err != nil {
+		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.nodeName, err)
+	}
+	t := time.NewTicker(d.o.pollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if d.Refresh() {
+			if err := pub.PublishResources(ctx, d.Resources()); err != nil {
+				return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.nodeName, err)
+			}
+		}
+	}
+}
+
+// describe summarizes devs for the log: "0 (numa 0), 1 (numa 1, Unhealthy: ...)".
+func describe(devs []xpunode.Device) string {
+	if len(devs) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(devs))
+	for _, dev := range devs {
+		s := DeviceName(dev.Index) + " (numa " + fmt.Sprint(dev.NUMANode)
+		if dev.Health != xpunode.Healthy {
+			s += ", tainted: " + dev.Reason
+		}
+		parts = append(parts, s+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}

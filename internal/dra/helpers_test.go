@@ -1,0 +1,78 @@
+package dra
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// testClock is the fixed time of the taints in the golden files.
+var testClock = func() time.Time { return time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC) }
+
+func discoverTree(tree *fakehost.Tree) DiscoverFunc {
+	return func() (*discover.Host, error) { return discover.Discover(tree.DiscoverOptions()...) }
+}
+
+// writeSpec writes the spec xpu-cdi generate would write for tree into dir.
+func writeSpec(t testing.TB, tree *fakehost.Tree, dir string) string {
+	t.Helper()
+	h, err := discover.Discover(tree.DiscoverOptions()...)
+	require.NoError(t, err)
+	spec, _, err := cdispec.New(h, cdispec.Settings{NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}, NoHooks: true})
+	require.NoError(t, err)
+	path := filepath.Join(dir, "baidu.com-xpu.yaml")
+	require.NoError(t, cdispec.WriteFile(path, spec, cdispec.FormatYAML))
+	return path
+}
+
+// fixture is a driver on a fake host with its node spec written.
+type fixture struct {
+	tree     *fakehost.Tree
+	specDir  string
+	stateDir string
+	log      *logtest.Recorder
+	d        *Driver
+}
+
+func newFixture(t testing.TB, h fakehost.Host, opts ...Option) *fixture {
+	t.Helper()
+	f := &fixture{tree: fakehosttest.Build(t, h), specDir: t.TempDir(), stateDir: filepath.Join(t.TempDir(), "claims"), log: &logtest.Recorder{}}
+	writeSpec(t, f.tree, f.specDir)
+	f.d = f.driver(t, opts...)
+	return f
+}
+
+// driver returns a new driver on the fixture's host, spec and state: a
+// restarted driver.
+func (f *fixture) driver(t testing.TB, opts ...Option) *Driver {
+	t.Helper()
+	base := []Option{
+		WithNodeName("node-1"), WithDiscover(discoverTree(f.tree)), WithSpecDirs(f.specDir),
+		WithStateDir(f.stateDir), WithClock(testClock), WithLogger(f.log), WithPollInterval(20 * time.Millisecond),
+	}
+	d, err := New(append(base, opts...)...)
+	require.NoError(t, err)
+	return d
+}
+
+// setState writes the procfs state of device n.
+func (f *fixture) setState(t testing.TB, n int, state string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(f.tree.Path(filepath.Join("/proc/xpu", "dev"+strconv.Itoa(n), "state")), []byte(state+"\n"), 0o644))
+}
+
+type xpuHost = discover.Host
+
+func discoverRoot(root string) (*discover.Host, error) {
+	return discover.Discover(discover.WithDevRoot(root), discover.WithDriverRoot(root))
+}

@@ -1,0 +1,181 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
+)
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// Errors a claim can fail with (wrapped with what names the claim and the
+// device); the kubelet shows them in the pod's events.
+var (
+	ErrUnknownConfig     = errors.New("opaque configuration for this driver is not supported")
+	ErrNotOnNode         = errors.New("the device is not on this node")
+	ErrDeviceUnhealthy   = errors.New("the device cannot run work")
+	ErrNoSpec            = errors.New("no CDI spec names the device")
+	ErrDeviceInUse       = errors.New("the device is prepared for another claim")
+	ErrClaimNotAllocated = errors.New("the claim is not allocated")
+)
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin. It reads the
+// host and the specs once for the whole call, then prepares each claim on
+// its own: a claim that fails changes nothing (its record is not written).
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	devs, _, names := d.scan()
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, claim := range claims {
+		res, err := d.prepare(claim, devs, names)
+		if err != nil {
+			err = fmt.Errorf("%s %s/%s: %w", d.o.driverName, claim.Namespace, claim.Name, err)
+			d.o.log.Errorf("preparing claim: %v", err)
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
+		out[claim.UID] = res
+	}
+	return out, nil
+}
+
+func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device, names map[string]bool) (kubeletplugin.PrepareResult, error) {
+	if claim.Status.Allocation == nil {
+		return kubeletplugin.PrepareResult{}, ErrClaimNotAllocated
+	}
+	alloc := &claim.Status.Allocation.Devices
+	for _, c := range alloc.Config {
+		if c.Opaque != nil && c.Opaque.Driver == d.o.driverName {
+			return kubeletplugin.PrepareResult{}, fmt.Errorf("%w: the %s config of requests %v (this driver takes no parameters; remove it from the claim or its DeviceClass)",
+				ErrUnknownConfig, c.Source, c.Requests)
+		}
+	}
+	byName := make(map[string]xpunode.Device, len(devs))
+	for _, dev := range devs {
+		byName[DeviceName(dev.Index)] = dev
+	}
+	vendor, class := parser.ParseQualifier(d.o.kind)
+	rec := &preparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
+	var result kubeletplugin.PrepareResult
+	for _, r := range alloc.Results {
+		if r.Driver != d.o.driverName {
+			continue
+		}
+		dev, ok := byName[r.Device]
+		if r.Pool != d.o.nodeName || !ok {
+			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s of pool %s: %w (node %s has: %s); the claim must be allocated again",
+				r.Request, r.Device, r.Pool, ErrNotOnNode, d.o.nodeName, deviceNames(devs))
+		}
+		if !names[dev.ID] {
+			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: no spec of kind %s in %s names %s (create it with: %s)",
+				r.Request, r.Device, ErrNoSpec, d.o.kind, strings.Join(d.o.specDirs, ", "), parser.QualifiedName(vendor, class, dev.ID), d.specHint())
+		}
+		if dev.Health != xpunode.Healthy && !tolerates(r.Tolerations, d.TaintKey()) {
+			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: %s", r.Request, r.Device, ErrDeviceUnhealthy, dev.Reason)
+		}
+		admin := r.AdminAccess != nil && *r.AdminAccess
+		if !admin {
+			if other := d.claims.owner(r.Pool, r.Device, claim.UID); other != nil {
+				return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w %s until the kubelet unprepares that claim (a deleted pod's container may still run; the kubelet retries)", r.Request, r.Device, ErrDeviceInUse, other)
+			}
+		}
+		cdi := []string{parser.QualifiedName(vendor, class, dev.ID)}
+		rec.Devices = append(rec.Devices, preparedDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, CDIDevices: cdi, AdminAccess: admin})
+		result.Devices = append(result.Devices, kubeletplugin.Device{
+			Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device, CDIDeviceIDs: cdi,
+		})
+	}
+	if old := d.claims.get(claim.UID); old == nil || !slices.EqualFunc(old.Devices, rec.Devices, sameDevice) {
+		if err := d.claims.put(rec); err != nil {
+			return kubeletplugin.PrepareResult{}, err
+		}
+		d.o.log.Infof("prepared claim %s (%s): %s", rec, rec.UID, describePrepared(rec))
+	}
+	return result, nil
+}
+
+func sameDevice(a, b preparedDevice) bool {
+	return a.Request == b.Request && a.Pool == b.Pool && a.Device == b.Device && a.AdminAccess == b.AdminAccess && slices.Equal(a.CDIDevices, b.CDIDevices)
+}
+
+// tolerates reports whether an allocation tolerates the driver's taint:
+// only then is an unhealthy device prepared (someone asked for it).
+func tolerates(ts []resourceapi.DeviceToleration, key string) bool {
+	for _, t := range ts {
+		if t.Key == key || (t.Key == "" && t.Operator == resourceapi.DeviceTolerationOpExists) {
+			return true
+		}
+	}
+	return false
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin: it forgets
+// the claims; one that is not prepared is not an error.
+func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		was := d.claims.get(c.UID)
+		err := d.claims.remove(c.UID)
+		if err != nil {
+			err = fmt.Errorf("%s %s: %w", d.o.driverName, c, err)
+			d.o.log.Errorf("unpreparing claim: %v", err)
+		} else if was != nil {
+			d.o.log.Infof("unprepared claim %s (%s): %s", was, was.UID, describePrepared(was))
+		}
+		out[c.UID] = err
+	}
+	return out, nil
+}
+
+// HandleError implements kubeletplugin.DRAPlugin: background errors of the
+// helper (publishing the slice, the gRPC servers) are logged; none ends the
+// process, which would only restart into the same error.
+func (d *Driver) HandleError(_ context.Context, err error, msg string) {
+	d.o.log.Errorf("%s: %v", msg, err)
+}
+
+// Prepared returns the UIDs of the prepared claims, sorted.
+func (d *Driver) Prepared() []types.UID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]types.UID, 0, len(d.claims.claims))
+	for u := range d.claims.claims {
+		out = append(out, u)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func describePrepared(c *preparedClaim) string {
+	parts := make([]string, 0, len(c.Devices))
+	for _, d := range c.Devices {
+		parts = append(parts, d.Request+"="+d.Device)
+	}
+	if len(parts) == 0 {
+		return "no device of this driver"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func deviceNames(devs []xpunode.Device) string {
+	if len(devs) == 0 {
+		return "no XPU"
+	}
+	out := make([]string, len(devs))
+	for i, dev := range devs {
+		out[i] = DeviceName(dev.Index)
+	}
+	return strings.Join(out, ",")
+}

@@ -1,0 +1,95 @@
+package xpunode
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// Health values; they are the kubelet device plugin API's strings, so the
+// device plugin passes them through unchanged.
+const (
+	Healthy   = "Healthy"
+	Unhealthy = "Unhealthy"
+)
+
+// unhealthyStates are the procfs states (/proc/xpu/devN/state) in which a
+// device cannot run work: the error states of both generations (Kunlun2
+// ERROR, INVALID; Kunlun1 ERROR, UNKNOWN, PROBE_ERROR) and the states of a
+// device being reset or recovered (IN_RESET, RECOVERING). RUNNING, the Kunlun1
+// power states (LOWPOWER, PAUSE), an unreadable state and states this table
+// does not know are Healthy: the driver has not reported an error.
+var unhealthyStates = map[string]bool{
+	"ERROR":       true,
+	"INVALID":     true,
+	"UNKNOWN":     true,
+	"PROBE_ERROR": true,
+	"IN_RESET":    true,
+	"RECOVERING":  true,
+}
+
+// HealthOf returns the health of a device whose driver reports state.
+func HealthOf(state string) string {
+	if unhealthyStates[strings.ToUpper(strings.TrimSpace(state))] {
+		return Unhealthy
+	}
+	return Healthy
+}
+
+// Device is one offered XPU.
+type Device struct {
+	// ID is the index name (the N of /dev/xpuN), also the CDI device name.
+	ID    string
+	Index int
+	// NUMANode is -1 when sysfs does not know it.
+	NUMANode int
+	// State is the procfs state, empty when unreadable.
+	State  string
+	Health string
+	// Reason says why the device is Unhealthy (empty when Healthy).
+	Reason string
+	// XPU is what discovery found; the DRA driver publishes its facts.
+	XPU *discover.Device
+}
+
+// DevicesOf returns the compute devices of h, sorted by index, with their
+// health from the procfs state.
+func DevicesOf(h *discover.Host) []Device {
+	compute := h.ComputeDevices()
+	out := make([]Device, 0, len(compute))
+	for _, d := range compute {
+		dev := Device{ID: strconv.Itoa(d.Index), Index: d.Index, NUMANode: -1, State: d.State, Health: HealthOf(d.State), XPU: d}
+		if d.PCI != nil {
+			dev.NUMANode = d.PCI.NUMANode
+		}
+		if dev.Health == Unhealthy {
+			dev.Reason = fmt.Sprintf("the driver reports state %s", d.State)
+		}
+		out = append(out, dev)
+	}
+	slices.SortFunc(out, func(a, b Device) int { return a.Index - b.Index })
+	return out
+}
+
+// MarkUnhealthy sets every healthy device whose ID is not in ok Unhealthy
+// with reason.
+func MarkUnhealthy(devs []Device, ok func(id string) bool, reason string) {
+	for i := range devs {
+		if devs[i].Health == Healthy && !ok(devs[i].ID) {
+			devs[i].Health = Unhealthy
+			devs[i].Reason = reason
+		}
+	}
+}
+
+// RequireControl marks every device of h Unhealthy when h has no
+// /dev/xpuctrl: no XPU is usable without it.
+func RequireControl(h *discover.Host, devs []Device) {
+	if h.Control == nil && len(devs) > 0 {
+		reason := fmt.Sprintf("%s/dev/xpuctrl is missing: no XPU is usable without it", strings.TrimSuffix(h.DevRoot, "/"))
+		MarkUnhealthy(devs, func(string) bool { return false }, reason)
+	}
+}

@@ -1,0 +1,37 @@
+package xpunode
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// The health values are the device plugin API's: the plugin passes them on.
+func TestHealthValuesAreTheKubeletsAPI(t *testing.T) {
+	require.Equal(t, pluginapi.Healthy, Healthy)
+	require.Equal(t, pluginapi.Unhealthy, Unhealthy)
+}
+
+func TestHealthOf(t *testing.T) {
+	for _, tc := range []struct {
+		state, want string
+	}{
+		{"RUNNING", Healthy},
+		{"", Healthy},
+		{"LOWPOWER", Healthy},
+		{"PAUSE", Healthy},
+		{"SOMETHING_NEW", Healthy},
+		{"ERROR", Unhealthy},
+		{" error\n", Unhealthy},
+		{"INVALID", Unhealthy},
+		{"IN_RESET", Unhealthy},
+		{"UNKNOWN", Unhealthy},
+		{"PROBE_ERROR", Unhealthy},
+		{"RECOVERING", Unhealthy},
+	} {
+		t.Run(tc.state, func(t *testing.T) {
+			require.Equal(t, tc.want, HealthOf(tc.state))
+		})
+	}
+}
