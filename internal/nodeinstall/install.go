@@ -139,7 +139,7 @@ func (in *Installer) InstallHook() (bool, error) {
 			return false, nil
 		}
 	}
-	if err := writeDurable(dir, HookName, in.hook, 0o755); err != nil {
+	if err := rootfs.WriteFileDurable(dir, HookName, in.hook, 0o755); err != nil {
 		return false, in.notWritable(err)
 	}
 	st, err := lstatAt(dir, HookName)
@@ -294,7 +294,7 @@ func (in *Installer) writeSpec(data []byte) (SpecState, error) {
 	if old, err := readAt(dir, name, maxSpecSize); err == nil && bytes.Equal(old, data) {
 		return SpecUnchanged, nil
 	}
-	if err := writeDurable(dir, name, data, 0o644); err != nil {
+	if err := rootfs.WriteFileDurable(dir, name, data, 0o644); err != nil {
 		return "", fmt.Errorf("writing the CDI spec %s (left as it was): %w", in.onHost(in.o.specPath), err)
 	}
 	return SpecWritten, nil
@@ -451,7 +451,7 @@ func recordCreated(hookDir *os.File, created []string) error {
 			all = append(all, c)
 		}
 	}
-	return writeDurable(hookDir, createdMarker, []byte(strings.Join(all, "\n")+"\n"), 0o644)
+	return rootfs.WriteFileDurable(hookDir, createdMarker, []byte(strings.Join(all, "\n")+"\n"), 0o644)
 }
 
 const labelsWriter = "xpu-cdi install"
@@ -497,7 +497,7 @@ func (in *Installer) syncLabels(ls []labels.Label) error {
 	if bytes.Equal(old, data) {
 		return nil
 	}
-	if err := writeDurable(dir, name, data, 0o644); err != nil {
+	if err := rootfs.WriteFileDurable(dir, name, data, 0o644); err != nil {
 		return fmt.Errorf("writing the node labels %s: %w", in.onHost(in.o.labelsFile), err)
 	}
 	in.o.log.Infof("wrote %d node label(s) to %s", len(ls), in.o.labelsFile)

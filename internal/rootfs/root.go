@@ -357,7 +357,20 @@ func checkName(name string) error {
 // temporary name in dir and renames it over name, without fsync (see the
 // package documentation). A symlink at name is replaced, not followed. On
 // failure the old file is left intact.
-func WriteFileAtomic(dir *os.File, name string, data []byte, perm os.FileMode) (err error) {
+func WriteFileAtomic(dir *os.File, name string, data []byte, perm os.FileMode) error {
+	return writeFileAtomic(dir, name, data, perm, false)
+}
+
+// WriteFileDurable is WriteFileAtomic with the file fsynced before the
+// rename and dir after it: after a crash name is the old file or the new
+// one, never empty. For files on the host that outlive a container start
+// (the hook binary a node installer puts there), where the cost of fsync
+// is paid once, not at every container creation.
+func WriteFileDurable(dir *os.File, name string, data []byte, perm os.FileMode) error {
+	return writeFileAtomic(dir, name, data, perm, true)
+}
+
+func writeFileAtomic(dir *os.File, name string, data []byte, perm os.FileMode, durable bool) (err error) {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -381,6 +394,11 @@ func WriteFileAtomic(dir *os.File, name string, data []byte, perm os.FileMode) (
 	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
 		return fmt.Errorf("chmod %s: %w", f.Name(), err)
 	}
+	if durable {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("syncing %s: %w", f.Name(), err)
+		}
+	}
 	cerr := f.Close()
 	f = nil
 	if cerr != nil {
@@ -388,6 +406,11 @@ func WriteFileAtomic(dir *os.File, name string, data []byte, perm os.FileMode) (
 	}
 	if err := unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), name); err != nil {
 		return fmt.Errorf("renaming %s/%s to %s: %w", dir.Name(), tmp, name, err)
+	}
+	if durable {
+		if err := dir.Sync(); err != nil {
+			return fmt.Errorf("syncing directory %s: %w", dir.Name(), err)
+		}
 	}
 	return nil
 }
