@@ -24,13 +24,7 @@ const (
 	// KubeletSocketName is the kubelet's registration socket in the plugin
 	// directory.
 	KubeletSocketName = "kubelet.sock"
-	// SpecHint is the command that creates the spec the cdi-* strategies need.
-	SpecHint = "xpu-cdi generate --output " + cdispec.DefaultRuntimeSpecPath
 )
-
-// DefaultKind is the CDI kind of the devices handed out: the one
-// xpu-cdi generate writes by default.
-var DefaultKind = cdispec.Kind(cdispec.DefaultVendor, cdispec.DefaultClass)
 
 // DiscoverFunc reads the host; it is discover.Discover with the plugin's roots.
 type DiscoverFunc func() (*discover.Host, error)
@@ -109,7 +103,7 @@ func newOptions(opts []Option) (*options, error) {
 		o.resourceName = o.sharing.ResourceName
 	}
 	if o.kind == "" {
-		o.kind = DefaultKind
+		o.kind = cdispec.DefaultKind
 	}
 	if o.strategy == "" {
 		o.strategy = StrategyCDICRI

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-	"tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -157,7 +156,7 @@ func (p *Plugin) checkSpecs(h *discover.Host, devs []Device) {
 	}
 	if len(names) == 0 {
 		p.note("spec", fmt.Sprintf("no CDI spec of kind %s in %s: containers given an XPU would fail to start, so every device is Unhealthy until one exists; create it with: %s",
-			p.o.kind, strings.Join(p.o.specDirs, ", "), p.specHint()), p.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every device", p.o.kind))
+			p.o.kind, strings.Join(p.o.specDirs, ", "), xpunode.SpecHint(p.o.kind)), p.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every device", p.o.kind))
 	} else {
 		var missing []string
 		for _, d := range devs {
@@ -168,7 +167,7 @@ func (p *Plugin) checkSpecs(h *discover.Host, devs []Device) {
 		msg := ""
 		if len(missing) > 0 {
 			msg = fmt.Sprintf("the CDI specs of kind %s in %s do not name device(s) %s: they are Unhealthy until the spec is regenerated (%s; check with xpu-cdi validate)",
-				p.o.kind, strings.Join(p.o.specDirs, ", "), strings.Join(missing, ","), p.specHint())
+				p.o.kind, strings.Join(p.o.specDirs, ", "), strings.Join(missing, ","), xpunode.SpecHint(p.o.kind))
 		}
 		p.note("spec", msg, p.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every device", p.o.kind))
 	}
@@ -178,14 +177,6 @@ func (p *Plugin) checkSpecs(h *discover.Host, devs []Device) {
 		msg = fmt.Sprintf("CDI spec of kind %s is stale against this host; run `xpu-cdi validate` for details and regenerate it: %s", p.o.kind, strings.Join(stale, "; "))
 	}
 	p.note("stale", msg, p.o.log.Warnf, "")
-}
-
-func (p *Plugin) specHint() string {
-	if p.o.kind == DefaultKind {
-		return SpecHint
-	}
-	vendor, class := parser.ParseQualifier(p.o.kind)
-	return fmt.Sprintf("xpu-cdi generate --vendor %s --class %s --output /var/run/cdi/%s-%s.yaml", vendor, class, vendor, class)
 }
 
 // GetDevicePluginOptions implements the device plugin API.

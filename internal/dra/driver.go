@@ -13,7 +13,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
-	"tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -129,7 +128,7 @@ func (d *Driver) checkSpecs(h *discover.Host, devs []xpunode.Device) map[string]
 	msg := ""
 	if len(missing) > 0 {
 		msg = fmt.Sprintf("no CDI spec of kind %s in %s names XPU(s) %s: they are tainted and cannot be prepared until the spec is (re)generated: %s",
-			d.o.kind, strings.Join(d.o.specDirs, ", "), strings.Join(missing, ","), d.specHint())
+			d.o.kind, strings.Join(d.o.specDirs, ", "), strings.Join(missing, ","), xpunode.SpecHint(d.o.kind))
 	}
 	d.note("spec", msg, d.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every XPU", d.o.kind))
 	xpunode.MarkUnhealthy(devs, func(id string) bool { return names[id] }, fmt.Sprintf("no CDI spec of kind %s names it", d.o.kind))
@@ -139,14 +138,6 @@ func (d *Driver) checkSpecs(h *discover.Host, devs []xpunode.Device) map[string]
 	}
 	d.note("stale", msg, d.o.log.Warnf, "")
 	return names
-}
-
-func (d *Driver) specHint() string {
-	if d.o.kind == DefaultKind {
-		return SpecHint
-	}
-	vendor, class := parser.ParseQualifier(d.o.kind)
-	return fmt.Sprintf("xpu-cdi generate --vendor %s --class %s --output /var/run/cdi/%s-%s.yaml", vendor, class, vendor, class)
 }
 
 // TaintKey is the key of the taint of a device that cannot run work; its

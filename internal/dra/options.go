@@ -15,13 +15,7 @@ import (
 const (
 	DefaultDriverName   = "xpu.baidu.com"
 	DefaultPollInterval = 10 * time.Second
-	// SpecHint is the command that creates the node spec Prepare answers from.
-	SpecHint = "xpu-cdi generate --output " + cdispec.DefaultRuntimeSpecPath
 )
-
-// DefaultKind is the CDI kind of the names Prepare answers: the one
-// xpu-cdi generate writes by default.
-var DefaultKind = cdispec.Kind(cdispec.DefaultVendor, cdispec.DefaultClass)
 
 // DiscoverFunc reads the host; it is discover.Discover with the driver's roots.
 type DiscoverFunc func() (*discover.Host, error)
@@ -81,7 +75,7 @@ func newOptions(opts []Option) (*options, error) {
 		o.driverName = DefaultDriverName
 	}
 	if o.kind == "" {
-		o.kind = DefaultKind
+		o.kind = cdispec.DefaultKind
 	}
 	if o.discover == nil {
 		o.discover = func() (*discover.Host, error) { return discover.Discover() }

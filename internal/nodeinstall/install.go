@@ -319,10 +319,7 @@ func (in *Installer) removeSpec() error {
 	if err != nil {
 		return err
 	}
-	kind := cdispec.Kind(in.o.settings.Vendor, in.o.settings.Class)
-	if in.o.settings.Vendor == "" {
-		kind = cdispec.Kind(cdispec.DefaultVendor, cdispec.DefaultClass)
-	}
+	kind := in.o.settings.Kind()
 	if spec, err := cdispec.Parse(data); err != nil || spec.Kind != kind {
 		in.o.log.Warnf("%s is not a %s spec; left in place", in.onHost(in.o.specPath), kind)
 		return nil

@@ -2,9 +2,11 @@ package xpunode
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
@@ -76,3 +78,14 @@ func StaleNodes(spec *specs.Spec, h *discover.Host) []string {
 
 // errNotOnHost is the lookup error of a spec node discovery did not find.
 var errNotOnHost = errors.New("not on this host any more")
+
+// SpecHint is the command that writes the node spec of kind (vendor/class)
+// where the device plugin and the DRA driver look for it: what their
+// messages about a missing or stale spec tell the admin to run.
+func SpecHint(kind string) string {
+	if kind == cdispec.DefaultKind {
+		return "xpu-cdi generate --output " + cdispec.DefaultRuntimeSpecPath
+	}
+	vendor, class := parser.ParseQualifier(kind)
+	return fmt.Sprintf("xpu-cdi generate --vendor %s --class %s --output %s", vendor, class, cdispec.RuntimeSpecPath(kind))
+}

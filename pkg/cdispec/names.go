@@ -11,13 +11,23 @@ import (
 const (
 	DefaultVendor = "baidu.com"
 	DefaultClass  = "xpu"
+	DefaultKind   = DefaultVendor + "/" + DefaultClass
 )
 
 // DefaultRuntimeSpecPath is the default kind's spec in the runtime CDI
 // directory, which has priority over /etc/cdi and is cleared at boot:
 // where `xpu-cdi refresh` keeps it, and the spec the device plugin's cdi-*
 // strategies ask to be generated.
-const DefaultRuntimeSpecPath = "/var/run/cdi/" + DefaultVendor + "-" + DefaultClass + ".yaml"
+const DefaultRuntimeSpecPath = runtimeSpecDir + "/" + DefaultVendor + "-" + DefaultClass + ".yaml"
+
+const runtimeSpecDir = "/var/run/cdi"
+
+// RuntimeSpecPath is the spec of kind (vendor/class) in the runtime CDI
+// directory: DefaultRuntimeSpecPath for the default kind.
+func RuntimeSpecPath(kind string) string {
+	vendor, class := parser.ParseQualifier(kind)
+	return runtimeSpecDir + "/" + vendor + "-" + class + ".yaml"
+}
 
 // NameStrategy chooses how devices are named in the spec.
 type NameStrategy string

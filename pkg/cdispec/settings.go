@@ -32,12 +32,7 @@ type Settings struct {
 // withDefaults returns s with every "" or empty field set to its default
 // (the one place the defaults are chosen) and its kind checked.
 func (s Settings) withDefaults() (Settings, error) {
-	if s.Vendor == "" {
-		s.Vendor = DefaultVendor
-	}
-	if s.Class == "" {
-		s.Class = DefaultClass
-	}
+	s.Vendor, s.Class = s.vendorClass()
 	if len(s.NameStrategies) == 0 {
 		s.NameStrategies = AllStrategies
 	}
@@ -48,4 +43,19 @@ func (s Settings) withDefaults() (Settings, error) {
 		return Settings{}, err
 	}
 	return s, nil
+}
+
+// Kind is the kind of the spec New builds for s (vendor/class).
+func (s Settings) Kind() string { return Kind(s.vendorClass()) }
+
+// vendorClass returns the vendor and class of s, each defaulted.
+func (s Settings) vendorClass() (vendor, class string) {
+	vendor, class = s.Vendor, s.Class
+	if vendor == "" {
+		vendor = DefaultVendor
+	}
+	if class == "" {
+		class = DefaultClass
+	}
+	return vendor, class
 }

@@ -50,3 +50,23 @@ func TestEverySetting(t *testing.T) {
 		require.False(t, strings.Contains(m.ContainerPath, ".so"), "nodes only mounts no library: %s", m.ContainerPath)
 	}
 }
+
+// TestSettingsKind: the kind a Settings builds, each part defaulted alone,
+// and where the runtime directory keeps that kind's spec.
+func TestSettingsKind(t *testing.T) {
+	for _, tc := range []struct {
+		settings cdispec.Settings
+		kind     string
+		path     string
+	}{
+		{cdispec.Settings{}, cdispec.DefaultKind, cdispec.DefaultRuntimeSpecPath},
+		{cdispec.Settings{Vendor: "example.com"}, "example.com/xpu", "/var/run/cdi/example.com-xpu.yaml"},
+		{cdispec.Settings{Class: "vxpu"}, "baidu.com/vxpu", "/var/run/cdi/baidu.com-vxpu.yaml"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			require.Equal(t, tc.kind, tc.settings.Kind())
+			require.Equal(t, tc.path, cdispec.RuntimeSpecPath(tc.settings.Kind()))
+		})
+	}
+	require.Equal(t, "/var/run/cdi/baidu.com-xpu.yaml", cdispec.DefaultRuntimeSpecPath)
+}
