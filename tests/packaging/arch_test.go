@@ -41,11 +41,27 @@ func requireStaticELF(t *testing.T, path string, machine elf.Machine) {
 	require.Empty(t, libs, "%s needs shared libraries", path)
 }
 
+// commands lists the binaries the project has: one directory of cmd/ each.
+func commands(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(repoRoot(t), "cmd"))
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	require.NotEmpty(t, names)
+	return names
+}
+
 // TestMakeBuildArches runs `make build` for the host and `make build
-// GOARCH=<the other>` into one BINDIR: the host's binaries land in BINDIR
-// itself (where the tests and hack/demo.sh run them), the other
-// architecture's in BINDIR/linux-<arch>, each a static ELF executable of
-// its machine. Needs neither root nor packaging tools: only make and go.
+// GOARCH=<the other>` into one BINDIR: the host's binaries, one per cmd/
+// directory, land in BINDIR itself (where the tests and hack/demo.sh run
+// them), the other architecture's in BINDIR/linux-<arch>, each a static ELF
+// executable of its machine. Needs neither root nor packaging tools: only
+// make and go.
 func TestMakeBuildArches(t *testing.T) {
 	requireTools(t, "make", "go")
 	bin := t.TempDir()
@@ -60,7 +76,7 @@ func TestMakeBuildArches(t *testing.T) {
 		dir  string
 		arch string
 	}{{bin, runtime.GOARCH}, {filepath.Join(bin, "linux-"+foreign), foreign}} {
-		for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin"} {
+		for _, name := range commands(t) {
 			requireStaticELF(t, filepath.Join(c.dir, name), goMachine[c.arch])
 		}
 	}
@@ -70,7 +86,7 @@ func TestMakeBuildArches(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	require.ElementsMatch(t, []string{"linux-" + foreign, "xpu-cdi", "xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin"}, names)
+	require.ElementsMatch(t, append(commands(t), "linux-"+foreign), names)
 }
 
 // debFiles lists the paths of a .deb's payload (not its directories).
