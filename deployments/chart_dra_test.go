@@ -205,6 +205,12 @@ func TestChartDRAOptions(t *testing.T) {
 			require.Equal(t, "/data/kubelet/plugins/xpu.baidu.com", hp["/data/kubelet/plugins/xpu.baidu.com"])
 			require.NotContains(t, hp, "/var/lib/kubelet/plugins_registry")
 		}},
+		{"the API server on loopback", []string{"dra.apiServer.host=127.0.0.1", "dra.apiServer.port=6443"}, func(t *testing.T, r *rendered) {
+			ds, _, _, _, _ := draParts(t, r)
+			e := env(ds.Spec.Template.Spec.Containers[0])
+			require.Equal(t, "127.0.0.1", e["KUBERNETES_SERVICE_HOST"])
+			require.Equal(t, "6443", e["KUBERNETES_SERVICE_PORT"])
+		}},
 		{"resources", []string{"dra.resources.limits.memory=256Mi"}, func(t *testing.T, r *rendered) {
 			ds, _, _, _, _ := draParts(t, r)
 			res := ds.Spec.Template.Spec.Containers[0].Resources

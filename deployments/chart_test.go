@@ -221,7 +221,8 @@ var (
 		return envNames(t, "../cmd/xpu-device-plugin/main.go", "../internal/cli/common/host.go")
 	}
 	draReads = func(t *testing.T) []string {
-		return envNames(t, "../cmd/xpu-dra-driver/main.go", "../internal/cli/common/host.go")
+		// and client-go's in-cluster configuration
+		return append(envNames(t, "../cmd/xpu-dra-driver/main.go", "../internal/cli/common/host.go"), "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
 	}
 )
 
