@@ -2,6 +2,7 @@ package deployments
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +13,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -42,16 +46,36 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 type rendered struct {
 	daemonSets map[string]*appsv1.DaemonSet // by app.kubernetes.io/name
 	configMaps []*corev1.ConfigMap
+	// The DRA driver's objects.
+	serviceAccounts []*corev1.ServiceAccount
+	clusterRoles    []*rbacv1.ClusterRole
+	roleBindings    []*rbacv1.ClusterRoleBinding
+	policies        []*admissionv1.ValidatingAdmissionPolicy
+	policyBindings  []*admissionv1.ValidatingAdmissionPolicyBinding
+	deviceClasses   map[string]resourceapi.DeviceClass // by name
 }
 
-func render(t *testing.T, args ...string) *rendered {
+// helmTemplate runs helm template on the chart (release xpu in xpu-system).
+func helmTemplate(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.Command(helm(t), append([]string{"template", "xpu", chartDir, "--namespace", "xpu-system", "--kube-version", kubeVersion}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err, "helm template %v: %s", args, stderr.String())
-	r := &rendered{daemonSets: map[string]*appsv1.DaemonSet{}}
+	if err != nil {
+		return nil, fmt.Errorf("helm template %v: %w: %s", args, err, stderr.String())
+	}
+	return out, nil
+}
+
+func render(t *testing.T, args ...string) *rendered {
+	t.Helper()
+	out, err := helmTemplate(t, args...)
+	require.NoError(t, err)
+	r := &rendered{daemonSets: map[string]*appsv1.DaemonSet{}, deviceClasses: map[string]resourceapi.DeviceClass{}}
+	strict := func(i int, doc []byte, into any) {
+		require.NoError(t, yaml.UnmarshalStrict(doc, into), "document %d:\n%s", i, doc)
+	}
 	for i, doc := range documents(out) {
 		var tm metav1.TypeMeta
 		require.NoError(t, yaml.Unmarshal(doc, &tm), "document %d", i)
@@ -66,6 +90,31 @@ func render(t *testing.T, args ...string) *rendered {
 			cm := &corev1.ConfigMap{}
 			require.NoError(t, yaml.UnmarshalStrict(doc, cm), "document %d", i)
 			r.configMaps = append(r.configMaps, cm)
+		case "v1/ServiceAccount":
+			o := &corev1.ServiceAccount{}
+			strict(i, doc, o)
+			r.serviceAccounts = append(r.serviceAccounts, o)
+		case "rbac.authorization.k8s.io/v1/ClusterRole":
+			o := &rbacv1.ClusterRole{}
+			strict(i, doc, o)
+			r.clusterRoles = append(r.clusterRoles, o)
+		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
+			o := &rbacv1.ClusterRoleBinding{}
+			strict(i, doc, o)
+			r.roleBindings = append(r.roleBindings, o)
+		case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy":
+			o := &admissionv1.ValidatingAdmissionPolicy{}
+			strict(i, doc, o)
+			r.policies = append(r.policies, o)
+		case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
+			o := &admissionv1.ValidatingAdmissionPolicyBinding{}
+			strict(i, doc, o)
+			r.policyBindings = append(r.policyBindings, o)
+		case "resource.k8s.io/v1/DeviceClass":
+			var o resourceapi.DeviceClass
+			strict(i, doc, &o)
+			require.NotContains(t, r.deviceClasses, o.Name)
+			r.deviceClasses[o.Name] = o
 		default:
 			t.Fatalf("document %d: no decoder for %s %s: add one to this test", i, tm.APIVersion, tm.Kind)
 		}
@@ -107,8 +156,12 @@ func checkPod(t *testing.T, ds *appsv1.DaemonSet, reads []string) {
 		require.Equal(t, v, ds.Spec.Template.Labels[k], "%s: the selector must match the pod template", ds.Name)
 	}
 	pod := ds.Spec.Template.Spec
-	require.NotNil(t, pod.AutomountServiceAccountToken)
-	require.False(t, *pod.AutomountServiceAccountToken, "no API access")
+	if pod.ServiceAccountName == "" {
+		require.NotNil(t, pod.AutomountServiceAccountToken)
+		require.False(t, *pod.AutomountServiceAccountToken, "no API access")
+	} else {
+		require.True(t, pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken, "%s needs its account's token", ds.Name)
+	}
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
 	require.Nil(t, c.SecurityContext.Privileged)
@@ -167,12 +220,30 @@ var (
 	pluginReads = func(t *testing.T) []string {
 		return envNames(t, "../cmd/xpu-device-plugin/main.go", "../internal/cli/common/host.go")
 	}
+	draReads = func(t *testing.T) []string {
+		// and client-go's in-cluster configuration
+		return append(envNames(t, "../cmd/xpu-dra-driver/main.go", "../internal/cli/common/host.go"), "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+	}
 )
+
+// readsOf returns the variables the binary of a DaemonSet of the chart reads.
+func readsOf(t *testing.T, name string) []string {
+	switch name {
+	case "xpu-cdi-installer":
+		return installerReads(t)
+	case "xpu-dra-driver":
+		return draReads(t)
+	}
+	return pluginReads(t)
+}
 
 func TestChartDefault(t *testing.T) {
 	r := render(t)
 	require.Len(t, r.daemonSets, 2)
 	require.Empty(t, r.configMaps, "no sharing by default")
+	require.Empty(t, r.deviceClasses, "no DRA by default")
+	require.Empty(t, r.clusterRoles)
+	require.Empty(t, r.policies)
 	in, dp := r.daemonSets["xpu-cdi-installer"], r.daemonSets["xpu-device-plugin"]
 	require.NotNil(t, in)
 	require.NotNil(t, dp)
@@ -360,11 +431,7 @@ func TestChartOptions(t *testing.T) {
 			}
 			r := render(t, args...)
 			for name, ds := range r.daemonSets {
-				reads := pluginReads(t)
-				if name == "xpu-cdi-installer" {
-					reads = installerReads(t)
-				}
-				checkPod(t, ds, reads)
+				checkPod(t, ds, readsOf(t, name))
 			}
 			tc.check(t, r)
 		})
@@ -374,7 +441,7 @@ func TestChartOptions(t *testing.T) {
 func TestChartLint(t *testing.T) {
 	values := filepath.Join(t.TempDir(), "sharing.yaml")
 	require.NoError(t, os.WriteFile(values, []byte(sharingValues), 0o644))
-	for _, args := range [][]string{{}, {"-f", values}, {"--set", "installer.enabled=false"}} {
+	for _, args := range [][]string{{}, {"-f", values}, {"--set", "installer.enabled=false"}, {"--set", "dra.enabled=true,devicePlugin.enabled=false"}} {
 		out, err := exec.Command(helm(t), append([]string{"lint", "--strict", "--kube-version", kubeVersion, chartDir}, args...)...).CombinedOutput()
 		require.NoError(t, err, "helm lint %v:\n%s", args, out)
 	}
@@ -395,7 +462,7 @@ func TestChartValuesDocumented(t *testing.T) {
 		m, ok := v.(map[string]any)
 		// Maps of the user's own (labels, resources, the sharing config)
 		// are documented as one key.
-		if !ok || len(m) == 0 || slices.Contains([]string{"nodeAffinityLabels", "nodeSelector", "installer.resources", "devicePlugin.resources", "devicePlugin.config"}, prefix) {
+		if !ok || len(m) == 0 || slices.Contains([]string{"nodeAffinityLabels", "nodeSelector", "installer.resources", "devicePlugin.resources", "devicePlugin.config", "dra.resources"}, prefix) {
 			keys = append(keys, prefix)
 			return
 		}
