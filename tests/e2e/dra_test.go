@@ -81,14 +81,6 @@ func startDRA(t testing.TB, start func(t testing.TB) harness.CRI) *draCluster {
 	d.dataDir = filepath.Join(d.PluginsDir(), "xpu.baidu.com")
 	spec := &d.ds.Spec.Template.Spec
 	spec.HostNetwork = true
-	if d.Runtime.EngineName() == "crio" {
-		// The kubelet gives system-node-critical pods oom_score_adj -997,
-		// which this host (no CAP_SYS_RESOURCE) refuses, and CRI-O, unlike
-		// containerd, has no knob to keep it; the harness's runc wrapper
-		// does not catch it for this pod yet. The priority changes nothing
-		// the test checks.
-		spec.PriorityClassName = ""
-	}
 	ctr := &spec.Containers[0]
 	ctr.Image, ctr.ImagePullPolicy = driverImage, corev1.PullNever
 	ctr.Env = append(ctr.Env, d.InClusterEnv()...)

@@ -136,6 +136,20 @@ func xpusOf(t *testing.T, c *harness.Cluster, tree *fakehost.Tree, pod string) [
 	return idx
 }
 
+// installerPropagation is the installer.mountPropagation the Helm tests
+// set: none (the chart's HostToContainer, which needs / shared, as systemd
+// makes it on a node) on CRI-O, which the harness runs in a mount namespace
+// whose / is shared; "" on containerd, which runs on this machine's private
+// /. (CRI-O refuses the installer's host / on a private / even without
+// propagation: it makes every hostPath holding its storage root
+// HostToContainer.)
+func installerPropagation(c *harness.Cluster) []string {
+	if c.Runtime.EngineName() == "crio" {
+		return nil
+	}
+	return []string{"installer.mountPropagation="}
+}
+
 // TestHelmChart installs deployments/helm/xpu-cdi into the private cluster
 // on a node that has a Kunlun driver tree (a fake P800 host with real device
 // nodes) and no xpu-cdi files: the installer puts the hook and the spec in
@@ -146,20 +160,16 @@ func xpusOf(t *testing.T, c *harness.Cluster, tree *fakehost.Tree, pod string) [
 // and keeps a fourth pending. What the test sets: the image (the static
 // binaries imported into the runtime), the driver's place on the host, the
 // spec file in the runtime's spec directory, a test CDI vendor, a features
-// directory standing for NFD's, host networking (no CNI) and no mount
-// propagation into the installer (the test machine's / is not shared).
+// directory standing for NFD's, host networking (no CNI) and, on containerd,
+// no mount propagation into the installer (installerPropagation). On
+// containerd 2.x and CRI-O.
 func TestHelmChart(t *testing.T) {
 	harness.RequiresRoot(t)
 	helm := filepath.Join(harness.ToolsBin(), "helm")
 	if _, err := os.Stat(helm); err != nil {
 		helm = harness.RequiresTool(t, "helm")
 	}
-	// containerd 2.x only: on this machine CRI-O refuses the installer's
-	// host / ("mounted on / but it is not a shared or slave mount", even
-	// without propagation; a systemd host's / is shared) and runc under
-	// CRI-O cannot lower oom_score_adj for the system-node-critical plugin
-	// without capabilities.
-	for _, rt := range clusterRuntimes[:1] {
+	for _, rt := range clusterRuntimes {
 		t.Run(rt.name, func(t *testing.T) {
 			c := harness.NewCluster(t, harness.WithClusterRuntime(rt.start), harness.WithNodeLabels("baidu.com/xpu.present=true"))
 			busybox := c.BusyboxImage(t)
@@ -179,13 +189,12 @@ func TestHelmChart(t *testing.T) {
 			require.NoError(t, os.Mkdir(features, 0o755))
 			specFile := filepath.Join(c.SpecDir(), vendor+"-xpu.yaml")
 			hookDir := filepath.Join(base, "opt", "xpu-cdi", "bin")
-			common := []string{
+			// Clipped: each release appends its own values.
+			common := slices.Clip(append(installerPropagation(c),
 				"image.repository=localhost/xpu-cdi", "image.tag=e2e", "image.pullPolicy=Never", "hostNetwork=true",
-				// The test machine's / is not a shared mount (a node's is).
-				"installer.mountPropagation=",
-				"installer.hookDir=" + hookDir, "installer.specFile=" + specFile, "installer.interval=1s",
-				"devicePlugin.cdiVendor=" + vendor, "devicePlugin.healthCheckInterval=1s", "labels.featuresDir=" + features,
-			}
+				"installer.hookDir="+hookDir, "installer.specFile="+specFile, "installer.interval=1s",
+				"devicePlugin.cdiVendor="+vendor, "devicePlugin.healthCheckInterval=1s", "labels.featuresDir="+features,
+			))
 
 			t.Run("one XPU", func(t *testing.T) {
 				tree := FakeHost(t, fakehost.P800x8())

@@ -244,7 +244,12 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	if len(o.nodeLabels) > 0 {
 		kubeletArgs = append(kubeletArgs, "--node-labels="+strings.Join(o.nodeLabels, ","))
 	}
-	c.kubelet = startDaemonWithin(t, ClusterStartTimeout, "kubelet", dir, bins["kubelet"], kubeletArgs, env,
+	kubelet := bins["kubelet"]
+	if ns, ok := c.Runtime.(mountNamespaced); ok {
+		kubeletArgs = append([]string{"--mount=" + ns.MountNamespace(), "--", kubelet}, kubeletArgs...)
+		kubelet = RequiresTool(t, "nsenter")
+	}
+	c.kubelet = startDaemonWithin(t, ClusterStartTimeout, "kubelet", dir, kubelet, kubeletArgs, env,
 		httpReady("http://127.0.0.1:"+strconv.Itoa(c.healthz)+"/healthz", nil))
 	// Registered after the kubelet: runs before it stops, so pods are
 	// deleted through the API while the node still serves them.
@@ -254,6 +259,13 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	c.waitUsable(t)
 	t.Logf("cluster %s ready in %s (%s, %s)", KubernetesVersion, time.Since(start).Round(time.Millisecond), c.Runtime.EngineName(), dir)
 	return c
+}
+
+// mountNamespaced is a CRI engine that runs in a mount namespace of its own
+// (CRIO): the kubelet runs in it too, since the runtime binds the volumes
+// the kubelet mounts into containers.
+type mountNamespaced interface {
+	MountNamespace() string
 }
 
 // clusterPKI is the paths of what writePKI made.

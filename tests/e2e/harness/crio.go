@@ -25,7 +25,8 @@ const cniPluginDir = "/usr/lib/cni"
 // root and run root, socket, CDI spec directory and logs under a private
 // temporary directory. Containers run with runc (runtime handler "runc",
 // the default), conmon and the cgroupfs cgroup manager; pods must use the
-// host network (there is no CNI configuration).
+// host network (there is no CNI configuration). It runs in a mount
+// namespace of its own whose / is shared (MountNamespace).
 type CRIO struct {
 	*daemon
 	// Dir holds everything of this CRI-O.
@@ -41,6 +42,7 @@ type CRIO struct {
 	RunRoot      string
 	specDir      string
 	cgroupParent string
+	mountNS      string
 	crio         command
 	crictl       command
 	podman       command
@@ -78,6 +80,7 @@ func NewCRIO(t testing.TB, opts ...CRIOOption) *CRIO {
 	runc := RequiresTool(t, "runc")
 	conmon := RequiresTool(t, "conmon")
 	podman := RequiresTool(t, "podman")
+	nsenter := RequiresTool(t, "nsenter")
 	RequiresTool(t, filepath.Join(cniPluginDir, "loopback"))
 
 	var o crioOptions
@@ -151,8 +154,14 @@ func NewCRIO(t testing.TB, opts ...CRIOOption) *CRIO {
 	for _, edit := range o.edits {
 		edit(t, c)
 	}
-	c.daemon = startDaemon(t, "crio", dir, bin,
-		append(append([]string{}, c.crio.args...), "--log-level", "info"),
+	// CRI-O in a mount namespace whose / is shared, as on a node: it forces
+	// HostToContainer on every hostPath that holds its storage root (the
+	// host's /), which needs a shared or slave source mount. Registered
+	// after shortTempDir and before startDaemon: it goes once CRI-O has
+	// stopped, before the directory is removed.
+	c.mountNS = sharedMountNamespace(t)
+	c.daemon = startDaemon(t, "crio", dir, nsenter,
+		append(append([]string{"--mount=" + c.mountNS, "--", bin}, c.crio.args...), "--log-level", "info"),
 		env,
 		func() error {
 			if _, err := os.Stat(c.Socket); err != nil {
@@ -237,6 +246,11 @@ enable_nri = false
 
 // EngineName is "crio".
 func (c *CRIO) EngineName() string { return "crio" }
+
+// MountNamespace is the mount namespace CRI-O runs in (sharedMountNamespace):
+// a kubelet joins it (nsenter --mount), so that the volumes it mounts are
+// CRI-O's to bind into containers.
+func (c *CRIO) MountNamespace() string { return c.mountNS }
 
 // Endpoint is the CRI endpoint, unix://Socket.
 func (c *CRIO) Endpoint() string { return "unix://" + c.Socket }

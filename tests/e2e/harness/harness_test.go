@@ -178,3 +178,55 @@ func TestRemoveCgroupTreeRefusesRoot(t *testing.T) {
 		require.Error(t, removeCgroupTree(p), p)
 	}
 }
+
+func TestRootShared(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, mountinfo string
+		shared          bool
+		err             string
+	}{
+		{"shared", "22 27 0:21 / /proc rw - proc proc rw\n27 1 0:30 / / rw,relatime shared:1 - overlay overlay rw\n", true, ""},
+		{"private", "22 27 0:21 / /proc rw shared:4 - proc proc rw\n27 1 0:30 / / rw,relatime - overlay overlay rw\n", false, ""},
+		{"slave only", "27 1 0:30 / / rw,relatime master:3 - overlay overlay rw\n", false, ""},
+		{"stacked, the top one private", "27 1 0:30 / / rw shared:1 - overlay overlay rw\n40 27 0:31 / / rw - tmpfs tmpfs rw\n", false, ""},
+		{"a field after the separator is not optional", "27 1 0:30 / / rw - overlay shared:1 rw\n", false, ""},
+		{"no root", "22 27 0:21 / /proc rw shared:4 - proc proc rw\n", false, "has no mount on /"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			require.NoError(t, os.WriteFile(path, []byte(tc.mountinfo), 0o644))
+			shared, err := rootShared(path)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				require.ErrorContains(t, err, path)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.shared, shared)
+		})
+	}
+	_, err := rootShared(filepath.Join(dir, "missing"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// The namespace is another one with / shared; this process's / keeps its
+// propagation.
+func TestSharedMountNamespace(t *testing.T) {
+	RequiresRoot(t)
+	before, err := rootShared("/proc/self/mountinfo")
+	require.NoError(t, err)
+	ns := sharedMountNamespace(t)
+	self, err := os.Readlink("/proc/self/ns/mnt")
+	require.NoError(t, err)
+	other, err := os.Readlink(ns)
+	require.NoError(t, err)
+	require.NotEqual(t, self, other)
+	shared, err := rootShared(filepath.Join(filepath.Dir(filepath.Dir(ns)), "mountinfo"))
+	require.NoError(t, err)
+	require.True(t, shared)
+	// Other tests mount on this host meanwhile: only / is compared.
+	after, err := rootShared("/proc/self/mountinfo")
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+}

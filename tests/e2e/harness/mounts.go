@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -120,4 +122,96 @@ func killProcessesMentioning(marker string) []int {
 		}
 	}
 	return killed
+}
+
+// sharedMountNamespace starts a process that holds a mount namespace of its
+// own, a copy of this one with every mount made shared (unshare --mount
+// --propagation shared), and returns its path (/proc/PID/ns/mnt) for
+// nsenter --mount. A node booted by systemd has / shared; this machine kind
+// has it private, and the host's propagation is not the harness's to
+// change: other tests see it. An engine that checks the propagation of a
+// bind mount's source (CRI-O refuses the host's / as a hostPath on a
+// private /) runs in this namespace instead, with what works with it (the
+// kubelet). Files are the host's; mounts made in the namespace stay in it
+// and go with it. The holder is killed at cleanup, after whatever was
+// registered later (the engine) has stopped.
+func sharedMountNamespace(t testing.TB) string {
+	t.Helper()
+	unshare := RequiresTool(t, "unshare")
+	sleep := RequiresTool(t, "sleep")
+	cmd := exec.Command(unshare, "--mount", "--propagation", "shared", "--", sleep, "infinity")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", unshare, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	ns := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "ns", "mnt")
+	// Ready once unshare has made / shared and exec'd sleep: until then the
+	// namespace may still be this one, or private.
+	deadline := time.Now().Add(StartTimeout)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("%s --mount exited: %s", unshare, strings.TrimSpace(stderr.String()))
+		default:
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "comm"))
+		if strings.TrimSpace(string(comm)) == "sleep" {
+			shared, err := rootShared(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "mountinfo"))
+			if err != nil {
+				t.Fatalf("the mount namespace of %s: %v", unshare, err)
+			}
+			if !shared {
+				t.Fatalf("the mount namespace of %s: / is not shared", unshare)
+			}
+			return ns
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s --mount did not exec sleep within %s", unshare, StartTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// rootShared reports whether the mount on / in mountinfo (a
+// /proc/PID/mountinfo) is in a peer group (optional field shared:N).
+func rootShared(mountinfo string) (bool, error) {
+	data, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", mountinfo, err)
+	}
+	found := false
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 7 || fields[4] != "/" {
+			continue
+		}
+		// Every mount on / (stacked ones too); optional fields run from
+		// the 7th to the "-" separator.
+		found = true
+		shared := false
+		for _, f := range fields[6:] {
+			if f == "-" {
+				break
+			}
+			shared = shared || strings.HasPrefix(f, "shared:")
+		}
+		if !shared {
+			return false, nil
+		}
+	}
+	if !found {
+		return false, fmt.Errorf("%s has no mount on /", mountinfo)
+	}
+	return true, nil
 }
