@@ -2,7 +2,6 @@ package hook
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -17,12 +16,7 @@ import (
 // buildLib compiles a shared library with SONAME soname to out.
 func buildLib(t testing.TB, out, soname string) {
 	t.Helper()
-	gcc := testreq.Tool(t, "gcc")
-	src := filepath.Join(t.TempDir(), "lib.c")
-	require.NoError(t, os.WriteFile(src, []byte("int xpu_answer(void) { return 42; }\n"), 0o644))
-	require.NoError(t, os.MkdirAll(filepath.Dir(out), 0o755))
-	b, err := exec.Command(gcc, "-shared", "-fPIC", "-o", out, "-Wl,-soname,"+soname, src).CombinedOutput()
-	require.NoError(t, err, "gcc: %s", b)
+	require.NoError(t, testenv.BuildSharedLibrary(testreq.Tool(t, "gcc"), out, soname, "int xpu_answer(void) { return 42; }\n"))
 }
 
 func copyFile(t testing.TB, src, dst string) {

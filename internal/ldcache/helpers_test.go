@@ -1,13 +1,11 @@
 package ldcache
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testenv"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
@@ -15,11 +13,5 @@ import (
 // function name() returns msg.
 func buildLib(t testing.TB, out, soname, fn, msg string) {
 	t.Helper()
-	gcc := testreq.Tool(t, "gcc")
-	src := filepath.Join(t.TempDir(), "lib.c")
-	require.NoError(t, os.WriteFile(src, []byte("const char *"+fn+"(void) { return \""+msg+"\"; }\n"), 0o644))
-	require.NoError(t, os.MkdirAll(filepath.Dir(out), 0o755))
-	cmd := exec.Command(gcc, "-shared", "-fPIC", "-o", out, "-Wl,-soname,"+soname, src)
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "gcc: %s", b)
+	require.NoError(t, testenv.BuildSharedLibrary(testreq.Tool(t, "gcc"), out, soname, "const char *"+fn+"(void) { return \""+msg+"\"; }\n"))
 }

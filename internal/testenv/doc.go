@@ -10,7 +10,8 @@
 // keeps its configuration, storage, runtime state, events and volumes under
 // one directory and runs containers with the given runc, cgroupfs, no
 // network and nofile/nproc limits of 1024, so it leaves the host's Podman
-// alone.
+// alone. BuildSharedLibrary compiles the small real ELF shared objects the
+// loader-cache, SONAME-scanner and hook tests read.
 //
 // Every function returns an error and never skips or fails a test: callers
 // decide whether a missing tool is a skip (the harness on a developer
