@@ -93,21 +93,7 @@ func TestDRADriverManifest(t *testing.T) {
 	}
 	require.Equal(t, "spec.nodeName", env["NODE_NAME"].ValueFrom.FieldRef.FieldPath)
 
-	volumes := map[string]*corev1.HostPathVolumeSource{}
-	for _, v := range pod.Volumes {
-		require.NotNil(t, v.HostPath, "volume %s", v.Name)
-		volumes[v.Name] = v.HostPath
-	}
-	mounts := map[string]corev1.VolumeMount{}
-	for _, m := range c.VolumeMounts {
-		require.Contains(t, volumes, m.Name, "mount %s has no volume", m.Name)
-		mounts[m.MountPath] = m
-	}
-	hostOf := func(p string) string {
-		m, ok := mounts[p]
-		require.True(t, ok, "nothing mounted at %s", p)
-		return volumes[m.Name].Path
-	}
+	mounts, hostOf := hostPathMounts(t, &pod, &c)
 	// The kubelet's directories at the same paths, writable; the plugin
 	// data directory is the one of the driver name.
 	driver := env["XPU_CDI_DRA_DRIVER_NAME"].Value

@@ -96,21 +96,7 @@ func TestDevicePluginDaemonSet(t *testing.T) {
 		env[e.Name] = e.Value
 	}
 
-	volumes := map[string]*corev1.HostPathVolumeSource{}
-	for _, v := range pod.Volumes {
-		require.NotNil(t, v.HostPath, "volume %s", v.Name)
-		volumes[v.Name] = v.HostPath
-	}
-	mounts := map[string]corev1.VolumeMount{}
-	for _, m := range c.VolumeMounts {
-		require.Contains(t, volumes, m.Name, "mount %s has no volume", m.Name)
-		mounts[m.MountPath] = m
-	}
-	hostOf := func(mountPath string) string {
-		m, ok := mounts[mountPath]
-		require.True(t, ok, "nothing mounted at %s", mountPath)
-		return volumes[m.Name].Path
-	}
+	mounts, hostOf := hostPathMounts(t, &pod, &c)
 	// The kubelet's directory, writable: the plugin creates its socket there.
 	require.Equal(t, "/var/lib/kubelet/device-plugins", hostOf("/var/lib/kubelet/device-plugins"))
 	require.False(t, mounts["/var/lib/kubelet/device-plugins"].ReadOnly)
@@ -124,6 +110,30 @@ func TestDevicePluginDaemonSet(t *testing.T) {
 	for _, d := range []string{"/etc/cdi", "/var/run/cdi"} {
 		require.Equal(t, d, hostOf(d))
 		require.True(t, mounts[d].ReadOnly)
+	}
+}
+
+// hostPathMounts checks that every volume of pod is a hostPath and every
+// mount of c has its volume; it returns c's mounts by container path and a
+// function giving the host path mounted at a container path (a missing mount
+// fails the test).
+func hostPathMounts(t *testing.T, pod *corev1.PodSpec, c *corev1.Container) (map[string]corev1.VolumeMount, func(string) string) {
+	t.Helper()
+	volumes := map[string]*corev1.HostPathVolumeSource{}
+	for _, v := range pod.Volumes {
+		require.NotNil(t, v.HostPath, "volume %s", v.Name)
+		volumes[v.Name] = v.HostPath
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		require.Contains(t, volumes, m.Name, "mount %s has no volume", m.Name)
+		mounts[m.MountPath] = m
+	}
+	return mounts, func(mountPath string) string {
+		t.Helper()
+		m, ok := mounts[mountPath]
+		require.True(t, ok, "nothing mounted at %s", mountPath)
+		return volumes[m.Name].Path
 	}
 }
 

@@ -158,12 +158,7 @@ func (p *Plugin) checkSpecs(h *discover.Host, devs []Device) {
 		p.note("spec", fmt.Sprintf("no CDI spec of kind %s in %s: containers given an XPU would fail to start, so every device is Unhealthy until one exists; create it with: %s",
 			p.o.kind, strings.Join(p.o.specDirs, ", "), xpunode.SpecHint(p.o.kind)), p.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every device", p.o.kind))
 	} else {
-		var missing []string
-		for _, d := range devs {
-			if !names[d.ID] {
-				missing = append(missing, d.ID)
-			}
-		}
+		missing := xpunode.Unnamed(devs, names)
 		msg := ""
 		if len(missing) > 0 {
 			msg = fmt.Sprintf("the CDI specs of kind %s in %s do not name device(s) %s: they are Unhealthy until the spec is regenerated (%s; check with xpu-cdi validate)",

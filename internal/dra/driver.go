@@ -119,12 +119,7 @@ func (d *Driver) checkSpecs(h *discover.Host, devs []xpunode.Device) map[string]
 	} else {
 		d.note("spec-errors", "", d.o.log.Warnf, "")
 	}
-	var missing []string
-	for _, dev := range devs {
-		if !names[dev.ID] {
-			missing = append(missing, dev.ID)
-		}
-	}
+	missing := xpunode.Unnamed(devs, names)
 	msg := ""
 	if len(missing) > 0 {
 		msg = fmt.Sprintf("no CDI spec of kind %s in %s names XPU(s) %s: they are tainted and cannot be prepared until the spec is (re)generated: %s",

@@ -85,6 +85,18 @@ func MarkUnhealthy(devs []Device, ok func(id string) bool, reason string) {
 	}
 }
 
+// Unnamed returns, in order, the IDs of devs that names (the device names
+// the node's specs offer) lacks: the devices a container could not get.
+func Unnamed(devs []Device, names map[string]bool) []string {
+	var ids []string
+	for _, d := range devs {
+		if !names[d.ID] {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids
+}
+
 // RequireControl marks every device of h Unhealthy when h has no
 // /dev/xpuctrl: no XPU is usable without it.
 func RequireControl(h *discover.Host, devs []Device) {

@@ -35,3 +35,9 @@ func TestHealthOf(t *testing.T) {
 		})
 	}
 }
+
+func TestUnnamed(t *testing.T) {
+	devs := []Device{{ID: "0"}, {ID: "3"}, {ID: "1"}}
+	require.Equal(t, []string{"3", "1"}, Unnamed(devs, map[string]bool{"0": true, "2": true}))
+	require.Nil(t, Unnamed(devs, map[string]bool{"0": true, "1": true, "3": true}))
+}
