@@ -11,11 +11,18 @@
 // starting meanwhile runs the old hook or the new one, never a half-written
 // file, and a running hook keeps its inode; a file already equal to what
 // would be written is left alone; a hook directory that is a symlink, or
-// that cannot be written, is refused before anything is written anywhere;
+// that cannot be written, is refused before anything is written anywhere,
+// and so is a hook, spec or labels directory that someone other than root
+// may change: it, a parent of it, or a directory a symlink on its way leads
+// to, owned by another user or writable by its group or by everyone,
+// sticky or not (checkPath); the directories it creates are 0755
+// root:root whatever the umask;
 // the spec follows the host (driver reloads, devices appearing or going) at
 // each poll and is removed while the host has no usable XPU; Uninstall
-// removes the spec (if it is one of its kind), the hook, and the hook
-// directory when Install created it and it is empty.
+// removes the spec (if it is one of its kind), the hook, and the
+// directories Install created when they are empty: those it recorded in
+// the hook directory, trusted only while that directory passes the same
+// check, and only the hook directory, the spec's and their parents.
 //
 // What it does not do: it does not load the driver, configure the
 // container engine (its CDI support must be on, as in containerd 2.x and

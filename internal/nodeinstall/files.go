@@ -13,7 +13,7 @@ import (
 )
 
 // ensureDir opens the directory p of the host, resolved inside r, creating
-// it and its missing parents (0755). It returns the host paths of the
+// it and its missing parents (0755 root:root, mkdirRoot). It returns the host paths of the
 // directories it created, parents first. Unlike rootfs.MkdirAll it crosses
 // mount points: the host's own mounts (/run, /opt on its own disk) are
 // where these files belong, and the host root is trusted.
@@ -28,8 +28,8 @@ func ensureDir(r *rootfs.Root, p string) (*os.File, []string, error) {
 		return nil, nil, err
 	}
 	defer parent.Close()
-	if err := unix.Mkdirat(int(parent.Fd()), path.Base(p), 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-		return nil, nil, fmt.Errorf("creating %s: %w", p, &os.PathError{Op: "mkdirat", Path: p, Err: err})
+	if err := mkdirRoot(parent, path.Base(p), p); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, nil, fmt.Errorf("creating %s: %w", p, err)
 	} else if err == nil {
 		created = append(created, p)
 	}

@@ -124,6 +124,9 @@ func (in *Installer) InstallHook() (bool, error) {
 		}
 		in.hook = hook
 	}
+	if err := in.checkDirs(); err != nil {
+		return false, err
+	}
 	dir, created, err := in.openHookDir(true)
 	if err != nil {
 		return false, err
@@ -176,8 +179,8 @@ func (in *Installer) openHookDir(create bool) (*os.File, []string, error) {
 	st, err := lstatAt(parent, name)
 	switch {
 	case errors.Is(err, unix.ENOENT) && create:
-		if err := unix.Mkdirat(int(parent.Fd()), name, 0o755); err != nil {
-			return nil, nil, in.notWritable(&os.PathError{Op: "mkdirat", Path: in.o.hookDir, Err: err})
+		if err := mkdirRoot(parent, name, in.o.hookDir); err != nil {
+			return nil, nil, in.notWritable(err)
 		}
 		created = append(created, in.o.hookDir)
 	case err != nil:
@@ -273,6 +276,9 @@ func (in *Installer) buildSpec(h *discover.Host) ([]byte, error) {
 }
 
 func (in *Installer) writeSpec(data []byte) (SpecState, error) {
+	if err := checkPath(in.root, path.Dir(in.o.specPath)); err != nil {
+		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.specPath)), err)
+	}
 	dir, created, err := ensureDir(in.root, path.Dir(in.o.specPath))
 	if err != nil {
 		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.specPath)), err)
@@ -402,9 +408,12 @@ func (in *Installer) Uninstall() error {
 		in.o.log.Infof("removed the hook %s", in.HookPath())
 	}
 	in.installed = nil
-	marker, err := readAt(dir, createdMarker, 64<<10)
-	if err != nil {
+	marker, err := in.readMarker(dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return errors.Join(errs...) // install created no directory
+	}
+	if err != nil {
+		return errors.Join(append(errs, err)...)
 	}
 	if err := unix.Unlinkat(int(dir.Fd()), createdMarker, 0); err != nil {
 		return errors.Join(append(errs, fmt.Errorf("removing %s: %w", path.Join(in.o.hookDir, createdMarker), err))...)
@@ -414,8 +423,8 @@ func (in *Installer) Uninstall() error {
 	created := strings.Fields(string(marker))
 	sort.Slice(created, func(i, j int) bool { return len(created[i]) > len(created[j]) })
 	for _, p := range created {
-		p = path.Clean(p)
-		if !path.IsAbs(p) || p == "/" {
+		if !in.mayHaveCreated(p) {
+			in.o.log.Warnf("%s lists %s, which is not a directory xpu-cdi install creates: left in place", path.Join(in.o.hookDir, createdMarker), p)
 			continue
 		}
 		parent, err := in.root.OpenDir(path.Dir(p))
@@ -429,6 +438,44 @@ func (in *Installer) Uninstall() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// readMarker reads the record of the directories Install created, kept in
+// the hook directory. It is trusted only as far as that directory is: the
+// directory and its parents must pass checkPath (only root can write them)
+// and the record must be a regular file owned by root and writable by no
+// one else; otherwise it is refused, and Uninstall removes no directory.
+func (in *Installer) readMarker(dir *os.File) ([]byte, error) {
+	markerPath := path.Join(in.o.hookDir, createdMarker)
+	st, err := lstatAt(dir, createdMarker)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, fs.ErrNotExist
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "lstat", Path: markerPath, Err: err}
+	}
+	if err := checkPath(in.root, in.o.hookDir); err != nil {
+		return nil, fmt.Errorf("not removing the directories listed in %s: hook directory %s: %w", markerPath, in.onHost(in.o.hookDir), err)
+	}
+	if owner := st.Uid == 0 || int64(st.Uid) == int64(os.Geteuid()); !owner || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("not removing the directories listed in %s (owner %d, mode %#o): %w: it must be a regular file that only root can write", markerPath, st.Uid, st.Mode, ErrUntrustedDir)
+	}
+	return readAt(dir, createdMarker, 64<<10)
+}
+
+// mayHaveCreated reports whether p is a directory Install creates when it
+// is missing: the hook directory, the spec's directory, or a parent of
+// either, never /. Whatever else a record lists is not removed.
+func (in *Installer) mayHaveCreated(p string) bool {
+	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+		return false
+	}
+	for _, d := range []string{in.o.hookDir, path.Dir(in.o.specPath)} {
+		if d == p || strings.HasPrefix(d, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // recordCreated adds the host paths of directories Install created to the
@@ -472,6 +519,9 @@ func (in *Installer) syncLabels(ls []labels.Label) error {
 	}
 	defer dir.Close()
 	in.noNFD = false
+	if err := checkPath(in.root, path.Dir(in.o.labelsFile)); err != nil {
+		return fmt.Errorf("labels directory %s: %w", in.onHost(path.Dir(in.o.labelsFile)), err)
+	}
 	name := path.Base(in.o.labelsFile)
 	old, err := readAt(dir, name, labels.MaxFileSize)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -1,0 +1,216 @@
+package nodeinstall
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
+)
+
+// ErrUntrustedDir is wrapped by the errors for a directory on the way to
+// what the installer writes that someone other than root can change.
+var ErrUntrustedDir = errors.New("writable by someone other than root")
+
+// dirInfo is what the trust rule looks at of one directory.
+type dirInfo struct {
+	uid, gid uint32
+	mode     uint32 // st_mode: type and permission bits
+}
+
+// checkTrusted applies the rule of sshd's StrictModes to the directory
+// hostPath: it must be owned by root (or by the installer's own user, euid:
+// a test run as a user, where nobody else is concerned) and writable by
+// its owner only. A sticky directory writable by others (/tmp) is refused
+// too: in it, whoever gets to a missing name first owns it, and the
+// installer's paths go missing (uninstall, first install); the hook and the
+// spec named by the spec must sit where no one but root creates names.
+func checkTrusted(hostPath string, st dirInfo, euid int) error {
+	owner := st.uid == 0 || int64(st.uid) == int64(euid)
+	if owner && st.mode&0o022 == 0 {
+		return nil
+	}
+	why := "owned by uid " + fmt.Sprint(st.uid)
+	if owner {
+		why = "writable by its group or by everyone"
+		if st.mode&0o002 != 0 && st.mode&unix.S_ISVTX != 0 {
+			why = "writable by everyone (sticky, as /tmp)"
+		}
+	}
+	return fmt.Errorf("%s (owner %d:%d, mode %s): %w: %s, and whoever can write it replaces what xpu-cdi install puts below it, which runs as root at every container start; give a directory owned by root and writable only by root (chown root:root, chmod go-w) or another path", hostPath, st.uid, st.gid, modeString(st.mode), ErrUntrustedDir, why)
+}
+
+// modeString shows a directory's permission bits as ls and stat(1) do,
+// with the octal value: drwxrwxrwt (1777).
+func modeString(mode uint32) string {
+	var b strings.Builder
+	b.WriteByte('d')
+	const rwx = "rwxrwxrwx"
+	for i := range 9 {
+		bit := uint32(1) << (8 - i)
+		c := byte('-')
+		if mode&bit != 0 {
+			c = rwx[i]
+		}
+		// setuid, setgid and sticky replace the execute letters.
+		switch {
+		case i == 2 && mode&unix.S_ISUID != 0, i == 5 && mode&unix.S_ISGID != 0:
+			c = map[bool]byte{true: 's', false: 'S'}[c == 'x']
+		case i == 8 && mode&unix.S_ISVTX != 0:
+			c = map[bool]byte{true: 't', false: 'T'}[c == 'x']
+		}
+		b.WriteByte(c)
+	}
+	return fmt.Sprintf("%s (%04o)", b.String(), mode&0o7777)
+}
+
+// maxLinks bounds the symlinks followed resolving one path, as the kernel
+// does (ELOOP after 40).
+const maxLinks = 40
+
+// checkPath checks, with checkTrusted, every directory the lookup of the
+// host path p inside r goes through: the host's /, each directory a name
+// is looked up in, the directories symlinks on the way lead to, and p
+// itself. The lookup follows symlinks inside the host root as rootfs
+// does. It stops, without an error, at the first name missing (the
+// installer creates it, in a directory just checked) or not a directory
+// (the caller reports it).
+func checkPath(r *rootfs.Root, p string) error {
+	euid := os.Geteuid()
+	check := func(fd int, hostPath string) error {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return &os.PathError{Op: "stat", Path: hostPath, Err: err}
+		}
+		return checkTrusted(hostPath, dirInfo{uid: st.Uid, gid: st.Gid, mode: st.Mode}, euid)
+	}
+	if err := check(r.Fd(), "/"); err != nil {
+		return err
+	}
+	// stack holds the directories walked so far, the host root first.
+	type dir struct {
+		fd   int
+		path string
+	}
+	root := dir{fd: r.Fd(), path: "/"}
+	stack := []dir{root}
+	defer func() {
+		for _, d := range stack[1:] {
+			_ = unix.Close(d.fd)
+		}
+	}()
+	pop := func() {
+		if len(stack) > 1 {
+			_ = unix.Close(stack[len(stack)-1].fd)
+			stack = stack[:len(stack)-1]
+		}
+	}
+	rest := strings.Split(strings.Trim(p, "/"), "/")
+	links := 0
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			pop()
+			continue
+		}
+		cur := stack[len(stack)-1]
+		hostPath := path.Join(cur.path, name)
+		var st unix.Stat_t
+		err := unix.Fstatat(cur.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if err != nil {
+			return &os.PathError{Op: "lstat", Path: hostPath, Err: err}
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			links++
+			if links > maxLinks {
+				return &os.PathError{Op: "resolve", Path: p, Err: unix.ELOOP}
+			}
+			target, err := readlinkAt(cur.fd, name, hostPath)
+			if err != nil {
+				return err
+			}
+			if path.IsAbs(target) {
+				for len(stack) > 1 {
+					pop()
+				}
+			}
+			rest = append(strings.Split(target, "/"), rest...)
+			continue
+		case unix.S_IFDIR:
+		default:
+			return nil
+		}
+		fd, err := unix.Openat(cur.fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return &os.PathError{Op: "open", Path: hostPath, Err: err}
+		}
+		stack = append(stack, dir{fd: fd, path: hostPath})
+		if err := check(fd, hostPath); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readlinkAt(dirfd int, name, hostPath string) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dirfd, name, buf)
+	if err != nil {
+		return "", &os.PathError{Op: "readlink", Path: hostPath, Err: err}
+	}
+	return string(buf[:n]), nil
+}
+
+// checkDirs checks the directories the installer writes to (the hook
+// directory, the spec's and the labels file's) and their parents, before
+// anything is written.
+func (in *Installer) checkDirs() error {
+	dirs := []struct{ what, p string }{
+		{"hook directory", in.o.hookDir},
+		{"CDI spec directory", path.Dir(in.o.specPath)},
+	}
+	if in.o.labelsFile != "" {
+		dirs = append(dirs, struct{ what, p string }{"labels directory", path.Dir(in.o.labelsFile)})
+	}
+	for _, d := range dirs {
+		if err := checkPath(in.root, d.p); err != nil {
+			return fmt.Errorf("%s %s: %w", d.what, in.onHost(d.p), err)
+		}
+	}
+	return nil
+}
+
+// mkdirRoot creates the directory name in parent 0755 and owned by
+// root:root (when the installer runs as root), whatever the umask and a
+// setgid parent would make of it.
+func mkdirRoot(parent *os.File, name, hostPath string) error {
+	if err := unix.Mkdirat(int(parent.Fd()), name, 0o700); err != nil {
+		return &os.PathError{Op: "mkdirat", Path: hostPath, Err: err}
+	}
+	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: hostPath, Err: err}
+	}
+	defer func() { _ = unix.Close(fd) }()
+	if os.Geteuid() == 0 {
+		if err := unix.Fchown(fd, 0, 0); err != nil {
+			return &os.PathError{Op: "chown", Path: hostPath, Err: err}
+		}
+	}
+	if err := unix.Fchmod(fd, 0o755); err != nil {
+		return &os.PathError{Op: "chmod", Path: hostPath, Err: err}
+	}
+	return nil
+}
