@@ -237,3 +237,71 @@ func TestDevCharHostileLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoverRefusesFinalSymlinks: a kernel text file discovery reads by
+// path (/proc/xpu/version of the 4.x driver, /sys/module/kunlun/version of
+// the 5.x one, a sysfs dev attribute) that is a symlink, to a private file
+// elsewhere or to /dev/zero, is refused, not followed: its content never
+// becomes the driver version (a label, an attribute), and the read ends at
+// once.
+func TestDiscoverRefusesFinalSymlinks(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("s3cr3t\n"), 0o600))
+	for _, tc := range []struct {
+		description string
+		shape       fakehost.Host
+		file        string
+	}{
+		{description: "4.x /proc/xpu/version", shape: fakehost.R200SRIOV(), file: "/proc/xpu/version"},
+		{description: "P800 /proc/xpu/version", shape: fakehost.P800x8(), file: "/proc/xpu/version"},
+		{description: "5.x /sys/module/kunlun/version", shape: fakehost.P800XRE5(), file: "/sys/module/kunlun/version"},
+	} {
+		for _, target := range []string{secret, "/dev/zero"} {
+			t.Run(tc.description+" -> "+target, func(t *testing.T) {
+				tree := build(t, tc.shape)
+				// The 5.x driver's sysfs version file, which the shape
+				// does not have, is planted as a link.
+				require.NoError(t, os.MkdirAll(tree.Path(filepath.Dir(tc.file)), 0o755))
+				relink(t, tree, tc.file, target)
+				h := discoverWithin(t, tree)
+				require.NotContains(t, h.DriverVersion, "s3cr3t")
+				require.Empty(t, h.DriverVersion, "a link is not the driver's version file")
+				require.NotEmpty(t, h.ComputeDevices())
+			})
+		}
+	}
+	t.Run("sysfs dev attribute", func(t *testing.T) {
+		tree := build(t, fakehost.P800Sysfs())
+		classDev := tree.Devices[0].SysfsPath
+		other := filepath.Join(t.TempDir(), "dev")
+		require.NoError(t, os.WriteFile(other, []byte("195:0\n"), 0o600))
+		relink(t, tree, classDev+"/dev", other)
+		h := discoverWithin(t, tree)
+		require.Len(t, h.Device(0).Problems, 1)
+		require.Contains(t, h.Device(0).Problems[0], "whose dev file is unreadable or empty")
+		require.Nil(t, h.Device(0).PCI)
+	})
+}
+
+// discoverWithin discovers the tree, failing the test if that takes more
+// than 30 s (a read that blocks or never ends).
+func discoverWithin(t *testing.T, tree *fakehost.Tree) *discover.Host {
+	t.Helper()
+	type result struct {
+		h   *discover.Host
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		h, err := discoverTree(t, tree)
+		done <- result{h, err}
+	}()
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		return r.h
+	case <-time.After(30 * time.Second):
+		t.Fatal("discovery blocks")
+		return nil
+	}
+}

@@ -58,9 +58,14 @@ func (d *attrDir) readlink(name string) (string, error) {
 	}
 }
 
-// readSmall reads a small kernel text file by path.
+// readSmall reads a small kernel text file by path. A final symlink is
+// refused (O_NOFOLLOW), as attrDir.read does: kernel text files
+// (/proc/xpu/version, a sysfs dev attribute) are never links, and one
+// planted in a dev root would lead the read to a file elsewhere (a 0600
+// file published as a label, /proc/kmsg drained). The directories on the
+// way are resolved by the caller (sysfs's class links).
 func readSmall(path string) ([]byte, error) {
-	return readSmallAt(unix.AT_FDCWD, path, path, 0)
+	return readSmallAt(unix.AT_FDCWD, path, path, unix.O_NOFOLLOW)
 }
 
 // openRegularAt is fdio.OpenRegularAt for discovery's readers: a file that
