@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 // DefaultDir is where NFD's local source reads feature files.
@@ -46,15 +49,19 @@ func WriteFile(path string, labels []Label, writer string) (Result, error) {
 		}
 		return Unchanged, fmt.Errorf("feature file %s: its directory: %w (is Node Feature Discovery installed? Its local source reads %s)", path, err, DefaultDir)
 	}
-	old, err := os.ReadFile(path)
+	// The old file is read as every host file is (fdio): a FIFO or a link
+	// to a device there is refused at once, not read until it ends.
+	old, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, MaxFileSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		old = nil
 		if len(labels) == 0 {
 			return Absent, nil
 		}
+	case errors.Is(err, fdio.ErrTooLarge):
+		old = nil // NFD does not read it: replaced (or removed) below
 	case err != nil:
-		return Unchanged, fmt.Errorf("reading feature file %s: %w", path, err)
+		return Unchanged, fmt.Errorf("reading feature file %s: %w (remove it: xpu-cdi writes a regular file there)", path, err)
 	}
 	if len(labels) == 0 {
 		if err := os.Remove(path); err != nil {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 // Strategies, as the sharing-strategy node label and NVIDIA's
@@ -77,17 +79,12 @@ func FromFlags(resource string, f Flags) (Config, error) {
 
 // Load reads the configuration file path for the plugin's resource.
 func Load(path, resource string) (Config, error) {
-	f, err := os.Open(path)
+	// A ConfigMap's file is a symlink (..data/name): followed, but what it
+	// leads to must be a regular file on an ordinary file system, read
+	// without blocking (fdio): a FIFO or a link to /dev/zero is an error.
+	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, MaxConfigSize)
 	if err != nil {
 		return Config{}, fmt.Errorf("reading the sharing configuration: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
-	if err != nil {
-		return Config{}, fmt.Errorf("reading the sharing configuration %s: %w", path, err)
-	}
-	if len(data) > MaxConfigSize {
-		return Config{}, fmt.Errorf("sharing configuration %s is larger than %d bytes", path, MaxConfigSize)
 	}
 	c, err := Parse(data, resource)
 	if err != nil {

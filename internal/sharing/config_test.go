@@ -4,8 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 const res = "baidu.com/xpu"
@@ -113,7 +117,7 @@ func TestLoadAndFlags(t *testing.T) {
 	require.ErrorContains(t, err, "missing.yaml")
 	require.NoError(t, os.WriteFile(path, make([]byte, MaxConfigSize+1), 0o644))
 	_, err = Load(path, res)
-	require.ErrorContains(t, err, "larger than")
+	require.ErrorIs(t, err, fdio.ErrTooLarge)
 
 	c, err := FromFlags(res, Flags{Replicas: 4, RenameByDefault: true})
 	require.NoError(t, err)
@@ -139,4 +143,34 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted a bad configuration: %+v", c)
 		}
 	})
+}
+
+// TestLoadHostileFile: a FIFO as the configuration file, or a link to
+// /dev/zero, is an error naming the file at once (before, Load blocked on
+// the FIFO until a writer came).
+func TestLoadHostileFile(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		plant       func(path string) error
+	}{
+		{description: "a FIFO", plant: func(path string) error { return unix.Mkfifo(path, 0o644) }},
+		{description: "a link to /dev/zero", plant: func(path string) error { return os.Symlink("/dev/zero", path) }},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			require.NoError(t, tc.plant(path))
+			done := make(chan error, 1)
+			go func() {
+				_, err := Load(path, res)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, fdio.ErrNotRegular)
+				require.ErrorContains(t, err, path)
+			case <-time.After(10 * time.Second):
+				t.Fatal("Load blocks")
+			}
+		})
+	}
 }
