@@ -9,7 +9,11 @@
 //   - members.go: which members of an OCI spec ContainerEdits.Apply changes
 //     (the shim rewrites only those members of config.json);
 //   - specfiles.go: which files of which spec directories the Cache reads,
-//     in which order (the shim's spec cache snapshots exactly those).
+//     in which order (the shim's spec cache snapshots exactly those);
+//   - cache.go: how the Cache loads those files and resolves their devices
+//     (priorities, conflicts), on files xpu-cdi read itself, bounded and
+//     without blocking: the library's own reads (os.ReadFile) hang on a
+//     FIFO and read a link to /dev/zero without end.
 //
 // Each file names the library version and the function it mirrors.
 // compat_test.go runs every one of them against the library itself, and

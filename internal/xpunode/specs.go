@@ -5,47 +5,48 @@ import (
 	"fmt"
 	"strings"
 
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 // SpecChecker reads the CDI spec directories as engines do (the CDI
-// library's cache) to tell which devices of the kind a container could get.
+// library's cache, as cdicompat.ResolveSpecs mirrors it) to tell which
+// devices of the kind a container could get. The files are read bounded
+// and without blocking (cdicompat.ReadSpecFiles): a FIFO or a link to a
+// device in a spec directory is an error of that file, not a hang.
 type SpecChecker struct {
-	kind   string
-	vendor string
-	cache  *cdiapi.Cache
+	kind string
+	dirs []string
 }
 
 // NewSpecChecker returns a checker of the specs of kind (vendor/class) in dirs.
 func NewSpecChecker(kind string, dirs []string) *SpecChecker {
-	vendor, _, _ := strings.Cut(kind, "/")
-	// NewCache fails only on a refresh error, which check reports again.
-	cache, _ := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
-	return &SpecChecker{kind: kind, vendor: vendor, cache: cache}
+	return &SpecChecker{kind: kind, dirs: cdicompat.SpecDirs(dirs)}
 }
 
 // Check returns the device names of the kind the specs offer, where those
 // specs do not match the host h (see StaleNodes) and the errors of specs the
 // library rejected.
 func (s *SpecChecker) Check(h *discover.Host) (names map[string]bool, stale []string, err error) {
-	err = s.cache.Refresh()
+	files, err := cdicompat.ReadSpecFiles(s.dirs)
+	specs := cdicompat.ResolveSpecs(files)
+	err = errors.Join(err, specs.Err())
 	names = map[string]bool{}
-	for _, q := range s.cache.ListDevices() {
+	for _, q := range specs.ListDevices() {
 		if name, ok := strings.CutPrefix(q, s.kind+"="); ok {
 			names[name] = true
 		}
 	}
-	for _, spec := range s.cache.GetVendorSpecs(s.vendor) {
-		if spec.GetVendor()+"/"+spec.GetClass() != s.kind {
+	for _, spec := range specs.Specs {
+		if spec.Vendor+"/"+spec.Class != s.kind {
 			continue
 		}
 		for _, p := range StaleNodes(spec.Spec, h) {
-			stale = append(stale, spec.GetPath()+": "+p)
+			stale = append(stale, spec.Path+": "+p)
 		}
 	}
 	return names, stale, err
