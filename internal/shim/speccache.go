@@ -18,7 +18,6 @@ import (
 	"strings"
 	"syscall"
 
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
@@ -109,14 +108,18 @@ func (l *lazyEdits) encoded() (json.RawMessage, error) {
 
 // resolve returns what the CDI library resolves for the kind from the spec
 // directories: the entry of the spec cache when it holds one for the spec
-// files as they are, else the library's result (reading the directories
-// once, without a watcher), which then becomes the entry. beforeParse, when
-// not nil, runs just before the library reads the files.
+// files as they are, else what cdicompat.ResolveSpecs (the library's
+// resolution) makes of them, which then becomes the entry. The files are
+// read once (cdicompat.ReadSpecFiles: bounded, without blocking), and both
+// the snapshot and the resolution are of those bytes, so an entry always
+// holds the edits of the content its snapshot names. beforeParse, when not
+// nil, runs after the read, just before the resolution.
 func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCacheEntry, error) {
+	files, readErr := cdicompat.ReadSpecFiles(c.dirs)
 	var snap []byte
 	if c.dir != "" {
 		var err error
-		if snap, err = c.snapshot(); err != nil {
+		if snap, err = c.snapshot(files, readErr); err != nil {
 			log.Debugf("spec cache not used: %v", err)
 		} else if e, err := c.load(snap); err != nil {
 			log.Warnf("spec cache not used: %v", err)
@@ -128,20 +131,11 @@ func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCach
 	if beforeParse != nil {
 		beforeParse()
 	}
-	lib, err := cdiapi.NewCache(cdiapi.WithSpecDirs(c.dirs...), cdiapi.WithAutoRefresh(false))
-	if lib == nil {
-		return nil, fmt.Errorf("reading the CDI specs in %s: %w", strings.Join(c.dirs, ", "), err)
+	e := newSpecCacheEntry(c.kind, cdicompat.ResolveSpecs(files))
+	if readErr != nil {
+		e.Errors = append(e.Errors, fmt.Sprintf("reading the CDI specs in %s: %v", strings.Join(c.dirs, ", "), readErr))
 	}
-	e := newSpecCacheEntry(c.kind, lib)
 	if snap == nil {
-		return e, nil
-	}
-	// The entry must hold what the library parsed: if a file changed
-	// between the snapshot and the parse, the edits may belong to other
-	// content than the snapshot says (and could be used, wrongly, if that
-	// content came back).
-	if again, err := c.snapshot(); err != nil || !bytes.Equal(again, snap) {
-		log.Debugf("spec cache not written: the spec files changed while they were read")
 		return e, nil
 	}
 	switch err := c.store(snap, e); {
@@ -182,36 +176,35 @@ func (c *specCache) path() string {
 	return filepath.Join(c.dir, "cdi-"+hex.EncodeToString(h.Sum(nil))[:32]+".json")
 }
 
-// snapshot reads the spec files the CDI library reads
-// (cdicompat.SpecFiles) into one byte string, with the format, the
-// library's version and the kind. A file that cannot be read is an error:
-// the caller then lets the library report it.
-func (c *specCache) snapshot() ([]byte, error) {
+// snapshot encodes the spec files the CDI library reads
+// (cdicompat.SpecFiles), as ReadSpecFiles read them, into one byte string,
+// with the format, the library's version and the kind. A file that could
+// not be read, or a directory that could not be listed, is an error: no
+// entry is used or stored, and the resolution reports it.
+func (c *specCache) snapshot(files []cdicompat.SpecFile, readErr error) ([]byte, error) {
+	if readErr != nil {
+		return nil, fmt.Errorf("reading the spec directories: %w", readErr)
+	}
 	var b bytes.Buffer
 	writeField(&b, specCacheFormat)
 	writeField(&b, cdiLibraryVersion())
 	writeField(&b, c.kind)
-	last := ""
-	err := cdicompat.SpecFiles(c.dirs, func(dir, name string, err error) error {
-		if dir != last {
-			writeField(&b, "dir")
-			writeField(&b, dir)
-			last = dir
-		}
-		if errors.Is(err, cdicompat.ErrDirAbsent) {
+	i := 0
+	for priority, dir := range c.dirs {
+		writeField(&b, "dir")
+		writeField(&b, dir)
+		if i == len(files) || files[i].Priority != priority {
+			// Absent, or no spec file: the library reads nothing there.
 			writeField(&b, "absent")
-			return nil
 		}
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return fmt.Errorf("reading spec file: %w", err)
+		for ; i < len(files) && files[i].Priority == priority; i++ {
+			f := &files[i]
+			if f.Err != nil {
+				return nil, fmt.Errorf("reading spec file: %w", f.Err)
+			}
+			writeField(&b, f.Name)
+			writeField(&b, f.Data)
 		}
-		writeField(&b, name)
-		writeField(&b, data)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the spec directories: %w", err)
 	}
 	return b.Bytes(), nil
 }
@@ -412,23 +405,23 @@ func checkInfo(path string, st fs.FileInfo, dir bool) error {
 	return nil
 }
 
-// newSpecCacheEntry records what the library's cache resolved for kind,
-// keeping the library's decoded edits (encoded only if the entry is stored).
-func newSpecCacheEntry(kind string, cache *cdiapi.Cache) *specCacheEntry {
+// newSpecCacheEntry records what the library's resolution (specs) gives
+// for kind, keeping the decoded edits (encoded only if the entry is stored).
+func newSpecCacheEntry(kind string, specs *cdicompat.Specs) *specCacheEntry {
 	e := &specCacheEntry{Devices: map[string][2]int{}}
-	for _, errs := range cache.GetErrors() {
+	for _, errs := range specs.Errors {
 		for _, err := range errs {
 			e.Errors = append(e.Errors, err.Error())
 		}
 	}
 	sort.Strings(e.Errors)
-	specIndex := map[*cdiapi.Spec]int{}
-	for _, q := range cache.ListDevices() {
+	specIndex := map[*cdicompat.Spec]int{}
+	for _, q := range specs.ListDevices() {
 		if !strings.HasPrefix(q, kind+"=") {
 			continue
 		}
-		d := cache.GetDevice(q)
-		s := d.GetSpec()
+		d := specs.Devices[q]
+		s := d.Spec
 		si, ok := specIndex[s]
 		if !ok {
 			si = len(e.Specs)

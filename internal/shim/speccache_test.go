@@ -7,9 +7,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
@@ -366,26 +368,74 @@ func TestSpecCacheCoversTheLibrarysDefaultDirectories(t *testing.T) {
 	require.Equal(t, cdiapi.DefaultSpecDirs, c.dirs)
 }
 
-func TestSpecCacheNotWrittenWhenTheSpecChangesDuringTheParse(t *testing.T) {
+// TestSpecCacheEntryIsOfWhatWasRead: the spec files are read once, and the
+// entry's snapshot and edits are both of those bytes: a file changed after
+// the read neither reaches this container nor pairs with the old snapshot.
+func TestSpecCacheEntryIsOfWhatWasRead(t *testing.T) {
 	specDir := t.TempDir()
 	spec := filepath.Join(specDir, "xpu.yaml")
 	require.NoError(t, os.WriteFile(spec, []byte(testSpec("a", "0")), 0o644))
 	c := cdiConfig(t, specDir)
 
-	// The snapshot sees "a", the library parses "b".
+	// Read "a", then "b" is written before the resolution.
 	dir, _ := writeBundle(t, bundleSpec(false, map[string]string{"cdi.k8s.io/t": "vendor.test/xpu=0"}))
 	_, err := ModifyBundle(dir, c, func(o *options) {
 		o.beforeParse = func() { require.NoError(t, os.WriteFile(spec, []byte(testSpec("b", "0")), 0o644)) }
 	})
 	require.NoError(t, err)
-	require.Contains(t, readBundle(t, dir).Process.Env, "DEV_0=b", "the container gets what was parsed")
-	entries, _ := filepath.Glob(filepath.Join(c.CacheDir, "cdi-*.json"))
-	require.Empty(t, entries, "no entry pairs the snapshot of a with the edits of b")
+	require.Contains(t, readBundle(t, dir).Process.Env, "DEV_0=a", "the container gets what was read")
 
-	// Back to "a": a miss that parses "a", not a hit on b's edits.
-	require.NoError(t, os.WriteFile(spec, []byte(testSpec("a", "0")), 0o644))
+	// "b" on disk: a miss that resolves "b", not a hit on a's edits.
 	got, log, err := modify(t, c, "0")
 	require.NoError(t, err)
 	require.False(t, log.Has("spec cache hit"))
+	require.Contains(t, got.Process.Env, "DEV_0=b")
+
+	// Back to "a": what was stored for "a" is a's.
+	require.NoError(t, os.WriteFile(spec, []byte(testSpec("a", "0")), 0o644))
+	got, _, err = modify(t, c, "0")
+	require.NoError(t, err)
 	require.Contains(t, got.Process.Env, "DEV_0=a")
+}
+
+// TestSpecCacheHostileSpecFiles: a FIFO named other.yaml or a link to
+// /dev/zero in a spec directory neither blocks a create nor stops the
+// other specs from resolving; no entry is stored for such a directory.
+func TestSpecCacheHostileSpecFiles(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		plant       func(path string) error
+	}{
+		{description: "a FIFO", plant: func(path string) error { return unix.Mkfifo(path, 0o644) }},
+		{description: "a link to /dev/zero", plant: func(path string) error { return os.Symlink("/dev/zero", path) }},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			specDir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(specDir, "xpu.yaml"), []byte(testSpec("a", "0")), 0o644))
+			require.NoError(t, tc.plant(filepath.Join(specDir, "other.yaml")))
+			c := cdiConfig(t, specDir)
+			type result struct {
+				env []string
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				got, _, err := modify(t, c, "0")
+				if err != nil {
+					done <- result{err: err}
+					return
+				}
+				done <- result{env: got.Process.Env}
+			}()
+			select {
+			case r := <-done:
+				require.NoError(t, r.err)
+				require.Contains(t, r.env, "DEV_0=a")
+			case <-time.After(10 * time.Second):
+				t.Fatal("a create blocks on a spec file")
+			}
+			entries, _ := filepath.Glob(filepath.Join(c.CacheDir, "cdi-*.json"))
+			require.Empty(t, entries)
+		})
+	}
 }
