@@ -27,6 +27,10 @@ type treeStater struct{ t *Tree }
 var _ discover.NodeStater = treeStater{}
 
 func (s treeStater) StatNode(hostPath string) (discover.NodeInfo, error) {
+	// As lstat: a link planted in place of a node is a link.
+	if st, err := os.Lstat(hostPath); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		return discover.NodeInfo{Symlink: true}, nil
+	}
 	f, ok := s.t.NodeFacts(hostPath)
 	if !ok {
 		return discover.NodeInfo{}, &os.PathError{Op: "stat", Path: hostPath, Err: os.ErrNotExist}

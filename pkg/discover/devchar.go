@@ -18,7 +18,8 @@ import (
 //
 // The node's numbers are the ones stat gave, never derived from N: a node
 // left over from an earlier driver load leads to no entry, or to another
-// device's, which the entry's dev file then contradicts.
+// device's, which the entry's dev file then contradicts: such a node is
+// not offered (Compute false), since sysfs says it is not the XPU's.
 type devCharSource struct {
 	sys  *sysfs
 	seen *pciSeen // records a host without /sys/dev/char
@@ -58,7 +59,8 @@ func (s *devCharSource) device(d *Device) {
 	dir, dev, err := s.sys.classDevice(entry)
 	if err != nil {
 		if _, lerr := os.Lstat(entryPath); errors.Is(lerr, fs.ErrNotExist) {
-			d.problemf("sysfs: %s not found: no char device of the kernel has the number %s of %s (a stale node?)", entryPath, mm, d.Node.HostPath)
+			d.problemf("sysfs: %s not found: no char device of the kernel has the number %s of %s (a stale node?); not offered", entryPath, mm, d.Node.HostPath)
+			d.Compute = false
 			return
 		}
 		d.problemf("sysfs: %v; no PCI address taken from it", err)
@@ -69,7 +71,8 @@ func (s *devCharSource) device(d *Device) {
 		d.problemf("sysfs: %s leads to %s, whose dev file is unreadable or empty: not a char device's entry; no PCI address taken from it", entryPath, dir)
 		return
 	case dev != mm:
-		d.problemf("sysfs: %s leads to %s, whose dev file says %q, not %s: not the entry of %s; no PCI address taken from it", entryPath, dir, dev, mm, d.Node.HostPath)
+		d.problemf("sysfs: %s leads to %s, whose dev file says %q, not %s: not the entry of %s; not offered", entryPath, dir, dev, mm, d.Node.HostPath)
+		d.Compute = false
 		return
 	}
 	fn, err := s.sys.functionAt(dir + "/device")

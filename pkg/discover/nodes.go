@@ -15,7 +15,9 @@ import (
 
 // NodeInfo is what the kernel says about a device node.
 type NodeInfo struct {
-	Char  bool
+	// Symlink: the path is a symlink (not followed; never a node).
+	Symlink bool
+	Char    bool
 	Major uint32
 	Minor uint32
 	// Mode holds the permission bits only.
@@ -24,7 +26,8 @@ type NodeInfo struct {
 	GID  uint32
 }
 
-// NodeStater reports the kernel facts of a device node at a host path.
+// NodeStater reports the kernel facts of a device node at a host path,
+// without following a symlink there (lstat).
 type NodeStater interface {
 	StatNode(hostPath string) (NodeInfo, error)
 }
@@ -171,8 +174,8 @@ func (s *nodeSource) namedNode(h *Host, name string) (*Node, bool) {
 		return node, true
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		// stat follows symlinks: only a name that is not there at all is
-		// what a listing of /dev would not have met.
+		// Only a name that is not there at all is what a listing of /dev
+		// would not have met.
 		if _, lerr := os.Lstat(filepath.Join(s.devRoot, "dev", name)); errors.Is(lerr, fs.ErrNotExist) {
 			return nil, false
 		}
@@ -207,6 +210,9 @@ func (s *nodeSource) node(name string) (*Node, error) {
 	info, err := s.stater.StatNode(hostPath)
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", hostPath, err)
+	}
+	if info.Symlink {
+		return nil, fmt.Errorf("%s is a symlink, not the driver's device node (a link to another device, /dev/kvm say, is never offered as an XPU)", hostPath)
 	}
 	if !info.Char {
 		return nil, fmt.Errorf("%s is not a character device", hostPath)

@@ -238,7 +238,10 @@ func (s *classSource) device(d *Device) {
 		return
 	}
 	if want := fmt.Sprintf("%d:%d", d.Node.Major, d.Node.Minor); dev != "" && dev != want {
-		d.problemf("sysfs: %s/dev says %s but %s is %s: the node is stale (driver reloaded?)", classPath, dev, d.Node.HostPath, want)
+		// The node is not the one the kernel has for xpuN: a stale node
+		// (driver reloaded) or another device's; not offered.
+		d.problemf("sysfs: %s/dev says %s but %s is %s: the node is stale (driver reloaded?) or another device's; not offered", classPath, dev, d.Node.HostPath, want)
+		d.Compute = false
 	}
 	fn, err := s.sys.functionAt(dir + "/device")
 	if err != nil {
