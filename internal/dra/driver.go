@@ -162,13 +162,9 @@ func taintValue(dev xpunode.Device, h *discover.Host) string {
 // time. NoSchedule and not NoExecute: a device in IN_RESET or RECOVERING
 // may come back, and evicting the pods that use it is the operator's call.
 func (d *Driver) build(devs []xpunode.Device, h *discover.Host, prev []resourceapi.Device) []resourceapi.Device {
-	xre := ""
-	if h != nil {
-		xre = xreVersionOf(h)
-	}
 	out := make([]resourceapi.Device, 0, len(devs))
 	for _, dev := range devs {
-		ad := apiDevice(dev, h, xre)
+		ad := apiDevice(dev)
 		if dev.Health != xpunode.Healthy {
 			taint := resourceapi.DeviceTaint{Key: d.TaintKey(), Value: taintValue(dev, h), Effect: resourceapi.DeviceTaintEffectNoSchedule}
 			i := slices.IndexFunc(prev, func(p resourceapi.Device) bool { return p.Name == ad.Name })
