@@ -54,6 +54,9 @@ func New(opts ...Option) (*Plugin, error) {
 	if o.strategy.UsesCDISpec() {
 		p.specs = xpunode.NewSpecChecker(o.kind, o.specDirs)
 	}
+	if o.strategy == StrategyVolumeMounts {
+		o.log.Warnf("%s", volumeMountsCaveat)
+	}
 	return p, nil
 }
 

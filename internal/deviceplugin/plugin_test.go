@@ -395,8 +395,10 @@ func TestSpecChecks(t *testing.T) {
 	})
 
 	t.Run("volume-mounts needs no spec", func(t *testing.T) {
-		p, err := New(WithDiscover(discoverTree(tree)), WithSpecDirs(t.TempDir()), WithStrategy(StrategyVolumeMounts))
+		log := &logtest.Recorder{}
+		p, err := New(WithDiscover(discoverTree(tree)), WithSpecDirs(t.TempDir()), WithStrategy(StrategyVolumeMounts), WithLogger(log))
 		require.NoError(t, err)
+		require.Contains(t, log.String(), "warning: device list strategy volume-mounts: a pod with a hostPath volume")
 		p.Refresh()
 		for _, d := range p.Devices() {
 			require.Equal(t, pluginapi.Healthy, d.Health)

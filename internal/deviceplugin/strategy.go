@@ -25,11 +25,21 @@ const (
 	// StrategyVolumeMounts mounts /dev/null at
 	// /var/run/xpu-container-devices/<id> for each device, for
 	// xpu-container-runtime on engines that forward neither CDI names nor
-	// annotations: a pod cannot forge a mount of a host file (short of a
-	// hostPath volume, which gives it the node anyway), while it sets its
-	// own environment.
+	// annotations. Only for nodes where no pod may use a hostPath volume
+	// (volumeMountsCaveat); the shim takes the mounts of pods only under
+	// accept-device-plugin-mounts = true.
 	StrategyVolumeMounts Strategy = "volume-mounts"
 )
+
+// volumeMountsCaveat is what the plugin logs when it starts with
+// StrategyVolumeMounts. No mount source can be the plugin's alone: a
+// hostPath volume names any host path (containerd resolves a symlink in it,
+// so a prefix-limited hostPath policy does not help), the kubelet reuses an
+// allocation's answer at every restart of the container, and nothing in
+// the OCI spec tells the plugin's mounts from the pod's volumes.
+const volumeMountsCaveat = "device list strategy volume-mounts: a pod with a hostPath volume (even one a policy limits to a prefix, " +
+	"through a symlink) can make the same mounts and take every XPU; use it only where no pod may use hostPath volumes, " +
+	"with accept-device-plugin-mounts = true in the shim's configuration; cdi-cri or cdi-annotations elsewhere (docs/security.md)"
 
 // strategyEnvvarRemoved is the strategy this release no longer has.
 const strategyEnvvarRemoved = "envvar"

@@ -125,6 +125,7 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 		Kind:                         c.Kind(),
 		AcceptEnvvarWhenUnprivileged: c.AcceptEnvvarWhenUnprivileged,
 		FailOnRefusedEnvvar:          c.FailOnRefusedEnvvar,
+		AcceptDevicePluginMounts:     c.AcceptDevicePluginMounts,
 		ConfigFile:                   o.configFile(),
 	})
 	if err != nil {

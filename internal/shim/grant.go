@@ -3,12 +3,17 @@ package shim
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // errUnprivilegedEnv is returned when an unprivileged container (see
 // Privileged) asks for XPUs through XPU_VISIBLE_DEVICES and the
 // configuration does not accept that.
 var errUnprivilegedEnv = errors.New("XPU_VISIBLE_DEVICES is refused for unprivileged containers")
+
+// errPodMounts is returned when a Kubernetes pod asks for XPUs through the
+// device plugin's mounts and the configuration does not accept them.
+var errPodMounts = errors.New("device plugin mounts are refused for pods")
 
 // grantPolicy is what of the configuration decides a grant.
 type grantPolicy struct {
@@ -18,6 +23,9 @@ type grantPolicy struct {
 	// configuration's keys (config.Config).
 	AcceptEnvvarWhenUnprivileged bool
 	FailOnRefusedEnvvar          bool
+	// AcceptDevicePluginMounts is the configuration's key: whether the
+	// device plugin's mounts grant XPUs to CRI containers.
+	AcceptDevicePluginMounts bool
 	// ConfigFile names the configuration file in messages.
 	ConfigFile string
 }
@@ -36,16 +44,27 @@ type grant struct {
 
 // decideGrant decides which devices a container that asks for XPUs (req)
 // gets under p. The orchestrator's grants (cdi.k8s.io annotations the
-// engine forwards, the device plugin's mounts) always count. The variable
-// counts for a privileged container (one that may open every device
-// anyway), and for an unprivileged one only where the configuration
-// accepts it and no CRI wrote the spec: on a Kubernetes node the pod's
-// author sets the environment. Otherwise the variable is ignored when
+// engine forwards, the device plugin's mounts) count; the mounts of a CRI
+// container (a pod's) only under AcceptDevicePluginMounts, else they are
+// refused with errPodMounts. The variable counts for a privileged container
+// (one that may open every device anyway), and for an unprivileged one only
+// where the configuration accepts it and no CRI wrote the spec: on a
+// Kubernetes node the pod's author sets the environment. Otherwise the variable is ignored when
 // there are grants (it is rewritten to what was granted), refused with
 // errUnprivilegedEnv under FailOnRefusedEnvvar, or ignored with a warning
 // (the container starts without XPUs). An unusable variable value is an
 // error naming it.
 func decideGrant(req request, p grantPolicy) (grant, error) {
+	if req.cri && len(req.Mounted) > 0 && !p.AcceptDevicePluginMounts {
+		// Nothing tells the device plugin's mount from a pod's hostPath
+		// volume of /dev/null (or of a link to it, which the engine
+		// resolves) at the same place. An error, not a container without
+		// XPUs: the pod was meant to get them.
+		return grant{}, fmt.Errorf("%w: the container asks for XPUs through mounts at %s/ (%s), which a pod with a hostPath volume "+
+			"can make too; where the device plugin runs with --device-list-strategy volume-mounts and no pod may use hostPath volumes, "+
+			"set accept-device-plugin-mounts = true in %s, else use the cdi-cri strategy (containerd 2.x, CRI-O) or cdi-annotations",
+			errPodMounts, DeviceListMountDir, truncate(strings.Join(req.Mounted, ",")), p.ConfigFile)
+	}
 	names := req.granted()
 	if !req.HasEnv || envNone(req.Env) {
 		return grant{Names: names}, nil
