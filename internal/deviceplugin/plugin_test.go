@@ -33,6 +33,7 @@ func TestParseStrategyAndResourceName(t *testing.T) {
 	require.ErrorContains(t, err, `unknown device list strategy "mounts": use one of cdi-cri, cdi-annotations, volume-mounts`)
 	_, err = ParseStrategy("envvar")
 	require.ErrorContains(t, err, `device list strategy "envvar" was removed: a pod or its image can set XPU_VISIBLE_DEVICES itself`)
+	require.ErrorContains(t, err, "use cdi-annotations (the same shim, an answer a pod cannot forge), cdi-cri, or volume-mounts where no pod may use hostPath volumes")
 
 	for _, tc := range []struct {
 		name, err string

@@ -59,7 +59,8 @@ func ParseStrategy(s string) (Strategy, error) {
 		// own, and the shim read the last: a pod or its image widened the
 		// grant with XPU_VISIBLE_DEVICES=all (docs/security.md).
 		return "", fmt.Errorf("device list strategy %q was removed: a pod or its image can set %s itself and so take every XPU; "+
-			"use %s (the same shim, an answer a pod cannot forge), %s or %s", s, shim.VisibleDevicesEnv, StrategyVolumeMounts, StrategyCDIAnnotations, StrategyCDICRI)
+			"use %s (the same shim, an answer a pod cannot forge), %s, or %s where no pod may use hostPath volumes",
+			s, shim.VisibleDevicesEnv, StrategyCDIAnnotations, StrategyCDICRI, StrategyVolumeMounts)
 	}
 	names := make([]string, len(Strategies))
 	for i, st := range Strategies {
