@@ -8,7 +8,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/shim"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 )
 
 // Strategy is how Allocate hands devices to a container.
@@ -60,7 +60,7 @@ func ParseStrategy(s string) (Strategy, error) {
 		// grant with XPU_VISIBLE_DEVICES=all (docs/security.md).
 		return "", fmt.Errorf("device list strategy %q was removed: a pod or its image can set %s itself and so take every XPU; "+
 			"use %s (the same shim, an answer a pod cannot forge), %s, or %s where no pod may use hostPath volumes",
-			s, shim.VisibleDevicesEnv, StrategyCDIAnnotations, StrategyCDICRI, StrategyVolumeMounts)
+			s, xpurequest.VisibleDevicesEnv, StrategyCDIAnnotations, StrategyCDICRI, StrategyVolumeMounts)
 	}
 	names := make([]string, len(Strategies))
 	for i, st := range Strategies {
@@ -101,7 +101,7 @@ func containerResponse(s Strategy, kind string, ids []string) (*pluginapi.Contai
 	case StrategyVolumeMounts:
 		for _, id := range ids {
 			resp.Mounts = append(resp.Mounts, &pluginapi.Mount{
-				ContainerPath: shim.DeviceListMountDir + "/" + id, HostPath: shim.DeviceListMountSource, ReadOnly: true,
+				ContainerPath: xpurequest.MountDir + "/" + id, HostPath: xpurequest.MountSource, ReadOnly: true,
 			})
 		}
 	default:

@@ -15,6 +15,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -66,7 +67,7 @@ func bundleSpec(privileged bool, annotations map[string]string, env ...string) *
 func withMounts(s *oci.Spec, source string, ids ...string) *oci.Spec {
 	for _, id := range ids {
 		s.Mounts = append(s.Mounts, oci.Mount{
-			Destination: DeviceListMountDir + "/" + id, Source: source, Type: "bind", Options: []string{"rbind", "ro"},
+			Destination: xpurequest.MountDir + "/" + id, Source: source, Type: "bind", Options: []string{"rbind", "ro"},
 		})
 	}
 	return s
@@ -203,7 +204,7 @@ func TestModifyBundle(t *testing.T) {
 			require.Equal(t, tc.want, res.Devices)
 
 			got := readBundle(t, dir)
-			require.Equal(t, []string{discover.JoinIndices(tc.want)}, envValues(got.Process.Env, VisibleDevicesEnv))
+			require.Equal(t, []string{discover.JoinIndices(tc.want)}, envValues(got.Process.Env, xpurequest.VisibleDevicesEnv))
 			var wantNodes []string
 			if tc.wantNodes != nil {
 				wantNodes = tc.wantNodes

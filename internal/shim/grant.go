@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 )
 
 // errUnprivilegedEnv is returned when an unprivileged container (see
@@ -63,7 +65,7 @@ func decideGrant(req request, p grantPolicy) (grant, error) {
 		return grant{}, fmt.Errorf("%w: the container asks for XPUs through mounts at %s/ (%s), which a pod with a hostPath volume "+
 			"can make too; where the device plugin runs with --device-list-strategy volume-mounts and no pod may use hostPath volumes, "+
 			"set accept-device-plugin-mounts = true in %s, else use the cdi-cri strategy (containerd 2.x, CRI-O) or cdi-annotations",
-			errPodMounts, DeviceListMountDir, truncate(strings.Join(req.Mounted, ",")), p.ConfigFile)
+			errPodMounts, xpurequest.MountDir, truncate(strings.Join(req.Mounted, ",")), p.ConfigFile)
 	}
 	names := req.granted()
 	if !req.HasEnv || envNone(req.Env) {
@@ -81,18 +83,18 @@ func decideGrant(req request, p grantPolicy) (grant, error) {
 		// variable may come from the image or the pod. applyEdits
 		// rewrites it to what was granted.
 		return grant{Names: names, Warning: fmt.Sprintf("ignoring %s=%s of an unprivileged container; it gets the devices it was granted (%s)",
-			VisibleDevicesEnv, truncate(req.Env), req.describeGrant())}, nil
+			xpurequest.VisibleDevicesEnv, truncate(req.Env), req.describeGrant())}, nil
 	case p.FailOnRefusedEnvvar:
 		return grant{}, fmt.Errorf("%w: the container asks for %s=%s but is not privileged (its device cgroup rules "+
 			"do not allow every device; an image or a pod author can set the variable, so %s). "+
 			"Run the container privileged, or ask for the devices with a cdi.k8s.io annotation or the device plugin; "+
 			"to start such containers without XPUs instead of failing, set fail-on-refused-envvar = false in %s",
-			errUnprivilegedEnv, VisibleDevicesEnv, truncate(req.Env), req.envPolicy(p.ConfigFile), p.ConfigFile)
+			errUnprivilegedEnv, xpurequest.VisibleDevicesEnv, truncate(req.Env), req.envPolicy(p.ConfigFile), p.ConfigFile)
 	default:
 		// Framework images bake the variable in; a container that wants
 		// no XPU must still run where the shim is the default runtime.
 		return grant{Refused: true, Warning: fmt.Sprintf("ignoring %s=%s: the container is not privileged and an image or a pod author can set the variable (%s); "+
 			"it starts without XPUs (fail-on-refused-envvar = true in %s makes this an error)",
-			VisibleDevicesEnv, truncate(req.Env), req.envPolicy(p.ConfigFile), p.ConfigFile)}, nil
+			xpurequest.VisibleDevicesEnv, truncate(req.Env), req.envPolicy(p.ConfigFile), p.ConfigFile)}, nil
 	}
 }
