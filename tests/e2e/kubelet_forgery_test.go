@@ -19,29 +19,17 @@ import (
 // author writes to forge the device plugin's volume-mounts grant.
 func (k *testKubelet) forgeryPod(t *testing.T, name, image, link string) {
 	t.Helper()
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  hostNetwork: true
-  restartPolicy: Never
-  containers:
-    - name: main
-      image: %[2]s
-      imagePullPolicy: Never
-      command: ["sleep", "2147483647"]
+	k.writeStaticPod(t, name, image, `
       volumeMounts:
         - name: grant
           mountPath: /var/run/xpu-container-devices/all
           readOnly: true
+`, fmt.Sprintf(`
   volumes:
     - name: grant
       hostPath:
-        path: %[3]q
-`, name, image, link)
-	require.NoError(t, os.WriteFile(filepath.Join(k.manifests, name+".yaml"), []byte(pod), 0o644))
+        path: %q
+`, link))
 }
 
 // TestKubeletHostPathForgery (issue 28 finding 9) runs the kubelet
