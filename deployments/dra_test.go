@@ -79,7 +79,10 @@ func TestDRADriverManifest(t *testing.T) {
 	require.Equal(t, sa.Name, pod.ServiceAccountName)
 	require.Equal(t, "true", pod.NodeSelector["baidu.com/xpu.present"])
 	require.Equal(t, "system-node-critical", pod.PriorityClassName)
-	require.Equal(t, int32(0), ds.Spec.UpdateStrategy.RollingUpdate.MaxSurge.IntVal, "the driver does not do rolling-update sockets")
+	// The new pod answers before the old one stops: the helper's
+	// rolling-update sockets, turned on by the pod's UID.
+	require.Equal(t, int32(1), ds.Spec.UpdateStrategy.RollingUpdate.MaxSurge.IntVal, "maxSurge")
+	require.Equal(t, int32(0), ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.IntVal, "maxUnavailable")
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
 	require.Equal(t, []string{"/usr/bin/xpu-dra-driver"}, c.Command)
@@ -92,6 +95,7 @@ func TestDRADriverManifest(t *testing.T) {
 		env[e.Name] = e
 	}
 	require.Equal(t, "spec.nodeName", env["NODE_NAME"].ValueFrom.FieldRef.FieldPath)
+	require.Equal(t, "metadata.uid", env["POD_UID"].ValueFrom.FieldRef.FieldPath)
 
 	mounts, hostOf := hostPathMounts(t, &pod, &c)
 	// The kubelet's directories at the same paths, writable; the plugin

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -57,6 +58,7 @@ type options struct {
 	kubeconfig    string
 	pluginDataDir string
 	registryDir   string
+	podUID        string
 }
 
 const description = `Publishes the node's Kunlun XPUs (found as xpu-cdi finds them: one device per /dev/xpuN
@@ -73,7 +75,8 @@ CRI-O resolve; the spec must exist:
 claim share its XPUs by time-slicing, without memory or fault isolation.
 
 It waits for the kubelet's plugin registry, records prepared claims in --plugin-data-dir, and
-publishes an empty slice on a node without XPU instead of exiting.
+publishes an empty slice on a node without XPU instead of exiting. With --pod-uid (POD_UID) the
+old and the new driver of a rolling update answer side by side, sharing those records.
 
   xpu-dra-driver print-slice --dev-root R --driver-root R [--node-name N]
 prints the ResourceSlice it would publish for a host, without a cluster.`
@@ -142,6 +145,7 @@ func (o *options) serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` of the API server; default: the pod's service account", EnvVars: []string{"KUBECONFIG"}, Destination: &o.kubeconfig},
 		&cli.StringFlag{Name: "plugin-data-dir", Usage: "the plugin's `DIR` (its DRA socket and the records of prepared claims); default: /var/lib/kubelet/plugins/<driver-name>", EnvVars: []string{"XPU_CDI_PLUGIN_DATA_DIR"}, Destination: &o.pluginDataDir},
 		&cli.StringFlag{Name: "plugin-registry-dir", Usage: "the kubelet's plugin registration `DIR`", Value: kubeletplugin.KubeletRegistryDir, EnvVars: []string{"XPU_CDI_PLUGIN_REGISTRY_DIR"}, Destination: &o.registryDir},
+		&cli.StringFlag{Name: "pod-uid", Usage: "the `UID` of the driver's pod (downward API metadata.uid): registers sockets of its own, so that during a DaemonSet's rolling update (maxSurge) the old and the new driver answer side by side (kubelet 1.33+); empty: one driver per node", EnvVars: []string{"POD_UID", "XPU_CDI_POD_UID"}, Destination: &o.podUID},
 	}
 }
 
@@ -286,12 +290,17 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.PluginDataDirectoryPath(o.pluginDataDir),
 		kubeletplugin.RegistrarDirectoryPath(o.registryDir),
+		kubeletplugin.RollingUpdate(types.UID(o.podUID)),
 	)
 	if err != nil {
 		return fmt.Errorf("starting the kubelet plugin %s: %w", o.driverName, err)
 	}
 	defer helper.Stop()
-	log.Infof("xpu-dra-driver %s: driver %s, node %s, CDI kind %s/%s, plugin dir %s, dev root %s",
-		version, o.driverName, o.nodeName, o.vendor, o.class, o.pluginDataDir, o.host.DevRoot)
+	rolling := "off (no --pod-uid)"
+	if o.podUID != "" {
+		rolling = "on, pod " + o.podUID
+	}
+	log.Infof("xpu-dra-driver %s: driver %s, node %s, CDI kind %s/%s, plugin dir %s, dev root %s, rolling updates %s",
+		version, o.driverName, o.nodeName, o.vendor, o.class, o.pluginDataDir, o.host.DevRoot, rolling)
 	return d.Run(ctx, helper)
 }

@@ -65,14 +65,21 @@ type Config struct {
 	// FailOnRefusedEnvvar makes a refused XPU_VISIBLE_DEVICES (an
 	// unprivileged container without annotations) fail the create; by
 	// default the container starts without XPUs and the shim logs why.
-	FailOnRefusedEnvvar bool   `toml:"fail-on-refused-envvar"`
-	DevRoot             string `toml:"dev-root"`
-	DriverRoot          string `toml:"driver-root"`
-	HookPath            string `toml:"hook-path"`
-	NoHooks             bool   `toml:"no-hooks"`
-	NodesOnly           bool   `toml:"nodes-only"`
-	LogFile             string `toml:"log-file"`
-	LogLevel            string `toml:"log-level"`
+	FailOnRefusedEnvvar bool `toml:"fail-on-refused-envvar"`
+	// AcceptDevicePluginMounts lets the device plugin's volume-mounts
+	// answer grant XPUs to Kubernetes pods (specs from containerd's CRI or
+	// CRI-O). Off by default: a pod with a hostPath volume makes the same
+	// mount (through a symlink even where hostPath is limited to a prefix),
+	// so the answer is only safe where no pod may use hostPath volumes.
+	// Containers of engines without a CRI always get their mounts' XPUs.
+	AcceptDevicePluginMounts bool   `toml:"accept-device-plugin-mounts"`
+	DevRoot                  string `toml:"dev-root"`
+	DriverRoot               string `toml:"driver-root"`
+	HookPath                 string `toml:"hook-path"`
+	NoHooks                  bool   `toml:"no-hooks"`
+	NodesOnly                bool   `toml:"nodes-only"`
+	LogFile                  string `toml:"log-file"`
+	LogLevel                 string `toml:"log-level"`
 	// CacheDir holds what cdi mode resolved from the spec directories,
 	// keyed by the content of every spec file; "" turns the cache off.
 	CacheDir string `toml:"cache-dir"`

@@ -49,6 +49,15 @@ accept-envvar-when-unprivileged = %[8]t
 # saying why); true makes its creation fail with that reason.
 fail-on-refused-envvar = %[17]t
 
+# Kubernetes pods (specs from containerd's CRI or CRI-O) get XPUs from the
+# device plugin's volume-mounts answer (read-only mounts of /dev/null at
+# /var/run/xpu-container-devices/ID) only when this is true. A pod with a
+# hostPath volume can make the same mount (through a symlink even where
+# hostPath is limited to a prefix), so set it only on nodes where no pod may
+# use hostPath volumes; use the cdi-annotations strategy elsewhere.
+# Containers of engines without a CRI always get the XPUs of such mounts.
+accept-device-plugin-mounts = %[18]t
+
 # jit mode: where the host is read. XPU_DEV_ROOT and XPU_DRIVER_ROOT in the
 # shim's environment override these.
 dev-root = %[9]q
@@ -76,7 +85,7 @@ log-level = %[15]q
 cache-dir = %[16]q
 `, DefaultPath, EnvPath, tomlList(d.LowLevelRuntimes), d.Mode, tomlList(d.SpecDirs), d.Vendor, d.Class,
 		d.AcceptEnvvarWhenUnprivileged, d.DevRoot, d.DriverRoot, d.HookPath, d.NoHooks, d.NodesOnly,
-		d.LogFile, d.LogLevel, d.CacheDir, d.FailOnRefusedEnvvar)
+		d.LogFile, d.LogLevel, d.CacheDir, d.FailOnRefusedEnvvar, d.AcceptDevicePluginMounts)
 }
 
 func tomlList(items []string) string {

@@ -42,7 +42,7 @@ func New(opts ...Option) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Plugin{
+	p := &Plugin{
 		o: o,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
 			Discover: o.discover, Kind: o.kind, SpecDirs: o.specDirs, Log: o.log,
@@ -53,7 +53,11 @@ func New(opts ...Option) (*Plugin, error) {
 		}),
 		changed: make(chan struct{}),
 		stopped: make(chan struct{}),
-	}, nil
+	}
+	if o.strategy == StrategyVolumeMounts {
+		o.log.Warnf("%s", volumeMountsCaveat)
+	}
+	return p, nil
 }
 
 // Devices returns what the plugin advertises now.

@@ -33,6 +33,7 @@ func TestParseStrategyAndResourceName(t *testing.T) {
 	require.ErrorContains(t, err, `unknown device list strategy "mounts": use one of cdi-cri, cdi-annotations, volume-mounts`)
 	_, err = ParseStrategy("envvar")
 	require.ErrorContains(t, err, `device list strategy "envvar" was removed: a pod or its image can set XPU_VISIBLE_DEVICES itself`)
+	require.ErrorContains(t, err, "use cdi-annotations (the same shim, an answer a pod cannot forge), cdi-cri, or volume-mounts where no pod may use hostPath volumes")
 
 	for _, tc := range []struct {
 		name, err string
@@ -395,8 +396,10 @@ func TestSpecChecks(t *testing.T) {
 	})
 
 	t.Run("volume-mounts needs no spec", func(t *testing.T) {
-		p, err := New(WithDiscover(discoverTree(tree)), WithSpecDirs(t.TempDir()), WithStrategy(StrategyVolumeMounts))
+		log := &logtest.Recorder{}
+		p, err := New(WithDiscover(discoverTree(tree)), WithSpecDirs(t.TempDir()), WithStrategy(StrategyVolumeMounts), WithLogger(log))
 		require.NoError(t, err)
+		require.Contains(t, log.String(), "warning: device list strategy volume-mounts: a pod with a hostPath volume")
 		p.Refresh()
 		for _, d := range p.Devices() {
 			require.Equal(t, pluginapi.Healthy, d.Health)

@@ -17,7 +17,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
-	"github.com/xpu-cdi/xpu-cdi/internal/shim"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 )
 
 func TestReplicaIDs(t *testing.T) {
@@ -112,8 +112,8 @@ func TestAllocateReplicas(t *testing.T) {
 		}},
 		{"volume-mounts: one mount per XPU", StrategyVolumeMounts, []string{"7::0", "7::1", "6::3"}, &pluginapi.ContainerAllocateResponse{
 			Mounts: []*pluginapi.Mount{
-				{ContainerPath: shim.DeviceListMountDir + "/7", HostPath: shim.DeviceListMountSource, ReadOnly: true},
-				{ContainerPath: shim.DeviceListMountDir + "/6", HostPath: shim.DeviceListMountSource, ReadOnly: true},
+				{ContainerPath: xpurequest.MountDir + "/7", HostPath: xpurequest.MountSource, ReadOnly: true},
+				{ContainerPath: xpurequest.MountDir + "/6", HostPath: xpurequest.MountSource, ReadOnly: true},
 			},
 		}},
 	} {

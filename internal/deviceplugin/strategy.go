@@ -8,7 +8,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/shim"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 )
 
 // Strategy is how Allocate hands devices to a container.
@@ -25,11 +25,21 @@ const (
 	// StrategyVolumeMounts mounts /dev/null at
 	// /var/run/xpu-container-devices/<id> for each device, for
 	// xpu-container-runtime on engines that forward neither CDI names nor
-	// annotations: a pod cannot forge a mount of a host file (short of a
-	// hostPath volume, which gives it the node anyway), while it sets its
-	// own environment.
+	// annotations. Only for nodes where no pod may use a hostPath volume
+	// (volumeMountsCaveat); the shim takes the mounts of pods only under
+	// accept-device-plugin-mounts = true.
 	StrategyVolumeMounts Strategy = "volume-mounts"
 )
+
+// volumeMountsCaveat is what the plugin logs when it starts with
+// StrategyVolumeMounts. No mount source can be the plugin's alone: a
+// hostPath volume names any host path (containerd resolves a symlink in it,
+// so a prefix-limited hostPath policy does not help), the kubelet reuses an
+// allocation's answer at every restart of the container, and nothing in
+// the OCI spec tells the plugin's mounts from the pod's volumes.
+const volumeMountsCaveat = "device list strategy volume-mounts: a pod with a hostPath volume (even one a policy limits to a prefix, " +
+	"through a symlink) can make the same mounts and take every XPU; use it only where no pod may use hostPath volumes, " +
+	"with accept-device-plugin-mounts = true in the shim's configuration; cdi-cri or cdi-annotations elsewhere (docs/security.md)"
 
 // strategyEnvvarRemoved is the strategy this release no longer has.
 const strategyEnvvarRemoved = "envvar"
@@ -49,7 +59,8 @@ func ParseStrategy(s string) (Strategy, error) {
 		// own, and the shim read the last: a pod or its image widened the
 		// grant with XPU_VISIBLE_DEVICES=all (docs/security.md).
 		return "", fmt.Errorf("device list strategy %q was removed: a pod or its image can set %s itself and so take every XPU; "+
-			"use %s (the same shim, an answer a pod cannot forge), %s or %s", s, shim.VisibleDevicesEnv, StrategyVolumeMounts, StrategyCDIAnnotations, StrategyCDICRI)
+			"use %s (the same shim, an answer a pod cannot forge), %s, or %s where no pod may use hostPath volumes",
+			s, xpurequest.VisibleDevicesEnv, StrategyCDIAnnotations, StrategyCDICRI, StrategyVolumeMounts)
 	}
 	names := make([]string, len(Strategies))
 	for i, st := range Strategies {
@@ -90,7 +101,7 @@ func containerResponse(s Strategy, kind string, ids []string) (*pluginapi.Contai
 	case StrategyVolumeMounts:
 		for _, id := range ids {
 			resp.Mounts = append(resp.Mounts, &pluginapi.Mount{
-				ContainerPath: shim.DeviceListMountDir + "/" + id, HostPath: shim.DeviceListMountSource, ReadOnly: true,
+				ContainerPath: xpurequest.MountDir + "/" + id, HostPath: xpurequest.MountSource, ReadOnly: true,
 			})
 		}
 	default:

@@ -37,6 +37,9 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.claims.load(); err != nil {
+		return nil, err
+	}
 	for _, claim := range claims {
 		res, err := d.prepare(claim, devs, names)
 		if err != nil {
@@ -125,6 +128,9 @@ func tolerates(ts []resourceapi.DeviceToleration, key string) bool {
 func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.claims.load(); err != nil {
+		return nil, err
+	}
 	out := make(map[types.UID]error, len(claims))
 	for _, c := range claims {
 		was := d.claims.get(c.UID)

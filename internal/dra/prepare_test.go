@@ -279,3 +279,35 @@ func TestPublishThroughTheHelper(t *testing.T) {
 	require.Len(t, s.Spec.Devices, 4)
 	require.Equal(t, "Node", s.OwnerReferences[0].Kind)
 }
+
+// Two drivers share the state directory during a rolling update, and the
+// kubelet may prepare a claim through one and unprepare it through the
+// other: each call starts from the records on disk.
+func TestRollingUpdateDriversShareRecords(t *testing.T) {
+	f := newFixture(t, fakehost.P800x8())
+	older, newer := f.d, f.driver(t)
+	a, b := claim("a", "xpu-4"), claim("b", "xpu-4")
+	prepare := func(d *Driver, c *resourceapi.ResourceClaim) error {
+		t.Helper()
+		res, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+		require.NoError(t, err)
+		return res[c.UID].Err
+	}
+	unprepare := func(d *Driver, c *resourceapi.ResourceClaim) {
+		t.Helper()
+		res, err := d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{
+			{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, UID: c.UID},
+		})
+		require.NoError(t, err)
+		require.NoError(t, res[c.UID])
+	}
+
+	// The older driver prepares a after the newer one started.
+	require.NoError(t, prepare(older, a))
+	require.ErrorIs(t, prepare(newer, b), ErrDeviceInUse, "the newer driver must see a's record")
+	// The newer one unprepares a: the older one no longer holds xpu-4.
+	unprepare(newer, a)
+	require.Empty(t, f.records(t))
+	require.NoError(t, prepare(older, b), "the older driver must see that a is gone")
+	require.Equal(t, []string{"uid-b.json"}, f.records(t))
+}

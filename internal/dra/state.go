@@ -42,9 +42,16 @@ func (c *preparedClaim) String() string { return c.Namespace + "/" + c.Name }
 // old record or the new one). dir is in the plugin's data directory under
 // /var/lib/kubelet, which survives a reboot: the kubelet's checkpoint does
 // too, and the two must agree.
+//
+// During a rolling update two drivers share dir (the helper library
+// serializes their calls with a file lock), so each call starts from what
+// is on disk (load), not from what this process last wrote.
 type claimStore struct {
 	dir    string
+	log    logger.Interface
 	claims map[types.UID]*preparedClaim
+	// ignored are the unreadable records already warned about.
+	ignored map[string]bool
 }
 
 // uidPattern bounds the file names: a claim UID is what the API server
@@ -54,33 +61,53 @@ var uidPattern = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9]{0,127}$`)
 const claimSuffix = ".json"
 
 func openClaimStore(dir string, log logger.Interface) (*claimStore, error) {
-	s := &claimStore{dir: dir, claims: map[types.UID]*preparedClaim{}}
+	s := &claimStore{dir: dir, log: log, claims: map[types.UID]*preparedClaim{}, ignored: map[string]bool{}}
 	if dir == "" {
 		return s, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the claim state directory %s: %w", dir, err)
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("reading the claim state directory %s: %w", dir, err)
+	if err := s.load(); err != nil {
+		return nil, err
 	}
+	return s, nil
+}
+
+// load reads the records of dir again, replacing what is in memory.
+func (s *claimStore) load() error {
+	if s.dir == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("reading the claim state directory %s: %w", s.dir, err)
+	}
+	claims := make(map[types.UID]*preparedClaim, len(entries))
 	for _, e := range entries {
 		uid, ok := strings.CutSuffix(e.Name(), claimSuffix)
 		if !ok || !e.Type().IsRegular() || !uidPattern.MatchString(uid) {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
+		path := filepath.Join(s.dir, e.Name())
 		c, err := readClaim(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed by the other driver of a rolling update
+		}
 		if err != nil || c.UID != types.UID(uid) {
 			// Kept on disk for the operator; the claim is prepared again
 			// when the kubelet asks and the record is then rewritten.
-			log.Warnf("ignoring the unreadable claim record %s: %v", path, errors.Join(err, mismatch(c, uid)))
+			if !s.ignored[path] {
+				s.log.Warnf("ignoring the unreadable claim record %s: %v", path, errors.Join(err, mismatch(c, uid)))
+				s.ignored[path] = true
+			}
 			continue
 		}
-		s.claims[c.UID] = c
+		delete(s.ignored, path)
+		claims[c.UID] = c
 	}
-	return s, nil
+	s.claims = claims
+	return nil
 }
 
 func mismatch(c *preparedClaim, uid string) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
 	"github.com/xpu-cdi/xpu-cdi/internal/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
@@ -67,9 +68,9 @@ func ConfigPath(bundle string) string { return filepath.Join(bundle, "config.jso
 // annotation key or the device plugin's mount directory in the text. A \u
 // escape could hide any, so its presence means a full parse.
 func mayRequest(data []byte) bool {
-	return bytes.Contains(data, []byte(VisibleDevicesEnv)) ||
+	return bytes.Contains(data, []byte(xpurequest.VisibleDevicesEnv)) ||
 		bytes.Contains(data, []byte("cdi.k8s.io/")) ||
-		bytes.Contains(data, []byte(DeviceListMountDir+"/")) ||
+		bytes.Contains(data, []byte(xpurequest.MountDir+"/")) ||
 		bytes.Contains(data, []byte(`\u`))
 }
 
@@ -125,6 +126,7 @@ func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, erro
 		Kind:                         c.Kind(),
 		AcceptEnvvarWhenUnprivileged: c.AcceptEnvvarWhenUnprivileged,
 		FailOnRefusedEnvvar:          c.FailOnRefusedEnvvar,
+		AcceptDevicePluginMounts:     c.AcceptDevicePluginMounts,
 		ConfigFile:                   o.configFile(),
 	})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -66,7 +67,7 @@ func bundleSpec(privileged bool, annotations map[string]string, env ...string) *
 func withMounts(s *oci.Spec, source string, ids ...string) *oci.Spec {
 	for _, id := range ids {
 		s.Mounts = append(s.Mounts, oci.Mount{
-			Destination: DeviceListMountDir + "/" + id, Source: source, Type: "bind", Options: []string{"rbind", "ro"},
+			Destination: xpurequest.MountDir + "/" + id, Source: source, Type: "bind", Options: []string{"rbind", "ro"},
 		})
 	}
 	return s
@@ -167,12 +168,13 @@ func TestModifyBundle(t *testing.T) {
 		{description: "device plugin mounts", spec: withMounts(bundleSpec(false, nil), "/dev/null", "1", "4"), want: []int{1, 4}},
 		{
 			description: "device plugin mounts beat the pod's variable on CRI-O", want: []int{2},
-			spec: crio(withMounts(bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=all"), "/dev/null", "2"), "{}"),
+			spec:   crio(withMounts(bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=all"), "/dev/null", "2"), "{}"),
+			config: func(c *config.Config) { c.AcceptDevicePluginMounts = true },
 		},
 		{
 			description: "device plugin mounts beat the pod's variable on containerd's CRI, even when accepted", want: []int{5},
 			spec:   cri(withMounts(bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=all"), "/dev/null", "5")),
-			config: func(c *config.Config) { c.AcceptEnvvarWhenUnprivileged = true },
+			config: func(c *config.Config) { c.AcceptEnvvarWhenUnprivileged, c.AcceptDevicePluginMounts = true, true },
 		},
 		{
 			description: "annotated for XPU 0, the image asks for all", want: []int{0},
@@ -202,7 +204,7 @@ func TestModifyBundle(t *testing.T) {
 			require.Equal(t, tc.want, res.Devices)
 
 			got := readBundle(t, dir)
-			require.Equal(t, []string{discover.JoinIndices(tc.want)}, envValues(got.Process.Env, VisibleDevicesEnv))
+			require.Equal(t, []string{discover.JoinIndices(tc.want)}, envValues(got.Process.Env, xpurequest.VisibleDevicesEnv))
 			var wantNodes []string
 			if tc.wantNodes != nil {
 				wantNodes = tc.wantNodes
@@ -304,6 +306,19 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 			config:  func(c *config.Config) { c.FailOnRefusedEnvvar = true },
 			wantErr: []string{"is not privileged (its device cgroup rules do not allow every device", "accept-envvar-when-unprivileged = true in /etc/test-config.toml", "fail-on-refused-envvar = false"},
 			opts:    []Option{WithConfigError("/etc/test-config.toml", nil)},
+		},
+		{
+			// What a pod makes with a hostPath volume of a link to /dev/null
+			// (containerd resolves the link): issue 28 finding 9.
+			description: "device plugin mounts of a pod on containerd's CRI, not accepted", wantIs: errPodMounts,
+			spec:    cri(withMounts(bundleSpec(false, nil), "/dev/null", "all")),
+			wantErr: []string{"/var/run/xpu-container-devices/ (baidu.com/xpu=all)", "accept-device-plugin-mounts = true in /etc/test-config.toml"},
+			opts:    []Option{WithConfigError("/etc/test-config.toml", nil)},
+		},
+		{
+			description: "device plugin mounts of a pod on CRI-O beside an annotation, not accepted", wantIs: errPodMounts,
+			spec:    crio(withMounts(bundleSpec(false, map[string]string{"cdi.k8s.io/t": "baidu.com/xpu=1"}), "/dev/null", "0"), "{}"),
+			wantErr: []string{"(baidu.com/xpu=0)"},
 		},
 		{description: "bad annotation", spec: bundleSpec(false, map[string]string{"cdi.k8s.io/t": "xpu0"}), wantErr: []string{"cdi.k8s.io annotations"}},
 		{description: "malformed config.json", raw: []byte(`{"process": {"env": ["XPU_VISIBLE_DEVICES=0"]`), wantErr: []string{"parsing the bundle's OCI spec", "config.json"}},

@@ -5,7 +5,7 @@
 // (FindRuntime), reads the XPU request of a container from its bundle's
 // config.json (cdi.k8s.io annotations except on CRI-O, which copies pod
 // annotations into every container; the device plugin's mounts at
-// DeviceListMountDir; XPU_VISIBLE_DEVICES from privileged containers only,
+// xpurequest.MountDir; XPU_VISIBLE_DEVICES from privileged containers only,
 // see Privileged; the policy is decideGrant's, in grant.go), resolves
 // it to CDI container edits (from the CDI spec directories, through a cache
 // of what the CDI library resolved from them, or from a spec built in memory

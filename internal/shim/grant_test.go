@@ -14,6 +14,7 @@ func TestDecideGrant(t *testing.T) {
 	lax := grantPolicy{Kind: kind, AcceptEnvvarWhenUnprivileged: true, ConfigFile: "/etc/c.toml"}
 	strict := grantPolicy{Kind: kind, ConfigFile: "/etc/c.toml"}
 	failing := grantPolicy{Kind: kind, FailOnRefusedEnvvar: true, ConfigFile: "/etc/c.toml"}
+	mounts := grantPolicy{Kind: kind, AcceptDevicePluginMounts: true, ConfigFile: "/etc/c.toml"}
 
 	cases := []struct {
 		description string
@@ -47,6 +48,15 @@ func TestDecideGrant(t *testing.T) {
 			description: "unprivileged under fail-on-refused-envvar: an error", req: env("all"), policy: failing,
 			wantErr: errUnprivilegedEnv, errText: "set fail-on-refused-envvar = false in /etc/c.toml",
 		},
+		{
+			description: "mounts of a CRI container, not accepted: an error", req: with(annotated, func(r *request) { r.cri = true }), policy: lax,
+			wantErr: errPodMounts, errText: "set accept-device-plugin-mounts = true in /etc/c.toml",
+		},
+		{
+			description: "mounts of a CRI container, accepted", req: with(annotated, func(r *request) { r.cri = true }), policy: mounts,
+			want: []string{kind + "=1", kind + "=0"},
+		},
+		{description: "a CRI container with annotations only: no need for the key", req: request{Annotated: []string{kind + "=1"}, cri: true}, policy: strict, want: []string{kind + "=1"}},
 		{description: "a malformed value is an error naming it", req: with(env("0,a b"), func(r *request) { r.privileged = true }), policy: strict, errText: `"a b" is not a valid device name`},
 		{description: "a device of another kind is an error", req: with(env("other.com/x=0"), func(r *request) { r.privileged = true }), policy: strict, errText: "is not a device of kind baidu.com/xpu"},
 	}

@@ -10,6 +10,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
@@ -21,7 +22,7 @@ type request struct {
 	// Foreign are annotated names of other kinds; the shim leaves them alone.
 	Foreign []string
 	// Mounted are the qualified names of the device plugin's mounts
-	// (DeviceListMountDir), in mount order.
+	// (xpurequest.MountDir), in mount order.
 	Mounted []string
 	// Unused are the cdi.k8s.io annotation keys the shim does not take
 	// because of the engine (CRIOAnnotationsIgnored).
@@ -68,16 +69,6 @@ func writtenByCRIO(a map[string]string) bool {
 	return a[containerManagerAnnotation] == containerManagerCRIO
 }
 
-// DeviceListMountDir is where the device plugin's volume-mounts strategy
-// mounts DeviceListMountSource, once per allocated device named by the
-// last path component. The kubelet passes those mounts to the engine as
-// the plugin answered; a pod can mount /dev/null there only with a
-// hostPath volume, which already gives it the node.
-const (
-	DeviceListMountDir    = "/var/run/xpu-container-devices"
-	DeviceListMountSource = "/dev/null"
-)
-
 // readRequest reads the XPU request of a container. Only the annotation
 // syntax can be wrong here; names are checked when they are resolved.
 func readRequest(spec *oci.Spec, kind string) (request, error) {
@@ -116,8 +107,8 @@ func readRequest(spec *oci.Spec, kind string) (request, error) {
 		}
 	}
 	for _, m := range spec.Mounts {
-		name, ok := strings.CutPrefix(m.Destination, DeviceListMountDir+"/")
-		if !ok || m.Source != DeviceListMountSource || (m.Type != "bind" && m.Type != "") || strings.Contains(name, "/") {
+		name, ok := strings.CutPrefix(m.Destination, xpurequest.MountDir+"/")
+		if !ok || m.Source != xpurequest.MountSource || (m.Type != "bind" && m.Type != "") || strings.Contains(name, "/") {
 			continue
 		}
 		q := kind + "=" + name
@@ -127,7 +118,7 @@ func readRequest(spec *oci.Spec, kind string) (request, error) {
 	}
 	if spec.Process != nil {
 		for _, e := range spec.Process.Env {
-			if v, ok := strings.CutPrefix(e, VisibleDevicesEnv+"="); ok {
+			if v, ok := strings.CutPrefix(e, xpurequest.VisibleDevicesEnv+"="); ok {
 				r.Env, r.HasEnv = v, true
 			}
 		}
@@ -188,7 +179,7 @@ func (r request) describe() string {
 		parts = append(parts, g)
 	}
 	if r.HasEnv && !envNone(r.Env) {
-		parts = append(parts, VisibleDevicesEnv+"="+truncate(r.Env))
+		parts = append(parts, xpurequest.VisibleDevicesEnv+"="+truncate(r.Env))
 	}
 	return strings.Join(parts, " and ")
 }

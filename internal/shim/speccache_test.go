@@ -17,6 +17,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 )
 
 // testSpec is a small CDI spec of kind vendor.test/xpu whose devices set
@@ -166,7 +167,7 @@ func TestSpecCacheInjectsAsTheLibrary(t *testing.T) {
 			got, log, err := modify(t, c, names...)
 			require.NoError(t, err, names)
 			require.True(t, log.Has("conflicting device"), "the library's complaint is passed on: %v", log.Lines())
-			got.Process.Env = slicesDelete(got.Process.Env, VisibleDevicesEnv+"=")
+			got.Process.Env = slicesDelete(got.Process.Env, xpurequest.VisibleDevicesEnv+"=")
 			require.Equal(t, roundTrip(t, want), roundTrip(t, got), names)
 		}
 	}

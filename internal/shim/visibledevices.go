@@ -7,15 +7,10 @@ import (
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
-
-// VisibleDevicesEnv is the variable a container asks for XPUs with, and
-// that the shim sets to the indices of the devices it got
-// (discover.JoinIndices: "0,2"). What a value may name is envNames'; who
-// may use it, decideGrant's.
-const VisibleDevicesEnv = "XPU_VISIBLE_DEVICES"
 
 // envNone reports whether an XPU_VISIBLE_DEVICES value asks for nothing.
 func envNone(v string) bool {
@@ -45,16 +40,16 @@ func envNames(v, kind string) ([]string, error) {
 		if strings.Contains(tok, "=") {
 			vendor, class, name, err := parser.ParseQualifiedName(tok)
 			if err != nil {
-				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", VisibleDevicesEnv, truncate(v), truncate(tok), err)
+				return nil, fmt.Errorf("%s=%s: %q is not a valid qualified CDI device name: %w", xpurequest.VisibleDevicesEnv, truncate(v), truncate(tok), err)
 			}
 			if cdispec.Kind(vendor, class) != kind {
-				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", VisibleDevicesEnv, truncate(v), truncate(tok), kind)
+				return nil, fmt.Errorf("%s=%s: %q is not a device of kind %s", xpurequest.VisibleDevicesEnv, truncate(v), truncate(tok), kind)
 			}
 			out = append(out, parser.QualifiedName(vendor, class, name))
 			continue
 		}
 		if err := parser.ValidateDeviceName(tok); err != nil {
-			return nil, fmt.Errorf("%s=%s: %q is not a valid device name: %w", VisibleDevicesEnv, truncate(v), truncate(tok), err)
+			return nil, fmt.Errorf("%s=%s: %q is not a valid device name: %w", xpurequest.VisibleDevicesEnv, truncate(v), truncate(tok), err)
 		}
 		out = append(out, kind+"="+tok)
 	}
@@ -65,7 +60,7 @@ func envNames(v, kind string) ([]string, error) {
 // environment: the first entry is replaced in place, later ones are removed,
 // and it is appended when absent.
 func setVisibleDevices(p *oci.Process, indices []int) {
-	key := VisibleDevicesEnv
+	key := xpurequest.VisibleDevicesEnv
 	entry := key + "=" + discover.JoinIndices(indices)
 	out := p.Env[:0:0]
 	done := false

@@ -30,43 +30,17 @@ import (
 // On containerd 2.x and CRI-O.
 func TestHelmChartDRA(t *testing.T) {
 	harness.RequiresRoot(t)
-	helm := filepath.Join(harness.ToolsBin(), "helm")
-	if _, err := os.Stat(helm); err != nil {
-		helm = harness.RequiresTool(t, "helm")
-	}
+	helm := helmBinary(t)
 	for _, rt := range clusterRuntimes {
 		t.Run(rt.name, func(t *testing.T) {
 			c := harness.NewCluster(t, harness.WithClusterRuntime(rt.start), harness.WithNodeLabels("baidu.com/xpu.present=true"))
 			busybox := c.BusyboxImage(t)
-			rootfs := t.TempDir()
-			require.NoError(t, os.MkdirAll(filepath.Join(rootfs, "usr", "bin"), 0o755))
-			for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-dra-driver"} {
-				data, err := os.ReadFile(Binary(t, name))
-				require.NoError(t, err)
-				require.NoError(t, os.WriteFile(filepath.Join(rootfs, "usr", "bin", name), data, 0o755))
-			}
-			c.ImportImage(t, rootfs, "localhost/xpu-cdi:e2e", harness.WithImageCmd("/usr/bin/xpu-dra-driver"))
-
-			tree := FakeHost(t, fakehost.P800x8())
-			vendor := harness.UniqueVendor(t)
-			base := t.TempDir() // stands for the host's /opt
-			features := filepath.Join(t.TempDir(), "features.d")
-			require.NoError(t, os.Mkdir(features, 0o755))
-			specFile := filepath.Join(c.SpecDir(), vendor+"-xpu.yaml")
-			hookDir := filepath.Join(base, "opt", "xpu-cdi", "bin")
-			before := nodeFiles(t, base, features, c.SpecDir(), tree.Root)
-
-			rel := &helmRelease{c: c, helm: helm, name: "xpu", values: append(installerPropagation(c),
-				"image.repository=localhost/xpu-cdi", "image.tag=e2e", "image.pullPolicy=Never", "hostNetwork=true",
-				"installer.hookDir="+hookDir, "installer.specFile="+specFile, "installer.interval=1s",
-				"installer.devRoot="+tree.Root, "installer.driverRoot="+tree.Root,
-				"devicePlugin.enabled=false", "devicePlugin.cdiVendor="+vendor, "labels.featuresDir="+features,
-				"dra.enabled=true", "dra.healthCheckInterval=500ms", "dra.kubeletDir="+c.KubeletRootDir,
-				"dra.apiServer.host=127.0.0.1", "dra.apiServer.port="+strconv.Itoa(c.APIServerPort),
-			)}
+			ch := newDRAChart(t, c, helm)
+			tree, rel := ch.tree, ch.rel
+			before := nodeFiles(t, ch.base, ch.features, c.SpecDir(), tree.Root)
 			start := time.Now()
 			rel.install(t)
-			d := &draCluster{Cluster: c, tree: tree, vendor: vendor, dataDir: filepath.Join(c.PluginsDir(), "xpu.baidu.com")}
+			d := ch.draCluster()
 			d.waitSlice(t, func(devs []resourceapi.Device) bool { return len(devs) == 8 })
 			t.Logf("helm install --wait and the slice of 8 XPUs: %s", time.Since(start).Round(time.Millisecond))
 			classes, err := c.Client.ResourceV1().DeviceClasses().List(context.Background(), metav1.ListOptions{})
@@ -103,7 +77,7 @@ func TestHelmChartDRA(t *testing.T) {
 			rel.uninstall(t)
 			t.Logf("helm uninstall --wait: %s", time.Since(start).Round(time.Millisecond))
 			require.Eventually(t, func() bool {
-				return slices.Equal(before, nodeFiles(t, base, features, c.SpecDir(), tree.Root))
+				return slices.Equal(before, nodeFiles(t, ch.base, ch.features, c.SpecDir(), tree.Root))
 			}, podTimeout, 250*time.Millisecond, "helm uninstall leaves the node as it was")
 			require.Eventually(t, func() bool {
 				list, err := c.Client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
@@ -120,4 +94,48 @@ func TestHelmChartDRA(t *testing.T) {
 			t.Logf("uninstall to the node's files as they were and no slice: %s", time.Since(start).Round(time.Millisecond))
 		})
 	}
+}
+
+// draChart is the chart with the installer and the DRA driver (devicePlugin
+// off) on a test cluster whose node has only a fake Kunlun driver tree (a
+// P800 host with real device nodes), as TestHelmChartDRA installs it.
+type draChart struct {
+	c              *harness.Cluster
+	rel            *helmRelease
+	tree           *fakehost.Tree
+	vendor         string
+	base, features string // the host's /opt and NFD's features.d
+}
+
+// newDRAChart imports the image of the chart's pods into c and returns the
+// release, not installed yet.
+func newDRAChart(t *testing.T, c *harness.Cluster, helm string) *draChart {
+	t.Helper()
+	rootfs := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(rootfs, "usr", "bin"), 0o755))
+	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-dra-driver"} {
+		data, err := os.ReadFile(Binary(t, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(rootfs, "usr", "bin", name), data, 0o755))
+	}
+	c.ImportImage(t, rootfs, "localhost/xpu-cdi:e2e", harness.WithImageCmd("/usr/bin/xpu-dra-driver"))
+
+	ch := &draChart{c: c, tree: FakeHost(t, fakehost.P800x8()), vendor: harness.UniqueVendor(t), base: t.TempDir(), features: filepath.Join(t.TempDir(), "features.d")}
+	require.NoError(t, os.Mkdir(ch.features, 0o755))
+	specFile := filepath.Join(c.SpecDir(), ch.vendor+"-xpu.yaml")
+	hookDir := filepath.Join(ch.base, "opt", "xpu-cdi", "bin")
+	ch.rel = &helmRelease{c: c, helm: helm, name: "xpu", values: append(installerPropagation(c),
+		"image.repository=localhost/xpu-cdi", "image.tag=e2e", "image.pullPolicy=Never", "hostNetwork=true",
+		"installer.hookDir="+hookDir, "installer.specFile="+specFile, "installer.interval=1s",
+		"installer.devRoot="+ch.tree.Root, "installer.driverRoot="+ch.tree.Root,
+		"devicePlugin.enabled=false", "devicePlugin.cdiVendor="+ch.vendor, "labels.featuresDir="+ch.features,
+		"dra.enabled=true", "dra.healthCheckInterval=500ms", "dra.kubeletDir="+c.KubeletRootDir,
+		"dra.apiServer.host=127.0.0.1", "dra.apiServer.port="+strconv.Itoa(c.APIServerPort),
+	)}
+	return ch
+}
+
+// draCluster is the view of the installed driver the DRA tests use.
+func (ch *draChart) draCluster() *draCluster {
+	return &draCluster{Cluster: ch.c, tree: ch.tree, vendor: ch.vendor, dataDir: filepath.Join(ch.c.PluginsDir(), "xpu.baidu.com")}
 }

@@ -30,6 +30,16 @@ type helmRelease struct {
 	values []string
 }
 
+// helmBinary is the helm of make deps, else the one on PATH.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	helm := filepath.Join(harness.ToolsBin(), "helm")
+	if _, err := os.Stat(helm); err != nil {
+		helm = harness.RequiresTool(t, "helm")
+	}
+	return helm
+}
+
 func (r *helmRelease) run(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(r.helm, append(args, "--kubeconfig", r.c.Kubeconfig)...)
@@ -165,10 +175,7 @@ func installerPropagation(c *harness.Cluster) []string {
 // containerd 2.x and CRI-O.
 func TestHelmChart(t *testing.T) {
 	harness.RequiresRoot(t)
-	helm := filepath.Join(harness.ToolsBin(), "helm")
-	if _, err := os.Stat(helm); err != nil {
-		helm = harness.RequiresTool(t, "helm")
-	}
+	helm := helmBinary(t)
 	for _, rt := range clusterRuntimes {
 		t.Run(rt.name, func(t *testing.T) {
 			c := harness.NewCluster(t, harness.WithClusterRuntime(rt.start), harness.WithNodeLabels("baidu.com/xpu.present=true"))

@@ -184,7 +184,18 @@ resolvConf: ""
 // staticPod writes a static pod whose container asks for xpus XPUs.
 func (k *testKubelet) staticPod(t *testing.T, name, image string, xpus int) {
 	t.Helper()
-	pod := fmt.Sprintf(`apiVersion: v1
+	k.writeStaticPod(t, name, image, fmt.Sprintf(`
+      resources:
+        limits:
+          baidu.com/xpu: %d
+`, xpus), "")
+}
+
+// writeStaticPod writes a static pod of one sleeping container, with
+// container (indented for its members) and pod (for the pod spec's) added.
+func (k *testKubelet) writeStaticPod(t *testing.T, name, image, container, pod string) {
+	t.Helper()
+	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
   name: %[1]s
@@ -197,11 +208,8 @@ spec:
       image: %[2]s
       imagePullPolicy: Never
       command: ["sleep", "2147483647"]
-      resources:
-        limits:
-          baidu.com/xpu: %[3]d
-`, name, image, xpus)
-	require.NoError(t, os.WriteFile(filepath.Join(k.manifests, name+".yaml"), []byte(pod), 0o644))
+%[3]s%[4]s`, name, image, strings.TrimPrefix(container, "\n"), strings.TrimPrefix(pod, "\n"))
+	require.NoError(t, os.WriteFile(filepath.Join(k.manifests, name+".yaml"), []byte(manifest), 0o644))
 }
 
 // pod returns the kubelet's view of a static pod (GET /pods).

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
-	"github.com/xpu-cdi/xpu-cdi/internal/shim"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -67,7 +67,7 @@ func criRun(t *testing.T, cri harness.CRI, image, handler, name string, ids ...s
 func deviceMounts(ids ...string) []harness.CRIMount {
 	out := make([]harness.CRIMount, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, harness.CRIMount{ContainerPath: shim.DeviceListMountDir + "/" + id, HostPath: shim.DeviceListMountSource, ReadOnly: true})
+		out = append(out, harness.CRIMount{ContainerPath: xpurequest.MountDir + "/" + id, HostPath: xpurequest.MountSource, ReadOnly: true})
 	}
 	return out
 }

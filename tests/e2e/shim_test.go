@@ -20,7 +20,9 @@ import (
 
 // shimRuntime writes a config.toml for xpu-container-runtime (jit mode on
 // the fake host, runc as low-level runtime, the real hook, a spec cache in
-// the test's directory) plus extra, whose keys replace those defaults, and
+// the test's directory, the device plugin's volume-mounts answer accepted
+// from pods as a node using that strategy must have it) plus extra, whose
+// keys replace those defaults, and
 // returns an executable to give engines as their runtime: a two-line
 // wrapper that points the shim at that config through
 // XPU_CONTAINER_TOOLKIT_CONFIG (the engines' environment cannot be set per
@@ -41,6 +43,7 @@ func shimRuntime(t *testing.T, tree *fakehost.Tree, extra string) (wrapper, logF
 		{"log-level", `"debug"`},
 		{"cache-dir", fmt.Sprintf("%q", filepath.Join(dir, "cache"))},
 		{"low-level-runtimes", fmt.Sprintf("[%q]", runc)},
+		{"accept-device-plugin-mounts", "true"},
 	}
 	cfg := extra
 	if cfg != "" && !strings.HasSuffix(cfg, "\n") {

@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+// TestHelmUpgradeDRA (issue 28, reliability) installs the chart with the DRA
+// driver, then runs helm upgrade with a changed value that rolls the
+// driver's DaemonSet while pods with claims for one XPU are created, one
+// every second, before, during and after the roll. The new driver pod runs
+// next to the old one (maxSurge 1, the helper's rolling-update sockets from
+// POD_UID), and every pod starts with exactly the XPU of its allocation.
+// On containerd 2.x.
+func TestHelmUpgradeDRA(t *testing.T) {
+	harness.RequiresRoot(t)
+	helm := helmBinary(t)
+	rt := clusterRuntimes[0]
+	c := harness.NewCluster(t, harness.WithClusterRuntime(rt.start), harness.WithNodeLabels("baidu.com/xpu.present=true"))
+	busybox := c.BusyboxImage(t)
+	ch := newDRAChart(t, c, helm)
+	ch.rel.install(t)
+	d := ch.draCluster()
+	d.waitSlice(t, func(devs []resourceapi.Device) bool { return len(devs) == 8 })
+	c.Apply(t, claimTemplate("one-xpu", 1, false))
+	const selector = "app.kubernetes.io/name=xpu-dra-driver"
+	old := waitDaemonSetPod(t, c, "xpu-system", selector)
+
+	// Every driver pod seen, and whether two ran at once.
+	var mu sync.Mutex
+	seen := map[types.UID]bool{}
+	overlap := false
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			pods, err := c.Client.CoreV1().Pods("xpu-system").List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+			if err != nil {
+				continue
+			}
+			running := 0
+			mu.Lock()
+			for _, p := range pods.Items {
+				seen[p.UID] = true
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+					running++
+				}
+			}
+			overlap = overlap || running > 1
+			mu.Unlock()
+		}
+	}()
+
+	const pods = 7
+	created := make(chan struct{})
+	go func() {
+		defer close(created)
+		dir := t.TempDir()
+		for i := range pods {
+			// Not Apply: this goroutine must not end the test.
+			path := filepath.Join(dir, fmt.Sprintf("pod-%d.yaml", i))
+			if err := os.WriteFile(path, []byte(xpuPod(fmt.Sprintf("dra-upgrade-%d", i), busybox, "template:one-xpu")), 0o600); err != nil {
+				t.Error(err)
+				return
+			}
+			if r := c.Kubectl(t, "apply", "-f", path); !r.Success() {
+				t.Errorf("creating pod %d: %s", i, r.String())
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	start := time.Now()
+	// A changed value in the driver's pod template rolls the DaemonSet.
+	ch.rel.run(t, "upgrade", ch.rel.name, filepath.Join(moduleRoot(t), "deployments", "helm", "xpu-cdi"),
+		"--namespace", "xpu-system", "--reuse-values", "--set", "dra.healthCheckInterval=700ms", "--wait", "--timeout", "3m")
+	t.Logf("helm upgrade --wait: %s", time.Since(start).Round(time.Millisecond))
+	<-created
+
+	got := map[int]string{}
+	for i := range pods {
+		name := fmt.Sprintf("dra-upgrade-%d", i)
+		c.WaitPodRunning(t, "default", name, podTimeout)
+		idx := d.allocated(t, name)
+		require.Len(t, idx, 1, name)
+		require.Equal(t, idx, xpusOf(t, c, ch.tree, name), "%s sees exactly the XPU of its allocation", name)
+		require.NotContains(t, got, idx[0], "%s and %s share an XPU", name, got[idx[0]])
+		got[idx[0]] = name
+	}
+	close(stop)
+	<-watched
+	now := waitDaemonSetPod(t, c, "xpu-system", selector)
+	require.NotEqual(t, old.UID, now.UID, "the upgrade rolled the driver's pod")
+	mu.Lock()
+	defer mu.Unlock()
+	require.True(t, overlap, "the new driver pod ran next to the old one (maxSurge 1); pods seen: %d", len(seen))
+	require.Contains(t, c.Logs(t, "xpu-system", now.Name, "xpu-dra-driver"), "rolling updates on, pod "+string(now.UID))
+
+	// The records are the pods' claims, and go with them.
+	require.Len(t, d.records(t), pods)
+	for i := range pods {
+		d.deletePod(t, fmt.Sprintf("dra-upgrade-%d", i))
+	}
+	require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "the claims are unprepared: %v", d.records(t))
+}
