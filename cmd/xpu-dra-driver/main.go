@@ -284,14 +284,14 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		}
 		return err
 	}
-	helper, err := kubeletplugin.Start(ctx, d,
+	helper, err := kubeletplugin.Start(ctx, d, append([]kubeletplugin.Option{
 		kubeletplugin.DriverName(o.driverName),
 		kubeletplugin.NodeName(o.nodeName),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.PluginDataDirectoryPath(o.pluginDataDir),
 		kubeletplugin.RegistrarDirectoryPath(o.registryDir),
 		kubeletplugin.RollingUpdate(types.UID(o.podUID)),
-	)
+	}, dra.SocketOptions()...)...)
 	if err != nil {
 		return fmt.Errorf("starting the kubelet plugin %s: %w", o.driverName, err)
 	}

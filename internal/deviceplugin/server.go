@@ -8,14 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/privsock"
 )
 
 // registerTimeout bounds one Register call (the kubelet dials the plugin
@@ -158,30 +157,11 @@ func (p *Plugin) serve() (*server, error) {
 
 // SocketMode is the mode of the plugin's socket, whatever the umask: only
 // root (the kubelet) may connect and ask for devices.
-const SocketMode = 0o600
+const SocketMode = privsock.Mode
 
 // listenPrivate listens on the unix socket path created with SocketMode.
-// Linux creates a socket's node with the mode of the socket's inode less
-// the umask, so setting that mode before bind leaves no moment in which
-// others could connect; the chmod after bind undoes a umask stricter than
-// SocketMode.
 func listenPrivate(path string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var ferr error
-		if err := c.Control(func(fd uintptr) { ferr = unix.Fchmod(int(fd), SocketMode) }); err != nil {
-			return err
-		}
-		return ferr
-	}}
-	l, err := lc.Listen(context.Background(), "unix", path)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, SocketMode); err != nil {
-		_ = l.Close()
-		return nil, fmt.Errorf("setting the mode of %s: %w", path, err)
-	}
-	return l, nil
+	return privsock.Listen(context.Background(), path)
 }
 
 // stop ends the streams and removes the socket if it is still the server's.

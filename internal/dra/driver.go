@@ -91,16 +91,24 @@ func taintValue(dev xpunode.Device, h *discover.Host) string {
 	}
 }
 
+// taintOf is the taint of dev, false for a healthy device. NoSchedule and
+// not NoExecute: a device in IN_RESET or RECOVERING may come back, and
+// evicting the pods that use it is the operator's call.
+func (d *Driver) taintOf(dev xpunode.Device, h *discover.Host) (resourceapi.DeviceTaint, bool) {
+	if dev.Health == xpunode.Healthy {
+		return resourceapi.DeviceTaint{}, false
+	}
+	return resourceapi.DeviceTaint{Key: d.TaintKey(), Value: taintValue(dev, h), Effect: resourceapi.DeviceTaintEffectNoSchedule}, true
+}
+
 // build converts a scan into the slice's devices: one per XPU, tainted
 // NoSchedule while unhealthy. A taint that was already there keeps its
-// time. NoSchedule and not NoExecute: a device in IN_RESET or RECOVERING
-// may come back, and evicting the pods that use it is the operator's call.
+// time.
 func (d *Driver) build(devs []xpunode.Device, h *discover.Host, prev []resourceapi.Device) []resourceapi.Device {
 	out := make([]resourceapi.Device, 0, len(devs))
 	for _, dev := range devs {
 		ad := apiDevice(dev)
-		if dev.Health != xpunode.Healthy {
-			taint := resourceapi.DeviceTaint{Key: d.TaintKey(), Value: taintValue(dev, h), Effect: resourceapi.DeviceTaintEffectNoSchedule}
+		if taint, ok := d.taintOf(dev, h); ok {
 			i := slices.IndexFunc(prev, func(p resourceapi.Device) bool { return p.Name == ad.Name })
 			if i >= 0 && len(prev[i].Taints) == 1 && prev[i].Taints[0].Key == taint.Key && prev[i].Taints[0].Value == taint.Value {
 				taint.TimeAdded = prev[i].Taints[0].TimeAdded

@@ -10,9 +10,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -33,7 +35,7 @@ var (
 // its own: a claim that fails changes nothing (its record is not written).
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	sc := d.scanner.Scan()
-	devs, names := sc.Devices, sc.Names
+	devs, h, names := sc.Devices, sc.Host, sc.Names
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -41,7 +43,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		return nil, err
 	}
 	for _, claim := range claims {
-		res, err := d.prepare(claim, devs, names)
+		res, err := d.prepare(claim, devs, h, names)
 		if err != nil {
 			err = fmt.Errorf("%s %s/%s: %w", d.o.driverName, claim.Namespace, claim.Name, err)
 			d.o.log.Errorf("preparing claim: %v", err)
@@ -53,7 +55,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return out, nil
 }
 
-func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device, names map[string]bool) (kubeletplugin.PrepareResult, error) {
+func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device, h *discover.Host, names map[string]bool) (kubeletplugin.PrepareResult, error) {
 	if claim.Status.Allocation == nil {
 		return kubeletplugin.PrepareResult{}, ErrClaimNotAllocated
 	}
@@ -84,8 +86,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: no spec of kind %s in %s names %s (create it with: %s)",
 				r.Request, r.Device, ErrNoSpec, d.o.kind, strings.Join(d.o.specDirs, ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.kind))
 		}
-		if dev.Health != xpunode.Healthy && !tolerates(r.Tolerations, d.TaintKey()) {
-			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: %s", r.Request, r.Device, ErrDeviceUnhealthy, dev.Reason)
+		if taint, ok := d.taintOf(dev, h); ok && !tolerates(r.Tolerations, taint) {
+			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: %s (tainted %s=%s:%s, which the allocation does not tolerate)",
+				r.Request, r.Device, ErrDeviceUnhealthy, dev.Reason, taint.Key, taint.Value, taint.Effect)
 		}
 		admin := r.AdminAccess != nil && *r.AdminAccess
 		if !admin {
@@ -112,15 +115,13 @@ func sameDevice(a, b preparedDevice) bool {
 	return a.Request == b.Request && a.Pool == b.Pool && a.Device == b.Device && a.AdminAccess == b.AdminAccess && slices.Equal(a.CDIDevices, b.CDIDevices)
 }
 
-// tolerates reports whether an allocation tolerates the driver's taint:
-// only then is an unhealthy device prepared (someone asked for it).
-func tolerates(ts []resourceapi.DeviceToleration, key string) bool {
-	for _, t := range ts {
-		if t.Key == key || (t.Key == "" && t.Operator == resourceapi.DeviceTolerationOpExists) {
-			return true
-		}
-	}
-	return false
+// tolerates reports whether the allocation's tolerations tolerate the
+// device's taint as the scheduler matches them (key, operator, value and
+// effect; an empty key with Exists matches every key, an empty effect
+// every effect): only then is an unhealthy device prepared, because
+// someone asked for it.
+func tolerates(ts []resourceapi.DeviceToleration, taint resourceapi.DeviceTaint) bool {
+	return slices.ContainsFunc(ts, func(t resourceapi.DeviceToleration) bool { return resourceclaim.ToleratesTaint(t, taint) })
 }
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin: it forgets
