@@ -26,6 +26,8 @@ const (
 	SMIFlood XPUSMIMode = "flood"
 	// SMIFail prints an error and exits 3, as xpu-smi does without its driver.
 	SMIFail XPUSMIMode = "fail"
+	// SMIOddLine is SMINormal with a 33rd field on the first -m line.
+	SMIOddLine XPUSMIMode = "oddline"
 )
 
 // Telemetry is what the fake xpu-smi reports for one device, in the units

@@ -10,7 +10,7 @@
  * With -m, -q or -i N -q it prints the telemetry of the public layout
  * (kunlun-host.md, "Telemetry a host offers") from the state file
  * /etc/xpu-fakehost/xpu-smi.state of the fake host (fakehost.WriteXPUSMIState):
- *   mode normal|hang|flood|fail
+ *   mode normal|hang|flood|fail|oddline
  *   dev <bus-id> <temp C> <power W> <used MiB> <total MiB> <util %> <name> <name2>
  * one dev line per device, in xpu-smi index order. The fake host's root is
  * XPU_FAKEHOST_ROOT, else what /proc/self/exe says once the program's own
@@ -162,8 +162,10 @@ static int telemetry(int argc, char **argv, const char *version)
 			continue;
 		if (m && !q) {
 			/* 32 fields: 1 index, 4 temp, 8 power, 17 used, 18 total, 19 util, 21-22 name. */
-			printf("xpu %d 0 0 %.0f C 0 0 %.1f W 0 0 0 0 0 0 0 %ld %ld %ld %% (%s %s) 0 0 0 0 0 0 0 0 0\n",
-			       i, t[i].temp, t[i].power, t[i].used, t[i].total, t[i].util, t[i].name, t[i].name2);
+			/* Mode oddline gives the first line a 33rd field. */
+			printf("xpu %d 0 0 %.0f C 0 0 %.1f W %s0 0 0 0 0 0 0 %ld %ld %ld %% (%s %s) 0 0 0 0 0 0 0 0 0\n",
+			       i, t[i].temp, t[i].power, i == 0 && strcmp(mode, "oddline") == 0 ? "extra " : "",
+			       t[i].used, t[i].total, t[i].util, t[i].name, t[i].name2);
 			continue;
 		}
 		if (i == only || (only < 0 && i == 0)) {
