@@ -67,3 +67,14 @@ func (e *emitter) up(source string, ok bool) {
 	}
 	e.gauge(metricSourceUp, v, []string{"source"}, []string{source})
 }
+
+// LabelNames lists every label the collector's series may carry (the
+// dashboard's groupings are checked against it).
+func LabelNames() []string {
+	return []string{
+		"xpu", "pci_bus_id", "model", "parent_pci_bus_id",
+		"family", "serial", "driver_version", "xre_version", "reason",
+		"namespace", "pod", "container", "claim", "claim_namespace",
+		"source",
+	}
+}
