@@ -68,7 +68,7 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
-func freeAddress(t *testing.T) string {
+func freeAddress(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -78,7 +78,7 @@ func freeAddress(t *testing.T) string {
 }
 
 // get fetches url until the server answers (it starts in the background).
-func get(t *testing.T, url, user, password string) (int, string) {
+func get(t testing.TB, url, user, password string) (int, string) {
 	t.Helper()
 	var lastErr error
 	for range 100 {
