@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -15,15 +14,14 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
-	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 // Plugin is the device plugin service. Create it with New, start it with Run.
 type Plugin struct {
 	pluginapi.UnimplementedDevicePluginServer
 
-	o     *options
-	specs *xpunode.SpecChecker
+	o       *options
+	scanner *xpunode.Scanner
 
 	mu      sync.Mutex
 	devices []Device
@@ -32,9 +30,8 @@ type Plugin struct {
 	changed chan struct{}
 	// stopped is closed when Run ends, to end the streams.
 	stopped chan struct{}
-	// notes holds the last message logged per topic, so that a condition is
-	// logged when it appears or changes, not at every health check.
-	notes map[string]string
+	// notes logs the registration's failures once per change.
+	notes xpunode.Notes
 }
 
 var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
@@ -45,16 +42,18 @@ func New(opts ...Option) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{
-		o:       o,
+	return &Plugin{
+		o: o,
+		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
+			Discover: o.discover, Kind: o.kind, SpecDirs: o.specDirs, Log: o.log,
+			// Only the cdi-* strategies answer CDI names an engine resolves.
+			NoSpecCheck: !o.strategy.UsesCDISpec(),
+			Empty:       "advertising no " + o.resourceName,
+			Unusable:    "they are Unhealthy",
+		}),
 		changed: make(chan struct{}),
 		stopped: make(chan struct{}),
-		notes:   map[string]string{},
-	}
-	if o.strategy.UsesCDISpec() {
-		p.specs = xpunode.NewSpecChecker(o.kind, o.specDirs)
-	}
-	return p, nil
+	}, nil
 }
 
 // Devices returns what the plugin advertises now.
@@ -66,23 +65,6 @@ func (p *Plugin) Devices() []Device {
 
 // SocketPath is the plugin's socket.
 func (p *Plugin) SocketPath() string { return filepath.Join(p.o.pluginDir, p.o.socketName()) }
-
-// note logs msg with logf when it differs from the last message of topic;
-// an empty msg clears the topic (logging cleared, if not empty, when the
-// topic was set).
-func (p *Plugin) note(topic, msg string, logf func(string, ...any), cleared string) {
-	p.mu.Lock()
-	last := p.notes[topic]
-	p.notes[topic] = msg
-	p.mu.Unlock()
-	switch {
-	case msg == last:
-	case msg != "":
-		logf("%s", msg)
-	case cleared != "":
-		p.o.log.Infof("%s", cleared)
-	}
-}
 
 // Refresh reads the host and the CDI specs again and, when what the kubelet
 // would see changed, updates the device list and wakes the ListAndWatch
@@ -115,63 +97,14 @@ func (p *Plugin) Refresh() bool {
 	return !same
 }
 
-// scan builds the device list from the host and the specs. It never fails:
-// what cannot be read gives zero devices or Unhealthy ones, and a log line.
+// scan builds the device list from the host and the specs, after handing
+// the host to the observer.
 func (p *Plugin) scan() []Device {
-	h, err := p.o.discover()
+	sc := p.scanner.Scan()
 	if p.o.observe != nil {
-		p.o.observe(h, err)
+		p.o.observe(sc.Host, sc.Err)
 	}
-	if err != nil {
-		msg := fmt.Sprintf("no XPU can be advertised: %v", err)
-		if errors.Is(err, discover.ErrNoDevices) {
-			msg = fmt.Sprintf("advertising no %s: %v (is the kunlun kernel module loaded? In a container, the host's /dev, /proc and /sys must be under --dev-root)", p.o.resourceName, firstLine(err))
-		}
-		p.note("discover", msg, p.o.log.Warnf, "")
-		return []Device{}
-	}
-	p.note("discover", "", p.o.log.Warnf, "")
-	devs := xpunode.DevicesOf(h)
-	if len(devs) == 0 {
-		p.note("compute", fmt.Sprintf("advertising no %s: every XPU under %s is a physical function with SR-IOV VFs enabled and no VF node exists", p.o.resourceName, h.DevRoot), p.o.log.Warnf, "")
-	} else {
-		p.note("compute", "", p.o.log.Warnf, "")
-	}
-	xpunode.RequireControl(h, devs)
-	// Without a device there is nothing to resolve: no spec is needed.
-	if p.specs != nil && len(devs) > 0 {
-		p.checkSpecs(h, devs)
-	}
-	return devs
-}
-
-// checkSpecs marks Unhealthy the devices no spec names (the engine could not
-// resolve them) and warns about specs that do not match the host.
-func (p *Plugin) checkSpecs(h *discover.Host, devs []Device) {
-	names, stale, err := p.specs.Check(h)
-	if err != nil {
-		p.note("spec-errors", fmt.Sprintf("CDI spec errors (engines ignore these specs): %v", err), p.o.log.Warnf, "")
-	} else {
-		p.note("spec-errors", "", p.o.log.Warnf, "")
-	}
-	if len(names) == 0 {
-		p.note("spec", fmt.Sprintf("no CDI spec of kind %s in %s: containers given an XPU would fail to start, so every device is Unhealthy until one exists; create it with: %s",
-			p.o.kind, strings.Join(p.o.specDirs, ", "), xpunode.SpecHint(p.o.kind)), p.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every device", p.o.kind))
-	} else {
-		missing := xpunode.Unnamed(devs, names)
-		msg := ""
-		if len(missing) > 0 {
-			msg = fmt.Sprintf("the CDI specs of kind %s in %s do not name device(s) %s: they are Unhealthy until the spec is regenerated (%s; check with xpu-cdi validate)",
-				p.o.kind, strings.Join(p.o.specDirs, ", "), strings.Join(missing, ","), xpunode.SpecHint(p.o.kind))
-		}
-		p.note("spec", msg, p.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every device", p.o.kind))
-	}
-	xpunode.MarkUnhealthy(devs, func(id string) bool { return names[id] }, fmt.Sprintf("no CDI spec of kind %s names it", p.o.kind))
-	msg := ""
-	if len(stale) > 0 {
-		msg = fmt.Sprintf("CDI spec of kind %s is stale against this host; run `xpu-cdi validate` for details and regenerate it: %s", p.o.kind, strings.Join(stale, "; "))
-	}
-	p.note("stale", msg, p.o.log.Warnf, "")
+	return sc.Devices
 }
 
 // GetDevicePluginOptions implements the device plugin API.
@@ -278,9 +211,4 @@ func knownIDs(devs []Device) string {
 		out[i] = d.ID
 	}
 	return strings.Join(out, ",")
-}
-
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
 }

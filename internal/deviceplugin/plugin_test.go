@@ -391,7 +391,7 @@ func TestSpecChecks(t *testing.T) {
 			return len(d) == 8
 		})
 		require.NoError(t, err)
-		require.Contains(t, log.String(), "info: the CDI specs of kind baidu.com/xpu now name every device")
+		require.Contains(t, log.String(), "info: the CDI specs of kind baidu.com/xpu now name every XPU")
 	})
 
 	t.Run("volume-mounts needs no spec", func(t *testing.T) {

@@ -51,13 +51,13 @@ func (p *Plugin) Run(ctx context.Context) error {
 				return nil
 			}
 			// Logged when the error first appears or changes, not at every retry.
-			p.note("register", fmt.Sprintf("registering %s with the kubelet at %s: %v; retrying every %s", p.o.resourceName, kubeletSock, err, p.o.watchInterval), p.o.log.Warnf, "")
+			p.notes.Note(p.o.log, "register", fmt.Sprintf("registering %s with the kubelet at %s: %v; retrying every %s", p.o.resourceName, kubeletSock, err, p.o.watchInterval), p.o.log.Warnf, "")
 			if !sleep(ctx, p.o.watchInterval) {
 				return nil
 			}
 			continue
 		}
-		p.note("register", "", p.o.log.Warnf, "")
+		p.notes.Note(p.o.log, "register", "", p.o.log.Warnf, "")
 		p.o.log.Infof("registered %s with the kubelet at %s (endpoint %s, strategy %s)", p.o.resourceName, kubeletSock, srv.path, p.o.strategy)
 		why := p.watch(ctx, kubelet, srv)
 		srv.stop()

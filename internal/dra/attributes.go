@@ -2,7 +2,6 @@ package dra
 
 import (
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
-	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 // Attribute names in the driver's domain (a CEL selector reads them as
@@ -48,30 +46,7 @@ func ValidateDriverName(name string) error {
 	return nil
 }
 
-// familyOf names the generation: procfs says Kunlun2/Kunlun3, or the
-// Kunlun1 model (K100, K200); without procfs the model tells.
-func familyOf(d *discover.Device) string {
-	switch f := d.Family; {
-	case f == "K100" || f == "K200":
-		return "Kunlun1"
-	case strings.HasPrefix(f, "Kunlun"):
-		return f
-	}
-	switch m := d.Model; {
-	case m == "K100" || m == "K200":
-		return "Kunlun1"
-	case m == "P800":
-		return "Kunlun3"
-	case strings.HasPrefix(m, "R") || strings.HasPrefix(m, "Kunlun2"):
-		return "Kunlun2"
-	}
-	return ""
-}
-
-var (
-	versionDigits = regexp.MustCompile(`^v?(\d+)\.(\d+)(?:\.(\d+))?((?:\.\d+)*)$`)
-	trailingVer   = regexp.MustCompile(`(\d+(?:\.\d+)+)$`)
-)
+var versionDigits = regexp.MustCompile(`^v?(\d+)\.(\d+)(?:\.(\d+))?((?:\.\d+)*)$`)
 
 // SemVer maps a Kunlun version to semantic versioning for a version-typed
 // attribute: 4.33.0 stays, 4.33 becomes 4.33.0, and the fourth (build)
@@ -108,19 +83,6 @@ func SemVer(v string) (string, bool) {
 	return out, true
 }
 
-// xreVersionOf reads the XRE version from the directory the XRE link names
-// (/usr/local/xpu -> xpu-5.0.21.47); empty when it does not end in one.
-func xreVersionOf(h *discover.Host) string {
-	dir := h.XRETarget
-	if dir == "" {
-		dir = h.XRELink
-	}
-	if dir == "" {
-		return ""
-	}
-	return trailingVer.FindString(filepath.Base(dir))
-}
-
 func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
 
 // attributeString bounds a string attribute value (the API takes 64 bytes).
@@ -143,29 +105,26 @@ func versionAttrs(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribut
 }
 
 // apiDevice converts one device of the node model into a ResourceSlice
-// device. Every PCI fact comes from discovery, which read the sysfs below
-// the dev root, not the real /sys, so that a driver in a container (host
-// /sys under --dev-root) or on a fake host tells the truth. A fact the host
-// does not tell is left out, not guessed.
-func apiDevice(dev xpunode.Device, h *discover.Host, xre string) resourceapi.Device {
-	d := dev.XPU
+// device: its facts (dev.Facts, the ones the node labels use too) and its
+// PCI placement. Every PCI fact comes from discovery, which read the sysfs
+// below the dev root, not the real /sys, so that a driver in a container
+// (host /sys under --dev-root) or on a fake host tells the truth. A fact
+// the host does not tell is left out, not guessed.
+func apiDevice(dev xpunode.Device) resourceapi.Device {
+	d, f := dev.XPU, dev.Facts
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
 	idx := int64(dev.Index)
 	attrs[AttrIndex] = resourceapi.DeviceAttribute{IntValue: &idx}
-	attrs[AttrModel] = str(attributeString(d.Model))
-	if f := familyOf(d); f != "" {
-		attrs[AttrFamily] = str(f)
+	attrs[AttrModel] = str(attributeString(f.Model))
+	if f.Generation != "" {
+		attrs[AttrFamily] = str(f.Generation)
 	}
-	if d.Serial != "" {
-		attrs[AttrSerial] = str(attributeString(d.Serial))
+	if f.Serial != "" {
+		attrs[AttrSerial] = str(attributeString(f.Serial))
 	}
-	drv := d.DriverVersion
-	if drv == "" {
-		drv = h.DriverVersion
-	}
-	versionAttrs(attrs, AttrDriverVersion, drv)
-	versionAttrs(attrs, AttrXREVersion, xre)
-	versionAttrs(attrs, AttrFirmware, d.FirmwareVersion)
+	versionAttrs(attrs, AttrDriverVersion, f.DriverVersion)
+	versionAttrs(attrs, AttrXREVersion, f.XREVersion)
+	versionAttrs(attrs, AttrFirmware, f.FirmwareVersion)
 	if dev.NUMANode >= 0 {
 		if a, err := deviceattribute.GetNUMANodeAttribute(dev.NUMANode, deviceattribute.ScalarAttribute); err == nil {
 			attrs[a.Name] = a.Value
@@ -189,9 +148,9 @@ func apiDevice(dev xpunode.Device, h *discover.Host, xre string) resourceapi.Dev
 		attrs[deviceattribute.StandardDeviceAttributePCIeRoot] = str(d.PCI.PCIeRoot)
 	}
 	out := resourceapi.Device{Name: DeviceName(dev.Index), Attributes: attrs}
-	if d.MemoryMiB > 0 {
+	if f.MemoryMiB > 0 {
 		out.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-			CapacityMemory: {Value: *resource.NewQuantity(d.MemoryMiB<<20, resource.BinarySI)},
+			CapacityMemory: {Value: *resource.NewQuantity(f.MemoryMiB<<20, resource.BinarySI)},
 		}
 	}
 	return out

@@ -2,7 +2,6 @@ package dra
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -28,9 +27,9 @@ type Publisher interface {
 // plugin helper calls its Prepare and Unprepare methods, Run keeps the
 // node's slice true.
 type Driver struct {
-	o      *options
-	specs  *xpunode.SpecChecker
-	claims *claimStore
+	o       *options
+	scanner *xpunode.Scanner
+	claims  *claimStore
 
 	mu sync.Mutex
 	// devices is the last scan; api the slice's devices built from it.
@@ -39,9 +38,6 @@ type Driver struct {
 	// changed is closed (and replaced) when the devices change: the health
 	// streams wait on it.
 	changed chan struct{}
-	// notes holds the last message logged per topic, so that a condition is
-	// logged when it appears or changes, not at every poll.
-	notes map[string]string
 }
 
 // New returns a driver configured by opts; it reads the recorded claims of
@@ -56,11 +52,14 @@ func New(opts ...Option) (*Driver, error) {
 		return nil, err
 	}
 	return &Driver{
-		o:       o,
-		specs:   xpunode.NewSpecChecker(o.kind, o.specDirs),
+		o: o,
+		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
+			Discover: o.discover, Kind: o.kind, SpecDirs: o.specDirs, Log: o.log,
+			Empty:    "publishing an empty ResourceSlice",
+			Unusable: "they are tainted and cannot be prepared",
+		}),
 		claims:  claims,
 		changed: make(chan struct{}),
-		notes:   map[string]string{},
 	}, nil
 }
 
@@ -69,71 +68,6 @@ func (d *Driver) DriverName() string { return d.o.driverName }
 
 // PoolName is the pool of the node's devices: the node name.
 func (d *Driver) PoolName() string { return d.o.nodeName }
-
-func (d *Driver) note(topic, msg string, logf func(string, ...any), cleared string) {
-	d.mu.Lock()
-	last := d.notes[topic]
-	d.notes[topic] = msg
-	d.mu.Unlock()
-	switch {
-	case msg == last:
-	case msg != "":
-		logf("%s", msg)
-	case cleared != "":
-		d.o.log.Infof("%s", cleared)
-	}
-}
-
-// scan reads the host and the CDI specs: the devices with their health,
-// and the host (nil when discovery failed). It never fails: what cannot
-// be read gives zero devices or unhealthy ones, and a log line.
-func (d *Driver) scan() ([]xpunode.Device, *discover.Host, map[string]bool) {
-	h, err := d.o.discover()
-	if err != nil {
-		msg := fmt.Sprintf("publishing no XPU: %v", err)
-		if errors.Is(err, discover.ErrNoDevices) {
-			msg = fmt.Sprintf("publishing an empty ResourceSlice: %s (is the kunlun kernel module loaded? In a container, the host's /dev, /proc and /sys must be under --dev-root)", firstLine(err))
-		}
-		d.note("discover", msg, d.o.log.Warnf, "")
-		return []xpunode.Device{}, nil, nil
-	}
-	d.note("discover", "", d.o.log.Warnf, "")
-	devs := xpunode.DevicesOf(h)
-	if len(devs) == 0 {
-		d.note("compute", fmt.Sprintf("publishing an empty ResourceSlice: every XPU under %s is a physical function with SR-IOV VFs enabled and no VF node exists", h.DevRoot), d.o.log.Warnf, "")
-		return devs, h, nil
-	}
-	d.note("compute", "", d.o.log.Warnf, "")
-	xpunode.RequireControl(h, devs)
-	names := d.checkSpecs(h, devs)
-	return devs, h, names
-}
-
-// checkSpecs marks unhealthy the devices no spec names (the runtime could
-// not resolve them) and logs specs that do not match the host. It returns
-// the names the specs offer.
-func (d *Driver) checkSpecs(h *discover.Host, devs []xpunode.Device) map[string]bool {
-	names, stale, err := d.specs.Check(h)
-	if err != nil {
-		d.note("spec-errors", fmt.Sprintf("CDI spec errors (runtimes ignore these specs): %v", err), d.o.log.Warnf, "")
-	} else {
-		d.note("spec-errors", "", d.o.log.Warnf, "")
-	}
-	missing := xpunode.Unnamed(devs, names)
-	msg := ""
-	if len(missing) > 0 {
-		msg = fmt.Sprintf("no CDI spec of kind %s in %s names XPU(s) %s: they are tainted and cannot be prepared until the spec is (re)generated: %s",
-			d.o.kind, strings.Join(d.o.specDirs, ", "), strings.Join(missing, ","), xpunode.SpecHint(d.o.kind))
-	}
-	d.note("spec", msg, d.o.log.Errorf, fmt.Sprintf("the CDI specs of kind %s now name every XPU", d.o.kind))
-	xpunode.MarkUnhealthy(devs, func(id string) bool { return names[id] }, fmt.Sprintf("no CDI spec of kind %s names it", d.o.kind))
-	msg = ""
-	if len(stale) > 0 {
-		msg = fmt.Sprintf("CDI spec of kind %s is stale against this host; run `xpu-cdi validate` for details and regenerate it: %s", d.o.kind, strings.Join(stale, "; "))
-	}
-	d.note("stale", msg, d.o.log.Warnf, "")
-	return names
-}
 
 // TaintKey is the key of the taint of a device that cannot run work; its
 // value says why (see taintValue).
@@ -162,13 +96,9 @@ func taintValue(dev xpunode.Device, h *discover.Host) string {
 // time. NoSchedule and not NoExecute: a device in IN_RESET or RECOVERING
 // may come back, and evicting the pods that use it is the operator's call.
 func (d *Driver) build(devs []xpunode.Device, h *discover.Host, prev []resourceapi.Device) []resourceapi.Device {
-	xre := ""
-	if h != nil {
-		xre = xreVersionOf(h)
-	}
 	out := make([]resourceapi.Device, 0, len(devs))
 	for _, dev := range devs {
-		ad := apiDevice(dev, h, xre)
+		ad := apiDevice(dev)
 		if dev.Health != xpunode.Healthy {
 			taint := resourceapi.DeviceTaint{Key: d.TaintKey(), Value: taintValue(dev, h), Effect: resourceapi.DeviceTaintEffectNoSchedule}
 			i := slices.IndexFunc(prev, func(p resourceapi.Device) bool { return p.Name == ad.Name })
@@ -188,7 +118,8 @@ func (d *Driver) build(devs []xpunode.Device, h *discover.Host, prev []resourcea
 // Refresh reads the host and the specs again and reports whether the
 // slice's devices changed.
 func (d *Driver) Refresh() bool {
-	devs, h, _ := d.scan()
+	sc := d.scanner.Scan()
+	devs, h := sc.Devices, sc.Host
 	d.mu.Lock()
 	api := d.build(devs, h, d.api)
 	same := d.api != nil && resourceslice.DevicesDeepEqual(d.api, api)
@@ -280,9 +211,4 @@ func describe(devs []xpunode.Device) string {
 		parts = append(parts, s+")")
 	}
 	return strings.Join(parts, ", ")
-}
-
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
 }

@@ -32,7 +32,8 @@ var (
 // host and the specs once for the whole call, then prepares each claim on
 // its own: a claim that fails changes nothing (its record is not written).
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
-	devs, _, names := d.scan()
+	sc := d.scanner.Scan()
+	devs, names := sc.Devices, sc.Names
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	d.mu.Lock()
 	defer d.mu.Unlock()

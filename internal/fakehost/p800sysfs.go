@@ -1,5 +1,7 @@
 package fakehost
 
+import "fmt"
+
 // p800SysfsOrder gives, for each /dev/xpuN of P800Sysfs, the card's place
 // in PCI address order (0 = 0000:01:00.0 ... 7 = 0000:84:00.0): the driver
 // numbers its nodes in probe order, which need not follow the addresses,
@@ -31,6 +33,41 @@ func P800Sysfs() Host {
 		d := byAddress[place]
 		d.Index, d.Minor, d.Serial = n, uint32(n), p800Serial(n)
 		h.Devices[n] = d
+	}
+	return h
+}
+
+// P800SRIOV (p800-sriov) is a driver 5.x P800 OAM box with SR-IOV on, as
+// the public xpu-smi reports show it (reference "P800 partitions"): the
+// card's PF at 0000:03:00.0 (/dev/xpu0, 98304 MiB, sriov_totalvfs 4) has 2
+// VFs enabled at the next functions of its bus, 0000:03:00.1 and .2
+// (/dev/xpu1 and /dev/xpu2, P800 VF, 49152 MiB each: 1/2 card), with the
+// PF's device ID (no P800 VF ID is public: the physfn link tells a VF);
+// the second card, 0000:83:00.0 (/dev/xpu3, NUMA node 1), has none. Nodes
+// are found through /sys/dev/char as on P800Sysfs; no /proc/xpu, so no
+// procfs memory: the sizes are the fake's record of the truth.
+func P800SRIOV() Host {
+	h := P800XRE5()
+	h.Shape = ShapeP800SRIOV
+	h.NodeClass = P800SysfsClass
+	h.SysDevChar = true
+	pf := p800Device(0, 0, "0000:03:00.0", "pci0000:00/0000:00:02.0")
+	pf.TotalVFs = 4
+	h.Devices = []Device{pf}
+	for k := range 2 {
+		vf := pf
+		vf.Index = 1 + k
+		vf.BDF = fmt.Sprintf("0000:03:00.%d", 1+k)
+		vf.Function = FunctionVF
+		vf.PhysFn = pf.BDF
+		vf.TotalVFs = 0
+		vf.MemoryMiB = 49152
+		vf.Serial = pf.Serial
+		h.Devices = append(h.Devices, vf)
+	}
+	h.Devices = append(h.Devices, p800Device(3, 1, "0000:83:00.0", "pci0000:80/0000:80:02.0"))
+	for i := range h.Devices {
+		h.Devices[i].Minor = uint32(h.Devices[i].Index)
 	}
 	return h
 }

@@ -7,6 +7,7 @@ const (
 	ShapeP800x8    = "p800x8"
 	ShapeP800XRE5  = "p800-xre5"
 	ShapeP800Sysfs = "p800-sysfs"
+	ShapeP800SRIOV = "p800-sriov"
 	ShapeR200SRIOV = "r200-sriov"
 	ShapeK200      = "k200"
 	ShapeDegraded  = "degraded"
@@ -16,7 +17,7 @@ const (
 
 // Shapes lists the valid shape names.
 func Shapes() []string {
-	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled, ShapeR200Arm64}
+	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeP800SRIOV, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled, ShapeR200Arm64}
 }
 
 // ShapeByName returns the named shape; devices and libraries are only used by
@@ -29,6 +30,8 @@ func ShapeByName(name string, devices, libraries int) (Host, error) {
 		return P800XRE5(), nil
 	case ShapeP800Sysfs:
 		return P800Sysfs(), nil
+	case ShapeP800SRIOV:
+		return P800SRIOV(), nil
 	case ShapeR200SRIOV:
 		return R200SRIOV(), nil
 	case ShapeK200:

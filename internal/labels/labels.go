@@ -2,8 +2,6 @@ package labels
 
 import (
 	"fmt"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,22 +33,6 @@ type Label struct {
 
 func (l Label) String() string { return l.Key + "=" + l.Value }
 
-// memoryMiB is the memory of a board, in MiB, where a public source gives
-// it: P800 is 96 GiB (HAMi's whole-card share, 98304 MiB). Other boards are
-// left out until a source says.
-var memoryMiB = map[string]int{
-	"P800": 98304,
-}
-
-// families names the generation of a board model when procfs does not
-// (driver 5.x has no /proc/xpu): the model table of package discover.
-var families = map[string]string{
-	"K100": "Kunlun1", "K200": "Kunlun1",
-	"R100": "Kunlun2", "R200": "Kunlun2", "R200-8F": "Kunlun2", "R200-8FS": "Kunlun2",
-	"R300": "Kunlun2", "R420": "Kunlun2", "RG800": "Kunlun2", "RG800-PRO": "Kunlun2",
-	"P800": "Kunlun3",
-}
-
 // For returns the labels of host h: none when h has no compute XPU. With
 // s nil the sharing labels are left out (the device plugin, which knows how
 // it shares, writes them).
@@ -67,30 +49,19 @@ func For(h *discover.Host, s *sharing.Config) []Label {
 	}
 	add(Present, "true")
 	add(Count, strconv.Itoa(len(compute)))
-	model := common(compute, func(d *discover.Device) string {
-		return strings.TrimSuffix(d.Model, " VF")
-	})
-	if model != discover.ModelUnknown {
+	facts := make([]discover.Facts, len(compute))
+	for i, d := range compute {
+		facts[i] = h.FactsOf(d)
+	}
+	if model := common(facts, func(f discover.Facts) string { return f.Board }); model != discover.ModelUnknown {
 		add(Model, model)
 	}
-	family := common(compute, func(d *discover.Device) string {
-		if f := families[strings.TrimSuffix(d.Model, " VF")]; f != "" {
-			return f
-		}
-		if strings.HasPrefix(d.Family, "Kunlun") {
-			return d.Family
-		}
-		return families[d.Family] // K100, K200 from procfs
-	})
-	add(Family, family)
-	driver := h.DriverVersion
-	if driver == "" {
-		driver = common(compute, func(d *discover.Device) string { return d.DriverVersion })
-	}
-	add(DriverVersion, driver)
-	add(XREVersion, xreVersion(h))
-	if mib, ok := memoryMiB[model]; ok {
-		add(Memory, strconv.Itoa(mib))
+	add(Family, common(facts, func(f discover.Facts) string { return f.Generation }))
+	add(DriverVersion, common(facts, func(f discover.Facts) string { return f.DriverVersion }))
+	add(XREVersion, h.XREVersion())
+	// A number or nothing: a node selector compares it with Gt and Lt.
+	if mib := common(facts, func(f discover.Facts) string { return memory(f.MemoryMiB) }); mib != mixed {
+		add(Memory, mib)
 	}
 	if s != nil {
 		add(SharingStrategy, s.Strategy())
@@ -99,11 +70,14 @@ func For(h *discover.Host, s *sharing.Config) []Label {
 	return out
 }
 
-// common returns f of every device when they agree, "mixed" when they do
+// mixed is the value of a label whose devices disagree.
+const mixed = "mixed"
+
+// common returns f of every device when they agree, mixed when they do
 // not, "" when f is empty for any.
-func common(devs []*discover.Device, f func(*discover.Device) string) string {
+func common(facts []discover.Facts, f func(discover.Facts) string) string {
 	v := ""
-	for i, d := range devs {
+	for i, d := range facts {
 		x := f(d)
 		switch {
 		case x == "":
@@ -111,26 +85,18 @@ func common(devs []*discover.Device, f func(*discover.Device) string) string {
 		case i == 0:
 			v = x
 		case x != v:
-			return "mixed"
+			return mixed
 		}
 	}
 	return v
 }
 
-var xreDir = regexp.MustCompile(`^xpu-([0-9][0-9A-Za-z._-]*)$`)
-
-// xreVersion is the version in the name of the directory the XRE version
-// link leads to (/usr/local/xpu -> /usr/local/xpu-5.0.21.47), as the
-// vendor's installer names it; "" when there is no such link.
-func xreVersion(h *discover.Host) string {
-	if h.XRETarget == "" {
+// memory is the memory label's value of mib (MiB): "" when unknown.
+func memory(mib int64) string {
+	if mib <= 0 {
 		return ""
 	}
-	m := xreDir.FindStringSubmatch(filepath.Base(h.XRETarget))
-	if m == nil {
-		return ""
-	}
-	return m[1]
+	return strconv.FormatInt(mib, 10)
 }
 
 // MaxValueLength is the longest label value Kubernetes accepts.

@@ -51,8 +51,11 @@ type Device struct {
 	Health string
 	// Reason says why the device is Unhealthy (empty when Healthy).
 	Reason string
-	// XPU is what discovery found; the DRA driver publishes its facts.
+	// XPU is what discovery found.
 	XPU *discover.Device
+	// Facts are what the node publishes about it (discover.Host.FactsOf):
+	// the DRA attributes and capacity, the exporter's labels.
+	Facts discover.Facts
 }
 
 // DevicesOf returns the compute devices of h, sorted by index, with their
@@ -61,7 +64,7 @@ func DevicesOf(h *discover.Host) []Device {
 	compute := h.ComputeDevices()
 	out := make([]Device, 0, len(compute))
 	for _, d := range compute {
-		dev := Device{ID: strconv.Itoa(d.Index), Index: d.Index, NUMANode: -1, State: d.State, Health: HealthOf(d.State), XPU: d}
+		dev := Device{ID: strconv.Itoa(d.Index), Index: d.Index, NUMANode: -1, State: d.State, Health: HealthOf(d.State), XPU: d, Facts: h.FactsOf(d)}
 		if d.PCI != nil {
 			dev.NUMANode = d.PCI.NUMANode
 		}

@@ -4,7 +4,10 @@
 // enabled is not), what they are named (the N of /dev/xpuN, which is also
 // the CDI device name of the spec xpu-cdi writes), whether each can run work
 // (the driver's procfs state, /dev/xpuctrl, a CDI spec that names it) and
-// whether the CDI specs on the node still match the host.
+// whether the CDI specs on the node still match the host. Scanner is the one
+// scan of the daemons: discovery, the control node and spec checks, each
+// condition logged once when it appears or changes (Notes); Device.Facts
+// are what the node publishes about each device (discover.Host.FactsOf).
 //
 // It reads the CDI spec directories as engines do but writes nothing, and
 // it says nothing about how a device reaches the kubelet (extended resource

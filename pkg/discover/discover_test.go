@@ -41,6 +41,7 @@ func TestShapes(t *testing.T) {
 		{description: "degraded host: gaps, missing procfs and sysfs, unknown ID", host: fakehost.Degraded(), compute: []int{0, 1, 3}, warning: "xpu-smi not found"},
 		{description: "P800 with driver and XRE 5: no /proc/xpu, no /sys/class/xpu", host: fakehost.P800XRE5(), compute: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 		{description: "P800 through /sys/dev/char: class kunlun, nodes not in address order", host: fakehost.P800Sysfs(), compute: []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{description: "P800 with SR-IOV on driver 5: the PF with VFs is not offered", host: fakehost.P800SRIOV(), compute: []int{1, 2, 3}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			tree := build(t, tc.host)
@@ -82,7 +83,7 @@ func TestShapes(t *testing.T) {
 				if td.HasProc {
 					require.Equal(t, td.Serial, d.Serial)
 					require.Equal(t, td.State, d.State)
-					require.Equal(t, td.DeviceName, d.Family)
+					require.Equal(t, td.DeviceName, d.ProcDeviceName)
 				} else {
 					require.Empty(t, d.Serial, "a device without procfs must not get a guessed serial")
 					if tc.host.XRE5() {

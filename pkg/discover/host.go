@@ -50,6 +50,10 @@ type PCI struct {
 	Parent string
 	// NumVFs is the number of enabled VFs of a PF.
 	NumVFs int
+	// ParentNumVFs is, for a VF, the number of enabled VFs of its PF (the
+	// PF's sriov_numvfs): how many partitions the card is cut into. 0 when
+	// sysfs does not say.
+	ParentNumVFs int
 	// PCIeRoot is the PCI root complex the function sits below, as sysfs
 	// names it (pci0000:00, the first directory of its path below
 	// /sys/devices): functions with the same root share a host bridge.
@@ -66,14 +70,20 @@ type Device struct {
 	// PCI function.
 	PCI *PCI
 	// From /proc/xpu/devN.
-	ProcAddress     string // DeviceAddr
-	Family          string // DeviceName: Kunlun1 models (K100/K200) or the family (Kunlun2, Kunlun3)
-	Serial          string
+	ProcAddress string // DeviceAddr
+	// ProcDeviceName is the info file's DeviceName as the driver writes
+	// it: the Kunlun1 board (K100, K200) or the generation (Kunlun2,
+	// Kunlun3). Facts.Generation is the generation whatever the source.
+	ProcDeviceName string
+	Serial         string
+	// DriverVersion is the info file's DriverVersion (Facts.DriverVersion
+	// is the one to publish).
 	DriverVersion   string
 	FirmwareVersion string
 	State           string
 	// MemoryMiB is the device memory from procfs mminfo (its MAIN line); 0
-	// when the driver does not tell (Kunlun1, driver 5.x without /proc/xpu).
+	// when the driver does not tell (Kunlun1, driver 5.x without
+	// /proc/xpu). Facts.MemoryMiB falls back to the board's public size.
 	MemoryMiB int64
 	// Model is derived from the PCI IDs (and, for Kunlun1, procfs); ModelUnknown
 	// when no source could tell.

@@ -38,25 +38,27 @@ func newMergeSource(sys *sysfs, seen *pciSeen) source {
 }
 
 func (s *mergeSource) Discover(h *Host) error {
-	models := map[string]string{} // PF address -> model, for VFs
+	pfs := map[string]parentPF{} // PF address -> its model and VF count, for VFs
 	for _, d := range h.Devices {
 		if d.PCI != nil && d.PCI.Function == FunctionPF {
-			d.Model = modelFor(d.PCI, d.Family, "")
-			models[d.PCI.Address] = d.Model
+			d.Model = modelFor(d.PCI, d.ProcDeviceName, "")
+			pfs[d.PCI.Address] = parentPF{model: d.Model, numVFs: d.PCI.NumVFs}
 		}
 	}
 	for _, d := range h.Devices {
 		switch {
 		case d.PCI == nil:
-			d.Model = modelFor(nil, d.Family, "")
+			d.Model = modelFor(nil, d.ProcDeviceName, "")
 		case d.PCI.Function == FunctionVF:
-			parent, ok := models[d.PCI.Parent]
+			parent, ok := pfs[d.PCI.Parent]
 			if !ok {
-				parent = s.sys.parentModel(d.PCI.Parent)
+				parent = s.sys.parentPF(d.PCI.Parent)
+				pfs[d.PCI.Parent] = parent
 			}
-			d.Model = modelFor(d.PCI, d.Family, parent)
+			d.Model = modelFor(d.PCI, d.ProcDeviceName, parent.model)
+			d.PCI.ParentNumVFs = parent.numVFs
 		case d.PCI.Function != FunctionPF:
-			d.Model = modelFor(d.PCI, d.Family, "")
+			d.Model = modelFor(d.PCI, d.ProcDeviceName, "")
 		}
 		if d.PCI != nil && d.ProcAddress != "" && d.ProcAddress != d.PCI.Address {
 			d.problemf("procfs says PCI address %s, sysfs says %s", d.ProcAddress, d.PCI.Address)

@@ -26,15 +26,15 @@ var kunlun2Boards = map[uint16]string{
 	8: "RG800-PRO",
 }
 
-// modelFor names the board from its PCI IDs. family is the procfs DeviceName,
-// which is the only source telling K100 from K200. parentModel is used for
+// modelFor names the board from its PCI IDs. procName is the procfs
+// DeviceName, which is the only source telling K100 from K200. parentModel is used for
 // VFs. It never fails: unknown IDs, and the IDs of another vendor (a
 // function the kunlun driver binds is a Kunlun device whatever its IDs),
 // give ModelUnknown.
-func modelFor(p *PCI, family, parentModel string) string {
+func modelFor(p *PCI, procName, parentModel string) string {
 	if p == nil {
-		if family == "K100" || family == "K200" {
-			return family
+		if procName == "K100" || procName == "K200" {
+			return procName
 		}
 		return ModelUnknown
 	}
@@ -49,8 +49,8 @@ func modelFor(p *PCI, family, parentModel string) string {
 			}
 			return ModelUnknown
 		}
-		if family == "K100" || family == "K200" {
-			return family
+		if procName == "K100" || procName == "K200" {
+			return procName
 		}
 		return ModelUnknown
 	case deviceKunlunVF:

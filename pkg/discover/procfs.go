@@ -157,7 +157,7 @@ func (s *procSource) device(procDir string, d *Device) {
 	} else if info, err := parseProcInfo(data); err != nil {
 		d.problemf("procfs: parsing %s/info: %v", dirPath, err)
 	} else {
-		d.Family = info.DeviceName
+		d.ProcDeviceName = info.DeviceName
 		d.ProcAddress = info.DeviceAddr
 		d.Serial = info.DeviceSN
 		d.DriverVersion = info.DriverVersion

@@ -288,25 +288,37 @@ func isDir(hostPath string) error {
 	return nil
 }
 
-// parentModel reads the IDs of a PF that has no node of its own.
-func (s *sysfs) parentModel(addr string) string {
+// parentPF is what a VF's model and size depend on: its PF's model and
+// number of enabled VFs.
+type parentPF struct {
+	model  string
+	numVFs int
+}
+
+// parentPF reads the IDs and the VF count of a PF that has no node of its
+// own; what cannot be read is left empty.
+func (s *sysfs) parentPF(addr string) parentPF {
 	if !IsPCIAddress(addr) {
-		return ""
+		return parentPF{}
 	}
 	fn, err := s.functionAt("/sys/bus/pci/devices/" + addr)
 	if err != nil {
-		return ""
+		return parentPF{}
 	}
 	dir, err := openAttrDir(s.hostPath(fn.dir))
 	if err != nil {
-		return ""
+		return parentPF{}
 	}
 	defer dir.close()
 	p, err := readPCI(dir)
 	if err != nil {
-		return ""
+		return parentPF{}
 	}
-	return modelFor(p, "", "")
+	pf := parentPF{model: modelFor(p, "", "")}
+	if n, err := dir.read("sriov_numvfs"); err == nil {
+		pf.numVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
+	}
+	return pf
 }
 
 // readPCI reads the ID files of a PCI function directory.

@@ -63,6 +63,7 @@ type deviceView struct {
 	SubsystemDevice string   `json:"subsystemDeviceID,omitempty"`
 	Model           string   `json:"model"`
 	Family          string   `json:"family,omitempty"`
+	MemoryMiB       int64    `json:"memoryMiB,omitempty"`
 	Function        string   `json:"function"`
 	Parent          string   `json:"parent,omitempty"`
 	NumVFs          int      `json:"numVFs,omitempty"`
@@ -90,6 +91,7 @@ type hostView struct {
 	DriverVersion string       `json:"driverVersion,omitempty"`
 	XRELink       string       `json:"xreLink,omitempty"`
 	XRETarget     string       `json:"xreTarget,omitempty"`
+	XREVersion    string       `json:"xreVersion,omitempty"`
 	Control       *nodeView    `json:"control"`
 	Devices       []deviceView `json:"devices"`
 	Libraries     []fileView   `json:"libraries"`
@@ -115,7 +117,7 @@ func viewFiles(fs []discover.DriverFile) []fileView {
 func view(h *discover.Host) hostView {
 	v := hostView{
 		DevRoot: h.DevRoot, DriverRoot: h.DriverRoot, DriverVersion: h.DriverVersion,
-		XRELink: h.XRELink, XRETarget: h.XRETarget,
+		XRELink: h.XRELink, XRETarget: h.XRETarget, XREVersion: h.XREVersion(),
 		Libraries: viewFiles(h.Libraries), Tools: viewFiles(h.Tools), Warnings: h.Warnings, Notes: h.Notes, Usable: true,
 	}
 	if h.Control != nil {
@@ -126,10 +128,11 @@ func view(h *discover.Host) hostView {
 		v.Usable, v.Unusable = false, err.Error()
 	}
 	for _, d := range h.Devices {
+		f := h.FactsOf(d)
 		dv := deviceView{
-			Index: d.Index, Node: viewNode(&d.Node), PCIAddress: d.Address(), Model: d.Model, Family: d.Family,
-			Function: string(discover.FunctionUnknown), Serial: d.Serial, State: d.State, DriverVersion: d.DriverVersion,
-			FirmwareVersion: d.FirmwareVersion, Compute: d.Compute, Problems: d.Problems,
+			Index: d.Index, Node: viewNode(&d.Node), PCIAddress: d.Address(), Model: f.Model, Family: f.Generation, MemoryMiB: f.MemoryMiB,
+			Function: string(discover.FunctionUnknown), Serial: f.Serial, State: d.State, DriverVersion: f.DriverVersion,
+			FirmwareVersion: f.FirmwareVersion, Compute: d.Compute, Problems: d.Problems,
 		}
 		if p := d.PCI; p != nil {
 			dv.VendorID = fmt.Sprintf("0x%04x", p.VendorID)

@@ -129,3 +129,41 @@ func TestInfoP800Sysfs(t *testing.T) {
 	}
 	require.Len(t, v.Warnings, 1)
 }
+
+// TestInfoFacts: info --json gives the facts the labels and the DRA
+// attributes publish (discover.Host.FactsOf): a P800 VF on driver 5.x is
+// Kunlun3 with half the card's memory; a K200's family is its generation,
+// not procfs's board name.
+func TestInfoFacts(t *testing.T) {
+	type facts struct {
+		XREVersion string `json:"xreVersion"`
+		Devices    []struct {
+			Index         int    `json:"index"`
+			Model         string `json:"model"`
+			Family        string `json:"family"`
+			MemoryMiB     int64  `json:"memoryMiB"`
+			DriverVersion string `json:"driverVersion"`
+		} `json:"devices"`
+	}
+	read := func(h fakehost.Host) facts {
+		stdout, _, err := run(t, clitest.FakeHost(t, h), "--json")
+		require.NoError(t, err)
+		var v facts
+		require.NoError(t, json.Unmarshal([]byte(stdout), &v))
+		return v
+	}
+	v := read(fakehost.P800SRIOV())
+	require.Equal(t, fakehost.XREVersionP800, v.XREVersion)
+	require.Len(t, v.Devices, 4)
+	require.Equal(t, "P800", v.Devices[0].Model)
+	require.Equal(t, int64(98304), v.Devices[0].MemoryMiB)
+	for _, d := range v.Devices[1:3] {
+		require.Equal(t, "P800 VF", d.Model, "xpu%d", d.Index)
+		require.Equal(t, discover.GenerationKunlun3, d.Family, "xpu%d", d.Index)
+		require.Equal(t, int64(49152), d.MemoryMiB, "xpu%d", d.Index)
+	}
+	v = read(fakehost.K200())
+	require.Equal(t, discover.GenerationKunlun1, v.Devices[0].Family)
+	require.Equal(t, fakehost.DriverVersionKunlun2, v.Devices[0].DriverVersion)
+	require.Zero(t, v.Devices[0].MemoryMiB)
+}
