@@ -35,8 +35,8 @@ const (
 // parent_pci_bus_id and a held device's series carry pod labels, which
 // the other series of the same metric do not.
 type Collector struct {
-	o     options
-	specs *xpunode.SpecChecker
+	o    options
+	scan *xpunode.Scanner
 
 	mu sync.Mutex // one collection at a time: the index cache and reported
 	// busOf maps xpu-smi indices to PCI addresses ("" when -q failed),
@@ -52,11 +52,10 @@ var _ prometheus.Collector = (*Collector)(nil)
 // New returns the collector.
 func New(opts ...Option) *Collector {
 	o := newOptions(opts)
-	c := &Collector{o: o, reported: map[string]map[string]bool{}}
-	if o.kind != "" {
-		c.specs = xpunode.NewSpecChecker(o.kind, o.specDirs)
-	}
-	return c
+	return &Collector{o: o, reported: map[string]map[string]bool{}, scan: xpunode.NewScanner(xpunode.ScannerConfig{
+		Discover: o.discover, Kind: o.kind, SpecDirs: o.specDirs, NoSpecCheck: o.kind == "",
+		Empty: "exporting no XPU", Unusable: "they are exported with xpu_healthy 0", Log: o.log,
+	})}
 }
 
 // Describe implements prometheus.Collector: nothing, the collector is
@@ -74,17 +73,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		e.gauge(metricCollectDuration, c.o.now().Sub(start).Seconds(), nil, nil)
 	}()
 
-	h, err := c.o.discover()
-	e.up(SourceDiscovery, err == nil)
-	if err != nil {
-		c.report(SourceDiscovery, fmt.Sprintf("no XPU is exported: %v", err))
+	// The scanner logs what it cannot read, once per condition.
+	scan := c.scan.Scan()
+	e.up(SourceDiscovery, scan.Err == nil)
+	if scan.Err != nil {
 		if !c.o.smiOff {
 			e.up(SourceXPUSMI, false)
 		}
 		return
 	}
-	c.recovered(SourceDiscovery)
-	devs := c.devices(h)
+	h, devs := scan.Host, scan.Devices
+	var err error
 
 	var samples map[string]xpusmi.Sample
 	if !c.o.smiOff {
@@ -119,21 +118,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	for _, d := range devs {
-		c.device(&e, h, d, samples, owners[d.Index], resets)
+		c.device(&e, d, samples, owners[d.Index], resets)
 	}
-}
-
-// devices are the compute devices of h with the health the device plugin
-// and the DRA driver give them: the driver's state, /dev/xpuctrl and, with
-// WithSpecs, a CDI spec naming the device.
-func (c *Collector) devices(h *discover.Host) []xpunode.Device {
-	devs := xpunode.DevicesOf(h)
-	xpunode.RequireControl(h, devs)
-	if c.specs != nil && len(devs) > 0 {
-		names, _, _ := c.specs.Check(h)
-		xpunode.MarkUnhealthy(devs, func(id string) bool { return names[id] }, fmt.Sprintf("no CDI spec of kind %s names it", c.o.kind))
-	}
-	return devs
 }
 
 // errNoXPUSMI is the error of a host on which discovery found no xpu-smi.
@@ -237,11 +223,12 @@ func (c *Collector) resets(devs []xpunode.Device) (counts map[int]float64, ok, h
 }
 
 // device sends the series of one device: once per container holding it,
-// once without pod labels when nobody does.
-func (c *Collector) device(e *emitter, h *discover.Host, d xpunode.Device, samples map[string]xpusmi.Sample, owners []Owner, resets map[int]float64) {
-	x := d.XPU
+// once without pod labels when nobody does. Its facts are the node's one
+// reading of them (discover.Facts), as in its labels and DRA attributes.
+func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpusmi.Sample, owners []Owner, resets map[int]float64) {
+	x, f := d.XPU, d.Facts
 	names := []string{"xpu", "model"}
-	values := []string{d.ID, x.Model}
+	values := []string{d.ID, f.Model}
 	addr := x.Address()
 	if addr != "" {
 		names, values = append(names, "pci_bus_id"), append(values, addr)
@@ -253,14 +240,13 @@ func (c *Collector) device(e *emitter, h *discover.Host, d xpunode.Device, sampl
 	if addr == "" {
 		sampled = false
 	}
-	facts := factsOf(h, d)
 	if len(owners) == 0 {
 		owners = []Owner{{}}
 	}
 	for _, o := range owners {
 		n, v := withOwner(names, values, o)
 		info := append(slices.Clip(n), "family", "serial", "driver_version", "xre_version")
-		e.gauge(metricInfo, 1, info, append(slices.Clip(v), facts.Family, facts.Serial, facts.DriverVersion, facts.XREVersion))
+		e.gauge(metricInfo, 1, info, append(slices.Clip(v), f.Generation, f.Serial, f.DriverVersion, f.XREVersion))
 		healthy := 0.0
 		if d.Health == xpunode.Healthy {
 			healthy = 1
@@ -275,8 +261,8 @@ func (c *Collector) device(e *emitter, h *discover.Host, d xpunode.Device, sampl
 			e.gauge(metricUtilization, s.Utilization, n, v)
 			e.gauge(metricTemperature, s.Temperature, n, v)
 			e.gauge(metricPower, s.Power, n, v)
-		case facts.MemoryBytes > 0:
-			e.gauge(metricMemoryTotal, facts.MemoryBytes, n, v)
+		case f.MemoryMiB > 0:
+			e.gauge(metricMemoryTotal, float64(f.MemoryMiB<<20), n, v)
 		}
 		if r, ok := resets[d.Index]; ok {
 			e.counter(metricResets, r, n, v)

@@ -32,7 +32,7 @@ func TestCollectP800(t *testing.T) {
 	require.Equal(t, 1.0, s[`xpu_healthy{`+base+`}`])
 	require.Len(t, named(s, "xpu_healthy"), 8)
 	require.Len(t, named(s, "xpu_memory_used_bytes"), 8)
-	require.Len(t, named(s, "xpu_info", `xre_version=`, `driver_version="`+tr.DriverVersion+`"`), 8)
+	require.Len(t, named(s, "xpu_info", `family="Kunlun3"`, `xre_version="`+tr.XREVersion+`"`, `driver_version="`+tr.DriverVersion+`"`), 8, s)
 	require.Equal(t, 1.0, value(t, s, `xpu_exporter_source_up{source="xpu-smi"}`))
 	require.Equal(t, 1.0, value(t, s, `xpu_exporter_source_up{source="discovery"}`))
 	require.Equal(t, 0.0, value(t, s, `xpu_exporter_xpu_smi_skipped_lines{}`))
@@ -92,4 +92,19 @@ func TestCollectResetsAndBadLines(t *testing.T) {
 		require.Len(t, named(s, "xpu_memory_used_bytes"), 3)
 	}
 	require.Equal(t, 1, log.Count("33 fields, not 32"), "%v", log.Lines())
+}
+
+// The facts are the node's one reading (discover.Facts): a P800 VF's
+// model and memory as its labels and DRA attributes give them, on a
+// driver 5.x host.
+func TestCollectP800VFs(t *testing.T) {
+	c, tr := hostCollector(t, fakehost.P800SRIOV(), nil, WithoutXPUSMI())
+	s := scrape(t, c)
+	require.Len(t, named(s, "xpu_healthy"), 3, s)
+	vf := tr.ComputeDevices()[0]
+	base := fmt.Sprintf(`model="P800 VF",parent_pci_bus_id="%s",pci_bus_id="%s",xpu="%d"`, vf.Parent, vf.BDF, vf.Index)
+	require.Equal(t, 49152.0*(1<<20), value(t, s, `xpu_memory_total_bytes{`+base+`}`))
+	require.Len(t, named(s, "xpu_info", `model="P800 VF"`, `family="Kunlun3"`), 2)
+	_, smi := s[`xpu_exporter_source_up{source="xpu-smi"}`]
+	require.False(t, smi, "the source is off")
 }
