@@ -20,7 +20,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # (blackfriday) cost about 1 ms at every start of the hook (docs/benchmarks.md).
 BUILD_TAGS := urfave_cli_no_docs
 GOBUILD   = CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) $(GO) build -trimpath -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)"
-COMMANDS := xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin xpu-dra-driver
+COMMANDS := xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin xpu-dra-driver xpu-exporter
 TOOLS    := /usr/local/lib/xpu-cdi-tools/bin
 GOLANGCI ?= $(TOOLS)/golangci-lint
 # The OCI image of the binaries (deployments/Containerfile, FROM scratch).

@@ -85,7 +85,7 @@ func TestChartDRAMatchesManifest(t *testing.T) {
 	plain := plainDRA(t)
 	r := render(t, draOn...)
 	ds, role, binding, vap, vapb := draParts(t, r)
-	require.Len(t, r.daemonSets, 2, "the installer and the DRA driver")
+	require.Len(t, r.daemonSets, 3, "the installer, the DRA driver and the exporter")
 	sa := r.serviceAccounts[0]
 	require.Equal(t, chartDRAName, sa.Name)
 	require.Equal(t, "xpu-system", sa.Namespace)
@@ -240,7 +240,7 @@ func TestChartDRAOptions(t *testing.T) {
 			require.Len(t, ds.Spec.Template.Spec.Volumes, 8)
 		}},
 		{"installer off: host packages write the spec", []string{"installer.enabled=false", "installer.devRoot=/ignored"}, func(t *testing.T, r *rendered) {
-			require.Len(t, r.daemonSets, 1)
+			require.Len(t, r.daemonSets, 2, "the DRA driver and the exporter")
 			ds, _, _, _, _ := draParts(t, r)
 			hp := hostPaths(ds)
 			require.Equal(t, "/dev", hp["/host/dev"])

@@ -53,6 +53,10 @@ type rendered struct {
 	policies        []*admissionv1.ValidatingAdmissionPolicy
 	policyBindings  []*admissionv1.ValidatingAdmissionPolicyBinding
 	deviceClasses   map[string]resourceapi.DeviceClass // by name
+	// The exporter's Service and ServiceMonitor (the Prometheus operator's
+	// type, not vendored: decoded as a map).
+	services        []*corev1.Service
+	serviceMonitors []map[string]any
 }
 
 // helmTemplate runs helm template on the chart (release xpu in xpu-system).
@@ -110,6 +114,14 @@ func render(t *testing.T, args ...string) *rendered {
 			o := &admissionv1.ValidatingAdmissionPolicyBinding{}
 			strict(i, doc, o)
 			r.policyBindings = append(r.policyBindings, o)
+		case "v1/Service":
+			o := &corev1.Service{}
+			strict(i, doc, o)
+			r.services = append(r.services, o)
+		case "monitoring.coreos.com/v1/ServiceMonitor":
+			var o map[string]any
+			strict(i, doc, &o)
+			r.serviceMonitors = append(r.serviceMonitors, o)
 		case "resource.k8s.io/v1/DeviceClass":
 			var o resourceapi.DeviceClass
 			strict(i, doc, &o)
@@ -164,10 +176,15 @@ func checkPod(t *testing.T, ds *appsv1.DaemonSet, reads []string) {
 	}
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
-	require.Nil(t, c.SecurityContext.Privileged)
-	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
 	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
-	require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	if c.SecurityContext.Privileged != nil {
+		// Only the exporter, whose xpu-smi opens the XPUs' nodes
+		// (exporter.privileged; see TestChartExporter).
+		require.Equal(t, "xpu-exporter", ds.Labels["app.kubernetes.io/name"], "%s is privileged", ds.Name)
+	} else {
+		require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+		require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	}
 	for _, e := range c.Env {
 		require.Contains(t, reads, e.Name, "%s sets %s, which its binary does not read", ds.Name, e.Name)
 	}
@@ -220,6 +237,9 @@ var (
 	pluginReads = func(t *testing.T) []string {
 		return envNames(t, "../cmd/xpu-device-plugin/main.go", "../internal/cli/common/host.go")
 	}
+	exporterReads = func(t *testing.T) []string {
+		return envNames(t, "../cmd/xpu-exporter/main.go", "../internal/cli/common/host.go")
+	}
 	draReads = func(t *testing.T) []string {
 		// and client-go's in-cluster configuration
 		return append(envNames(t, "../cmd/xpu-dra-driver/main.go", "../internal/cli/common/host.go"), "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
@@ -233,13 +253,15 @@ func readsOf(t *testing.T, name string) []string {
 		return installerReads(t)
 	case "xpu-dra-driver":
 		return draReads(t)
+	case "xpu-exporter":
+		return exporterReads(t)
 	}
 	return pluginReads(t)
 }
 
 func TestChartDefault(t *testing.T) {
 	r := render(t)
-	require.Len(t, r.daemonSets, 2)
+	require.Len(t, r.daemonSets, 3, "the installer, the device plugin and the exporter")
 	require.Empty(t, r.configMaps, "no sharing by default")
 	require.Empty(t, r.deviceClasses, "no DRA by default")
 	require.Empty(t, r.clusterRoles)
@@ -462,7 +484,7 @@ func TestChartValuesDocumented(t *testing.T) {
 		m, ok := v.(map[string]any)
 		// Maps of the user's own (labels, resources, the sharing config)
 		// are documented as one key.
-		if !ok || len(m) == 0 || slices.Contains([]string{"nodeAffinityLabels", "nodeSelector", "installer.resources", "devicePlugin.resources", "devicePlugin.config", "dra.resources"}, prefix) {
+		if !ok || len(m) == 0 || slices.Contains([]string{"nodeAffinityLabels", "nodeSelector", "installer.resources", "devicePlugin.resources", "devicePlugin.config", "dra.resources", "exporter.resources"}, prefix) {
 			keys = append(keys, prefix)
 			return
 		}

@@ -51,7 +51,8 @@ readonly HELM_VERSION="v3.22.0"
 # uidmap, ... are what Podman is tested with on Debian).
 readonly APT_ENGINES=(podman runc busybox-static docker.io conmon containernetworking-plugins)
 # Build, packaging and measuring tools: no recommends (devscripts alone would pull in hundreds of MB).
-readonly APT_TOOLS=(gcc libc6-dev make git lintian debhelper devscripts rpm rpmlint systemd hyperfine valgrind)
+# prometheus: the real server (and promtool) the exporter's end-to-end test starts with its own config.
+readonly APT_TOOLS=(gcc libc6-dev make git lintian debhelper devscripts rpm rpmlint systemd hyperfine valgrind prometheus)
 # What `make demo` (hack/demo.sh) runs, and nothing else: Podman with runc for the container, busybox for its
 # image; make, git and gcc for the build and the fake host's ELF files.
 readonly APT_DEMO_ENGINES=(podman runc busybox-static conmon containernetworking-plugins)
@@ -229,6 +230,10 @@ install_apt() {
 	# disable them so a reboot does not bring up a system dockerd/containerd beside the tests' own.
 	if [[ " ${engines[*]} " == *" docker.io "* ]] && command -v systemctl >/dev/null; then
 		systemctl disable docker.service docker.socket containerd.service >/dev/null 2>&1 || true
+	fi
+	# The exporter's test starts its own Prometheus: no system one on :9090.
+	if [[ " ${tools[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+		systemctl disable prometheus.service >/dev/null 2>&1 || true
 	fi
 	cleanup_policy_rc
 

@@ -2,7 +2,7 @@
 # Stage everything the .deb and the .rpm contain into one directory, so both
 # packages are built from the very same files:
 #
-#   DIR/bin/        xpu-cdi, xpu-runtime-hook, xpu-container-runtime, xpu-device-plugin (static)
+#   DIR/bin/        xpu-cdi, xpu-runtime-hook, xpu-container-runtime, xpu-device-plugin, xpu-exporter (static)
 #   DIR/config.toml default /etc/xpu-container-toolkit/config.toml
 #   DIR/man/        man pages (help2man from --help, or a short fallback)
 #   DIR/doc/        README.md and docs/*.md
@@ -48,7 +48,7 @@ rm -rf "$out"
 mkdir -p "$out"/{bin,man,doc,systemd,udev}
 out=$(cd "$out" && pwd)
 
-binaries=(xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin)
+binaries=(xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin xpu-exporter)
 for b in "${binaries[@]}"; do
 	if [ -n "${PREBUILT_BINDIR:-}" ]; then
 		if [ -x "$PREBUILT_BINDIR/$b" ]; then
@@ -104,6 +104,7 @@ describe() {
 	xpu-runtime-hook) echo "OCI hooks for containers given Baidu Kunlun XPUs" ;;
 	xpu-container-runtime) echo "runc shim that gives Baidu Kunlun XPUs to containers" ;;
 	xpu-device-plugin) echo "Kubernetes device plugin that offers Baidu Kunlun XPUs as CDI devices" ;;
+	xpu-exporter) echo "Prometheus exporter of Baidu Kunlun XPU metrics, per device and per pod" ;;
 	esac
 }
 for bin in "$run_dir"/*; do
@@ -139,7 +140,7 @@ if [ -d "$root/docs" ]; then
 	find "$root/docs" -maxdepth 1 -name '*.md' -exec cp {} "$out/doc/" \;
 fi
 
-cp "$pkgdir"/systemd/xpu-cdi-refresh.service "$pkgdir"/systemd/xpu-cdi-refresh.path \
+cp "$pkgdir"/systemd/xpu-cdi-refresh.service "$pkgdir"/systemd/xpu-cdi-refresh.path "$pkgdir"/systemd/xpu-exporter.service \
 	"$pkgdir"/systemd/50-xpu-cdi.preset "$out/systemd/"
 cp "$pkgdir"/udev/71-xpu-cdi.rules "$out/udev/"
 echo "stage: $(find "$out" -type f | wc -l) files in $out"

@@ -104,7 +104,8 @@ func (b *builder) buildDriver() error {
 	return b.buildLdCache()
 }
 
-// buildTools writes xpu-smi: XRE 4's static xpu_smi, linked from
+// buildTools writes xpu-smi and the state file of its telemetry
+// (XPUSMIStatePath): XRE 4's static xpu_smi, linked from
 // /usr/local/bin/xpu-smi, or XRE 5's dynamic xpu-smi, linked from
 // /usr/local/bin/xpu-smi and /usr/local/bin/xpu_smi. The links go through
 // /usr/local/xpu like the vendor's installer.
@@ -128,7 +129,7 @@ func (b *builder) buildTools(tc *toolchain, xre string) error {
 		}
 		b.t.Tools = append(b.t.Tools, l)
 	}
-	return nil
+	return WriteXPUSMIState(b.root, DefaultTelemetry(b.t))
 }
 
 // BuildTestProgram writes xpu-test, a dynamically linked glibc program that

@@ -106,6 +106,8 @@ type Device struct {
 	CPLDVersion     int    `json:"cpldVersion,omitempty"`
 	// ErrInfo is the errinfo content; empty means the family's "no error".
 	ErrInfo string `json:"errInfo,omitempty"`
+	// Resets feeds /proc/xpu/devN/reset_count.
+	Resets int `json:"resets,omitempty"`
 	// NoNode, NoProc and NoSysfs leave out this device's /dev node, its
 	// /proc/xpu/devN directory or all of its sysfs entries.
 	NoNode  bool `json:"noNode,omitempty"`

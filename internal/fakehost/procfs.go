@@ -155,6 +155,7 @@ func (b *builder) buildProcfs() error {
 			struct{ path, text string }{dir + "info", procInfo(d, h.DriverVersion)},
 			struct{ path, text string }{dir + "state", d.State + "\n"},
 			struct{ path, text string }{dir + "errinfo", procErrInfo(d)},
+			struct{ path, text string }{dir + "reset_count", fmt.Sprintf("%d\n", d.Resets)},
 		)
 		if d.Family != Kunlun1 {
 			files = append(files,

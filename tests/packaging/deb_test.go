@@ -62,6 +62,7 @@ func TestDebInstallRefreshPurge(t *testing.T) {
 		for _, f := range []string{
 			"/lib/systemd/system/xpu-cdi-refresh.service",
 			"/lib/systemd/system/xpu-cdi-refresh.path",
+			"/lib/systemd/system/xpu-exporter.service",
 			"/lib/udev/rules.d/71-xpu-cdi.rules",
 			"/etc/xpu-container-toolkit/config.toml",
 			"/usr/share/doc/xpu-cdi/copyright",
@@ -77,10 +78,13 @@ func TestDebInstallRefreshPurge(t *testing.T) {
 			require.NoError(t, err, "unit %s not enabled", unit)
 			require.Equal(t, filepath.Join("/lib/systemd/system", unit), target)
 		}
+		// The exporter is shipped disabled.
+		_, err := os.Lstat("/etc/systemd/system/multi-user.target.wants/xpu-exporter.service")
+		require.ErrorIs(t, err, os.ErrNotExist, "xpu-exporter.service must be installed disabled")
 	})
 
 	t.Run("installed units verify", func(t *testing.T) {
-		for _, unit := range []string{"xpu-cdi-refresh.service", "xpu-cdi-refresh.path"} {
+		for _, unit := range []string{"xpu-cdi-refresh.service", "xpu-cdi-refresh.path", "xpu-exporter.service"} {
 			o, err := runErr([]string{"SYSTEMD_LOG_TARGET=console"}, "systemd-analyze", "verify", filepath.Join("/lib/systemd/system", unit))
 			require.NoError(t, err, o)
 			require.Empty(t, strings.TrimSpace(o), "systemd-analyze verify %s", unit)

@@ -36,6 +36,7 @@ func TestRPMInstallRoot(t *testing.T) {
 	for _, f := range []string{
 		"usr/lib/systemd/system/xpu-cdi-refresh.service",
 		"usr/lib/systemd/system/xpu-cdi-refresh.path",
+		"usr/lib/systemd/system/xpu-exporter.service",
 		"usr/lib/systemd/system-preset/50-xpu-cdi.preset",
 		"usr/lib/udev/rules.d/71-xpu-cdi.rules",
 		"etc/xpu-container-toolkit/config.toml",

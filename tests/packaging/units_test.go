@@ -77,3 +77,28 @@ func copyHostUnits(t *testing.T, dst string) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(dst), 0o755))
 	run(t, nil, "cp", "-a", "/lib/systemd/system/.", dst)
 }
+
+// TestExporterUnit: xpu-exporter.service verifies clean and the preset
+// leaves it disabled (the refresh units enabled).
+func TestExporterUnit(t *testing.T) {
+	requireTools(t, "systemd-analyze")
+	src := filepath.Join(repoRoot(t), "packaging", "systemd")
+	root := t.TempDir()
+	unitDir := filepath.Join(root, "etc", "systemd", "system")
+	require.NoError(t, os.MkdirAll(unitDir, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "usr", "bin", "xpu-exporter"), []byte("#!/bin/sh\n"), 0o755))
+	copyHostUnits(t, filepath.Join(root, "usr", "lib", "systemd", "system"))
+	unit, err := os.ReadFile(filepath.Join(src, "xpu-exporter.service"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(unitDir, "xpu-exporter.service"), unit, 0o644))
+	o, err := runErr([]string{"SYSTEMD_LOG_TARGET=console"}, "systemd-analyze", "--man=no", "--root="+root, "verify", filepath.Join(unitDir, "xpu-exporter.service"))
+	require.NoError(t, err, o)
+	require.Empty(t, strings.TrimSpace(o), "systemd-analyze verify complained")
+
+	preset, err := os.ReadFile(filepath.Join(src, "50-xpu-cdi.preset"))
+	require.NoError(t, err)
+	lines := strings.Split(string(preset), "\n")
+	require.Contains(t, lines, "disable xpu-exporter.service")
+	require.Contains(t, lines, "enable xpu-cdi-refresh.service")
+}

@@ -6,6 +6,16 @@
  * so the loader refuses to start it where those libraries are missing.
  * XPU_FAKEHOST_ROOT prefixes /dev and /proc when set (for tests outside a
  * container).
+ *
+ * With -m, -q or -i N -q it prints the telemetry of the public layout
+ * (kunlun-host.md, "Telemetry a host offers") from the state file
+ * /etc/xpu-fakehost/xpu-smi.state of the fake host (fakehost.WriteXPUSMIState):
+ *   mode normal|hang|flood|fail|oddline
+ *   dev <bus-id> <temp C> <power W> <used MiB> <total MiB> <util %> <name> <name2>
+ * one dev line per device, in xpu-smi index order. The fake host's root is
+ * XPU_FAKEHOST_ROOT, else what /proc/self/exe says once the program's own
+ * path below the root is cut off, else / (in a chroot into the fake host,
+ * whose /proc is text files).
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -13,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #ifdef XPU_SMI_XRE5
 /* Exported by every library of a fake host (csrc/template.c). */
@@ -46,7 +57,141 @@ static int cmp(const void *a, const void *b)
 	return ((const struct node *)a)->index - ((const struct node *)b)->index;
 }
 
-int main(void)
+#define STATE_PATH "/etc/xpu-fakehost/xpu-smi.state"
+#define MAX_DEVS 256
+
+struct telemetry {
+	char bus[64], name[64], name2[64];
+	double temp, power;
+	long used, total, util;
+};
+
+/*
+ * fake_root finds the root of the fake host this program lives in: the
+ * program is <root>/usr/local/xpu-<version>/bin/<name>.
+ */
+static void fake_root(char *out, size_t n)
+{
+	const char *env = getenv("XPU_FAKEHOST_ROOT");
+	char exe[4096], *p, *last = NULL;
+	ssize_t len;
+
+	out[0] = '\0';
+	if (env) {
+		snprintf(out, n, "%s", env);
+		return;
+	}
+	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (len <= 0)
+		return;
+	exe[len] = '\0';
+	for (p = strstr(exe, "/usr/local/xpu"); p; p = strstr(p + 1, "/usr/local/xpu"))
+		last = p;
+	if (last) {
+		*last = '\0';
+		snprintf(out, n, "%s", exe);
+	}
+}
+
+static int read_state(const char *root, char *mode, size_t mode_len, struct telemetry *t, int max)
+{
+	char path[4096], line[1024];
+	int n = 0;
+	FILE *f;
+
+	snprintf(mode, mode_len, "normal");
+	snprintf(path, sizeof(path), "%s" STATE_PATH, root);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char word[64];
+		if (sscanf(line, "mode %63s", word) == 1) {
+			snprintf(mode, mode_len, "%s", word);
+			continue;
+		}
+		if (n < max && sscanf(line, "dev %63s %lf %lf %ld %ld %ld %63s %63s", t[n].bus, &t[n].temp, &t[n].power,
+				      &t[n].used, &t[n].total, &t[n].util, t[n].name, t[n].name2) == 8)
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/* telemetry prints -m or -q output; it returns the exit code. */
+static int telemetry(int argc, char **argv, const char *version)
+{
+	struct telemetry t[MAX_DEVS];
+	char root[4096], mode[64];
+	int n, i, only = -1, m = 0, q = 0;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-m") == 0)
+			m = 1;
+		else if (strcmp(argv[i], "-q") == 0)
+			q = 1;
+		else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc)
+			only = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "xpu-smi: unknown option %s\n", argv[i]);
+			return 2;
+		}
+	}
+	fake_root(root, sizeof(root));
+	n = read_state(root, mode, sizeof(mode), t, MAX_DEVS);
+	if (n < 0) {
+		fprintf(stderr, "xpu-smi: no state file %s" STATE_PATH "\n", root);
+		return 1;
+	}
+	if (strcmp(mode, "hang") == 0)
+		for (;;)
+			pause();
+	if (strcmp(mode, "flood") == 0)
+		for (;;)
+			printf("xpu 0 0 0 0 C 0 0 0 W 0 0 0 0 0 0 0 0 0 0 %% (P800 OAM) 0 0 0 0 0 0 0 0 0\n");
+	if (strcmp(mode, "fail") == 0) {
+		fprintf(stderr, "xpu-smi: Failed to initialize XPUML: driver not loaded\n");
+		return 3;
+	}
+	if (only >= n) {
+		fprintf(stderr, "xpu-smi: no device %d\n", only);
+		return 4;
+	}
+	for (i = 0; i < n; i++) {
+		if (only >= 0 && i != only)
+			continue;
+		if (m && !q) {
+			/* 32 fields: 1 index, 4 temp, 8 power, 17 used, 18 total, 19 util, 21-22 name. */
+			/* Mode oddline gives the first line a 33rd field. */
+			printf("xpu %d 0 0 %.0f C 0 0 %.1f W %s0 0 0 0 0 0 0 %ld %ld %ld %% (%s %s) 0 0 0 0 0 0 0 0 0\n",
+			       i, t[i].temp, t[i].power, i == 0 && strcmp(mode, "oddline") == 0 ? "extra " : "",
+			       t[i].used, t[i].total, t[i].util, t[i].name, t[i].name2);
+			continue;
+		}
+		if (i == only || (only < 0 && i == 0)) {
+			printf("==============XPU-SMI LOG==============\n");
+			printf("Driver Version                      : %s\n", version);
+			printf("Attached XPUs                       : %d\n", n);
+		}
+		printf("XPU %s\n", t[i].bus);
+		printf("    Product Name                    : %s %s\n", t[i].name, t[i].name2);
+		printf("    Bus Id                          : %s\n", t[i].bus);
+		printf("    Memory Usage\n");
+		printf("        Total                       : %ld MiB\n", t[i].total);
+		printf("        Used                        : %ld MiB\n", t[i].used);
+		printf("        Free                        : %ld MiB\n", t[i].total - t[i].used);
+		printf("    Utilization\n");
+		printf("        Xpu                         : %ld %%\n", t[i].util);
+		printf("    Temperature\n");
+		printf("        XPU Current Temp            : %.0f C\n", t[i].temp);
+		printf("    Power Readings\n");
+		printf("        Power Draw                  : %.2f W\n", t[i].power);
+		printf("    Processes                       : None\n");
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	const char *root = getenv("XPU_FAKEHOST_ROOT");
 	char path[4096], version[64] = "N/A";
@@ -92,6 +237,8 @@ int main(void)
 		closedir(d);
 	}
 	qsort(nodes, n, sizeof(nodes[0]), cmp);
+	if (argc > 1)
+		return telemetry(argc, argv, version);
 
 	printf("+------------------------------------------------------+\n");
 	printf("| " XPU_SMI_TITLE "Driver Version: %-8s|\n", version);

@@ -1,0 +1,258 @@
+// Command xpu-exporter exports the node's Kunlun XPUs to Prometheus: per
+// device facts, memory, utilisation, temperature, power, health and resets,
+// attributed to the pods holding them through the kubelet's PodResources.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/exporter"
+	"github.com/xpu-cdi/xpu-cdi/internal/exporter/xpusmi"
+	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// Set by the linker (-X main.version=... -X main.commit=...).
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+func main() {
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	if err := newApp(log).Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "xpu-exporter: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// DefaultListenAddress is the vendor exporter's port.
+const DefaultListenAddress = ":9507"
+
+// xpuSMIOff is the --xpu-smi value that turns the source off.
+const xpuSMIOff = "none"
+
+type options struct {
+	host          common.HostOptions
+	level         string
+	listen        cli.StringSlice
+	telemetryPath string
+	webConfig     string
+	podResources  string
+	resourcePfx   string
+	draDriver     string
+	xpuSMI        string
+	xpuSMITimeout time.Duration
+	xpuSMIChroot  bool
+	vendor        string
+	class         string
+	specDirs      cli.StringSlice
+}
+
+const description = `Serves Prometheus metrics of the node's Kunlun XPUs (the devices the node offers, found as
+xpu-cdi finds them: one per /dev/xpuN that can run work, VFs of a partitioned card included):
+  xpu_info{family,serial,driver_version,xre_version} 1, xpu_memory_used_bytes,
+  xpu_memory_total_bytes, xpu_utilization_ratio, xpu_temperature_celsius, xpu_power_watts,
+  xpu_healthy (the device plugin's and the DRA driver's judgement) with xpu_health_info{reason},
+  xpu_resets_total (driver 4.x), xpu_exporter_collect_duration_seconds and
+  xpu_exporter_source_up{source}.
+Every device series carries xpu (the N of /dev/xpuN), pci_bus_id and model, and a VF's
+parent_pci_bus_id. Each scrape reads the host again.
+
+Telemetry comes from the host's xpu-smi (-m, and -i N -q for the PCI address of an xpu-smi
+index), run by absolute path without a shell, bounded by --xpu-smi-timeout and 1 MiB of
+output; with --host-root it runs inside a chroot into the host root (it is a glibc program of
+the host's XRE). A host without xpu-smi exports what discovery knows, with
+xpu_exporter_source_up{source="xpu-smi"} 0.
+
+Per-pod attribution: PodResources List on --pod-resources-socket at each scrape adds
+namespace, pod and container (and claim, claim_namespace for DRA claims of --dra-driver-name)
+to the series of each XPU a container holds, once per container; empty turns it off.
+
+TLS and basic auth: --web.config.file, the exporter toolkit's web configuration file.`
+
+func newApp(log *logrus.Logger) *cli.App {
+	o := &options{}
+	return &cli.App{
+		Name:        "xpu-exporter",
+		Usage:       "Prometheus exporter of Kunlun XPU metrics, per device and per pod",
+		Version:     fmt.Sprintf("%s (commit %s)", version, commit),
+		Description: description,
+		Flags:       append(append(o.host.Flags(), o.host.HostRootFlag()), o.flags()...),
+		Before: func(c *cli.Context) error {
+			l, err := logrus.ParseLevel(o.level)
+			if err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			log.SetLevel(l)
+			return o.validate(c)
+		},
+		Action: func(c *cli.Context) error {
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return o.serve(ctx, log)
+		},
+		HideHelpCommand: true,
+	}
+}
+
+func (o *options) flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "web.listen-address", Usage: "`ADDRESS` to serve metrics on (repeatable)", Value: cli.NewStringSlice(DefaultListenAddress), EnvVars: []string{"XPU_CDI_EXPORTER_LISTEN_ADDRESS"}, Destination: &o.listen},
+		&cli.StringFlag{Name: "web.telemetry-path", Usage: "`PATH` of the metrics", Value: "/metrics", EnvVars: []string{"XPU_CDI_EXPORTER_TELEMETRY_PATH"}, Destination: &o.telemetryPath},
+		&cli.StringFlag{Name: "web.config.file", Usage: "the exporter toolkit's web configuration `FILE` (TLS, basic auth)", EnvVars: []string{"XPU_CDI_EXPORTER_WEB_CONFIG_FILE"}, Destination: &o.webConfig},
+		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked at each scrape which pods hold which XPU; empty turns attribution off", Value: exporter.DefaultPodResourcesSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &o.podResources},
+		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing renamed) counts too", Value: exporter.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourcePfx},
+		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims are attributed", Value: exporter.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &o.draDriver},
+		&cli.StringFlag{Name: "xpu-smi", Usage: "absolute `PATH` of xpu-smi as the host sees it (inside --host-root); default: the one discovery finds (/usr/local/bin/xpu-smi ...); \"none\" turns the source off", EnvVars: []string{"XPU_CDI_XPU_SMI"}, Destination: &o.xpuSMI},
+		&cli.DurationFlag{Name: "xpu-smi-timeout", Usage: "how long one run of xpu-smi may take before it is killed", Value: xpusmi.DefaultTimeout, EnvVars: []string{"XPU_CDI_XPU_SMI_TIMEOUT"}, Destination: &o.xpuSMITimeout},
+		&cli.BoolFlag{Name: "xpu-smi-chroot", Usage: "with --host-root, run xpu-smi inside a chroot into the host root (needs CAP_SYS_CHROOT); false runs it directly", Value: true, EnvVars: []string{"XPU_CDI_XPU_SMI_CHROOT"}, Destination: &o.xpuSMIChroot},
+		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind whose specs must name a device for it to count as healthy", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
+		&cli.StringFlag{Name: "class", Usage: "class part of that CDI kind", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
+		&cli.StringSliceFlag{Name: "cdi-spec-dir", Usage: "CDI spec directory read for the health judgement (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &o.level},
+	}
+}
+
+func (o *options) validate(c *cli.Context) error {
+	if err := o.host.ApplyHostRoot(c); err != nil {
+		return err
+	}
+	if err := cdispec.ValidateKind(o.vendor, o.class); err != nil {
+		return fmt.Errorf("--vendor/--class: %w", err)
+	}
+	if !strings.HasPrefix(o.telemetryPath, "/") || path.Clean(o.telemetryPath) != o.telemetryPath {
+		return fmt.Errorf("--web.telemetry-path %q: give an absolute, clean URL path such as /metrics", o.telemetryPath)
+	}
+	if len(o.listen.Value()) == 0 {
+		return errors.New("--web.listen-address is empty: give an address such as " + DefaultListenAddress)
+	}
+	if o.xpuSMI != "" && o.xpuSMI != xpuSMIOff && (!path.IsAbs(o.xpuSMI) || path.Clean(o.xpuSMI) != o.xpuSMI) {
+		return fmt.Errorf("--xpu-smi %q: give an absolute, clean path (or %q)", o.xpuSMI, xpuSMIOff)
+	}
+	if o.xpuSMITimeout < 10*time.Millisecond {
+		return fmt.Errorf("--xpu-smi-timeout %s is too short: give at least 10ms (e.g. 5s)", o.xpuSMITimeout)
+	}
+	if o.webConfig != "" {
+		if err := web.Validate(o.webConfig); err != nil {
+			return fmt.Errorf("--web.config.file %s: %w", o.webConfig, err)
+		}
+	}
+	return nil
+}
+
+// collector builds the collector the flags describe.
+func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.PodResources) {
+	dirs := flagutil.SplitList(o.specDirs.Value())
+	if len(dirs) == 0 {
+		dirs = cdiapi.DefaultSpecDirs
+	}
+	opts := []exporter.Option{
+		exporter.WithLogger(log),
+		exporter.WithSpecs(cdispec.Kind(o.vendor, o.class), dirs),
+		exporter.WithDiscover(func() (*discover.Host, error) { return o.host.Discover(nil) }, o.host.DevRoot),
+	}
+	switch {
+	case o.xpuSMI == xpuSMIOff:
+		opts = append(opts, exporter.WithoutXPUSMI())
+	default:
+		program, chroot := o.xpuSMI, ""
+		if o.host.HostRoot != "" && o.xpuSMIChroot {
+			chroot = o.host.HostRoot
+		}
+		if program != "" {
+			// As the host sees it: below the host root, where the
+			// exporter reads the host.
+			program = path.Join(o.host.DriverRoot, program)
+		}
+		opts = append(opts, exporter.WithXPUSMI(program, chroot, xpusmi.WithTimeout(o.xpuSMITimeout)))
+	}
+	var pods *exporter.PodResources
+	if o.podResources != "" {
+		pods = exporter.NewPodResources(o.podResources, exporter.WithResourcePrefix(o.resourcePfx), exporter.WithDRADriver(o.draDriver))
+		opts = append(opts, exporter.WithPodResources(pods))
+	}
+	return exporter.New(opts...), pods
+}
+
+// handler serves the metrics of c (and the process's own) at the
+// telemetry path, and a landing page at / when the path is another.
+func (o *options) handler(c prometheus.Collector) (http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(o.telemetryPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: time.Minute}))
+	if o.telemetryPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name: "xpu-exporter", Description: "Prometheus exporter of Kunlun XPUs", Version: version,
+			Links: []web.LandingLinks{{Address: o.telemetryPath, Text: "Metrics"}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("/", landing)
+	}
+	return mux, nil
+}
+
+func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
+	c, pods := o.collector(log)
+	if pods != nil {
+		defer func() { _ = pods.Close() }()
+	}
+	h, err := o.handler(c)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	listen := o.listen.Value()
+	systemd := false
+	flags := &web.FlagConfig{WebListenAddresses: &listen, WebSystemdSocket: &systemd, WebConfigFile: &o.webConfig}
+	log.Infof("xpu-exporter %s: metrics on %s%s, dev root %s, driver root %s, pod resources %q",
+		version, strings.Join(listen, ","), o.telemetryPath, o.host.DevRoot, o.host.DriverRoot, o.podResources)
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(srv, flags, slog.New(slog.NewTextHandler(os.Stderr, nil))) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdown); err != nil {
+			return err
+		}
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+}

@@ -1,0 +1,306 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/exporter/xpusmi"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// The sources of xpu_exporter_source_up.
+const (
+	SourceDiscovery    = "discovery"
+	SourceXPUSMI       = "xpu-smi"
+	SourceProcfs       = "procfs"
+	SourcePodResources = "pod-resources"
+	// sourceXPUSMILines keys the reports of skipped lines, which a
+	// successful run does not clear.
+	sourceXPUSMILines = "xpu-smi output"
+)
+
+// Collector is the prometheus.Collector of the node's XPUs. It is
+// unchecked (Describe sends nothing): a VF's series carry
+// parent_pci_bus_id and a held device's series carry pod labels, which
+// the other series of the same metric do not.
+type Collector struct {
+	o    options
+	scan *xpunode.Scanner
+
+	mu sync.Mutex // one collection at a time: the index cache and reported
+	// busOf maps xpu-smi indices to PCI addresses ("" when -q failed),
+	// for the set of indices busKey.
+	busOf  map[int]string
+	busKey string
+	// reported holds the messages logged already, by source.
+	reported map[string]map[string]bool
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// New returns the collector.
+func New(opts ...Option) *Collector {
+	o := newOptions(opts)
+	return &Collector{o: o, reported: map[string]map[string]bool{}, scan: xpunode.NewScanner(xpunode.ScannerConfig{
+		Discover: o.discover, Kind: o.kind, SpecDirs: o.specDirs, NoSpecCheck: o.kind == "",
+		Empty: "exporting no XPU", Unusable: "they are exported with xpu_healthy 0", Log: o.log,
+	})}
+}
+
+// Describe implements prometheus.Collector: nothing, the collector is
+// unchecked.
+func (c *Collector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector: one reading of every source.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := c.o.now()
+	ctx := context.Background()
+	e := emitter{ch: ch, c: c}
+	defer func() {
+		e.gauge(metricCollectDuration, c.o.now().Sub(start).Seconds(), nil, nil)
+	}()
+
+	// The scanner logs what it cannot read, once per condition.
+	scan := c.scan.Scan()
+	e.up(SourceDiscovery, scan.Err == nil)
+	if scan.Err != nil {
+		if !c.o.smiOff {
+			e.up(SourceXPUSMI, false)
+		}
+		return
+	}
+	h, devs := scan.Host, scan.Devices
+	var err error
+
+	var samples map[string]xpusmi.Sample
+	if !c.o.smiOff {
+		var skipped int
+		samples, skipped, err = c.sample(ctx, h)
+		e.up(SourceXPUSMI, err == nil)
+		e.gauge(metricSkippedLines, float64(skipped), nil, nil)
+		if err != nil {
+			c.report(SourceXPUSMI, err.Error())
+		} else {
+			c.recovered(SourceXPUSMI)
+			if skipped == 0 {
+				c.recovered(sourceXPUSMILines)
+			}
+		}
+	}
+
+	var owners Owners
+	if c.o.pods != nil {
+		owners, err = c.o.pods.List(ctx)
+		e.up(SourcePodResources, err == nil)
+		if err != nil {
+			c.report(SourcePodResources, fmt.Sprintf("the XPUs' series carry no pod labels: %v", err))
+		} else {
+			c.recovered(SourcePodResources)
+		}
+	}
+
+	resets, procOK, hasProc := c.resets(devs)
+	if hasProc {
+		e.up(SourceProcfs, procOK)
+	}
+
+	for _, d := range devs {
+		c.device(&e, d, samples, owners[d.Index], resets)
+	}
+}
+
+// errNoXPUSMI is the error of a host on which discovery found no xpu-smi.
+var errNoXPUSMI = errors.New("xpu-smi not found under the driver root: only what discovery knows is exported")
+
+// runner returns the runner of the host's xpu-smi.
+func (c *Collector) runner(h *discover.Host) (*xpusmi.Runner, error) {
+	program := c.o.smiPath
+	if program == "" {
+		for _, name := range []string{"xpu-smi", "xpu_smi"} {
+			for _, t := range h.Tools {
+				if t.Kind == discover.KindTool && filepath.Base(t.Path) == name && program == "" {
+					program = t.HostPath
+				}
+			}
+		}
+		if program == "" {
+			return nil, errNoXPUSMI
+		}
+	}
+	opts := c.o.smiOpts
+	if c.o.smiChroot != "" {
+		rel, err := filepath.Rel(c.o.smiChroot, program)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return nil, fmt.Errorf("xpu-smi %s is not below the host root %s it is run in", program, c.o.smiChroot)
+		}
+		program = "/" + filepath.ToSlash(rel)
+		opts = append(slices.Clip(opts), xpusmi.WithChroot(c.o.smiChroot))
+	}
+	return xpusmi.NewRunner(program, opts...)
+}
+
+// sample runs xpu-smi -m and returns the samples by PCI address, and how
+// many lines were skipped. Which address an xpu-smi index is comes from
+// -i N -q, asked once per index while the set of indices stays the same.
+func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]xpusmi.Sample, int, error) {
+	r, err := c.runner(h)
+	if err != nil {
+		return nil, 0, err
+	}
+	samples, lineErrs, err := r.Metrics(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, le := range lineErrs {
+		c.report(sourceXPUSMILines, fmt.Sprintf("%s -m: skipping %v", r, le))
+	}
+	keys := make([]string, 0, len(samples))
+	for _, s := range samples {
+		keys = append(keys, strconv.Itoa(s.Index))
+	}
+	if key := strings.Join(keys, ","); key != c.busKey {
+		c.busOf, c.busKey = map[int]string{}, key
+	}
+	out := make(map[string]xpusmi.Sample, len(samples))
+	for _, s := range samples {
+		bus, ok := c.busOf[s.Index]
+		if !ok {
+			d, err := r.Detail(ctx, s.Index)
+			if err != nil {
+				c.report(SourceXPUSMI, fmt.Sprintf("xpu-smi index %d is left out: %v", s.Index, err))
+			}
+			bus = d.BusID
+			c.busOf[s.Index] = bus
+		}
+		if bus == "" {
+			continue
+		}
+		if _, dup := out[bus]; dup {
+			c.report(SourceXPUSMI, fmt.Sprintf("xpu-smi gives two indices for PCI address %s: index %d is left out", bus, s.Index))
+			continue
+		}
+		out[bus] = s
+	}
+	return out, len(lineErrs), nil
+}
+
+// resets reads the reset counters of devs from /proc/xpu (driver 4.x).
+// hasProc is false on a host without /proc/xpu (driver 5.x); ok is false
+// when a counter the driver has could not be read.
+func (c *Collector) resets(devs []xpunode.Device) (counts map[int]float64, ok, hasProc bool) {
+	if st, err := os.Stat(filepath.Join(c.o.devRoot, "proc", "xpu")); err != nil || !st.IsDir() {
+		return nil, false, false
+	}
+	counts, ok = map[int]float64{}, true
+	for _, d := range devs {
+		n, err := readResetCount(c.o.devRoot, d.Index)
+		switch {
+		case err == nil:
+			counts[d.Index] = n
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			ok = false
+			c.report(SourceProcfs, err.Error())
+		}
+	}
+	if ok {
+		c.recovered(SourceProcfs)
+	}
+	return counts, ok, true
+}
+
+// device sends the series of one device: once per container holding it,
+// once without pod labels when nobody does. Its facts are the node's one
+// reading of them (discover.Facts), as in its labels and DRA attributes.
+func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpusmi.Sample, owners []Owner, resets map[int]float64) {
+	x, f := d.XPU, d.Facts
+	names := []string{"xpu", "model"}
+	values := []string{d.ID, f.Model}
+	addr := x.Address()
+	if addr != "" {
+		names, values = append(names, "pci_bus_id"), append(values, addr)
+	}
+	if x.PCI != nil && x.PCI.Parent != "" {
+		names, values = append(names, "parent_pci_bus_id"), append(values, x.PCI.Parent)
+	}
+	s, sampled := samples[addr]
+	if addr == "" {
+		sampled = false
+	}
+	if len(owners) == 0 {
+		owners = []Owner{{}}
+	}
+	for _, o := range owners {
+		n, v := withOwner(names, values, o)
+		info := append(slices.Clip(n), "family", "serial", "driver_version", "xre_version")
+		e.gauge(metricInfo, 1, info, append(slices.Clip(v), f.Generation, f.Serial, f.DriverVersion, f.XREVersion))
+		healthy := 0.0
+		if d.Health == xpunode.Healthy {
+			healthy = 1
+		} else {
+			e.gauge(metricHealthInfo, 1, append(slices.Clip(n), "reason"), append(slices.Clip(v), d.Reason))
+		}
+		e.gauge(metricHealthy, healthy, n, v)
+		switch {
+		case sampled:
+			e.gauge(metricMemoryTotal, s.MemoryTotal, n, v)
+			e.gauge(metricMemoryUsed, s.MemoryUsed, n, v)
+			e.gauge(metricUtilization, s.Utilization, n, v)
+			e.gauge(metricTemperature, s.Temperature, n, v)
+			e.gauge(metricPower, s.Power, n, v)
+		case f.MemoryMiB > 0:
+			e.gauge(metricMemoryTotal, float64(f.MemoryMiB<<20), n, v)
+		}
+		if r, ok := resets[d.Index]; ok {
+			e.counter(metricResets, r, n, v)
+		}
+	}
+}
+
+// withOwner adds the pod labels of o (none for the zero Owner).
+func withOwner(names, values []string, o Owner) ([]string, []string) {
+	if o == (Owner{}) {
+		return names, values
+	}
+	n := append(slices.Clip(names), "namespace", "pod", "container")
+	v := append(slices.Clip(values), o.Namespace, o.Pod, o.Container)
+	if o.Claim != "" {
+		n, v = append(n, "claim", "claim_namespace"), append(v, o.Claim, o.ClaimNamespace)
+	}
+	return n, v
+}
+
+// report logs msg of source once, until the source recovers.
+func (c *Collector) report(source, msg string) {
+	seen := c.reported[source]
+	if seen == nil {
+		seen = map[string]bool{}
+		c.reported[source] = seen
+	}
+	if !seen[msg] {
+		seen[msg] = true
+		c.o.log.Warnf("%s: %s", source, msg)
+	}
+}
+
+// recovered forgets what was reported of source, logging that it works
+// again when something was.
+func (c *Collector) recovered(source string) {
+	if len(c.reported[source]) > 0 {
+		c.o.log.Infof("%s: readable again", source)
+		delete(c.reported, source)
+	}
+}

@@ -1,0 +1,124 @@
+package exporter
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// scrape collects c once and returns its series as `name{k="v",...}` (labels
+// sorted) with their values.
+func scrape(t testing.TB, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(c))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+`"`+l.GetValue()+`"`)
+			}
+			slices.Sort(labels)
+			v := m.GetGauge().GetValue()
+			if m.GetCounter() != nil {
+				v = m.GetCounter().GetValue()
+			}
+			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	return out
+}
+
+// named returns the series of s whose key starts with prefix and has every
+// label of with.
+func named(s map[string]float64, name string, with ...string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range s {
+		if !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		ok := true
+		for _, w := range with {
+			ok = ok && strings.Contains(k, w)
+		}
+		if ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// hostCollector builds h, writes state for its fake xpu-smi (when not nil)
+// and returns a collector reading it.
+func hostCollector(t testing.TB, h fakehost.Host, state func(*fakehost.Tree, *fakehost.XPUSMIState), opts ...Option) (*Collector, *fakehost.Tree) {
+	t.Helper()
+	tr := fakehosttest.Build(t, h)
+	if state != nil {
+		s := fakehost.DefaultTelemetry(tr)
+		state(tr, &s)
+		require.NoError(t, fakehost.WriteXPUSMIState(tr.Root, s))
+	}
+	disc := func() (*discover.Host, error) {
+		return discover.Discover(tr.DiscoverOptions()...)
+	}
+	return New(append([]Option{WithDiscover(disc, tr.Root)}, opts...)...), tr
+}
+
+// podResourcesServer is a kubelet's PodResources List of the real API types
+// on a unix socket.
+type podResourcesServer struct {
+	podresourcesapi.UnimplementedPodResourcesListerServer
+	resp *podresourcesapi.ListPodResourcesResponse
+	// block makes List wait for the caller's deadline.
+	block bool
+}
+
+func (s *podResourcesServer) List(ctx context.Context, _ *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
+	if s.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.resp, nil
+}
+
+func servePodResources(t testing.TB, srv *podResourcesServer) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "kubelet.sock")
+	l, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	g := grpc.NewServer()
+	podresourcesapi.RegisterPodResourcesListerServer(g, srv)
+	go func() { _ = g.Serve(l) }()
+	t.Cleanup(g.Stop)
+	return sock
+}
+
+// value returns the value of the series key of s, which must be there.
+func value(t testing.TB, s map[string]float64, key string) float64 {
+	t.Helper()
+	v, ok := s[key]
+	if !ok {
+		keys := make([]string, 0, len(s))
+		for k := range s {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		t.Fatalf("no series %s among:\n%s", key, strings.Join(keys, "\n"))
+	}
+	return v
+}
