@@ -31,7 +31,7 @@ PODMAN   ?= podman
 TEST_TIMEOUT ?= 45m
 
 .DEFAULT_GOAL := help
-.PHONY: help build deps test unit e2e lint bench demo image clean
+.PHONY: help build deps test unit e2e lint bench bench-scale demo image clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,6 +63,16 @@ lint: ## go vet, gofmt and golangci-lint v2
 
 bench: ## Run the benchmarks and write bench/results.md
 	@if [ -x hack/bench.sh ]; then hack/bench.sh; else $(GO) test -run '^$$' -bench . -benchmem ./pkg/...; fi
+
+# make bench-scale: node counts (each a control plane of its own), pods per
+# case, the cases (a-f, docs/benchmarks.md) and the results directory.
+NODES ?= 50
+PODS  ?= 200
+CASES ?= a,b
+OUT   ?= bench
+bench-scale: ## Scheduling at scale on the real control plane with simulated XPU nodes (NODES=100,300,1000 PODS= CASES=a,b,... OUT=bench); root
+	XPU_SCALE_NODES=$(NODES) XPU_SCALE_PODS=$(PODS) XPU_SCALE_CASES=$(CASES) XPU_SCALE_OUT=$(abspath $(OUT)) \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestScale$$' -v ./bench/scale/
 
 demo: ## Build, create a demo Kunlun host in a temp dir, discover it, generate a spec and use it with Podman
 	hack/demo.sh

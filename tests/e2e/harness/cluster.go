@@ -58,7 +58,8 @@ type Cluster struct {
 	// Client is a clientset for Kubeconfig; Config its REST config.
 	Client *kubernetes.Clientset
 	Config *rest.Config
-	// Runtime is the CRI engine the kubelet runs pods with.
+	// Runtime is the CRI engine the kubelet runs pods with (nil with
+	// WithControlPlaneOnly).
 	Runtime CRI
 	// APIServerPort is the API server's port on 127.0.0.1 (https).
 	APIServerPort int
@@ -67,6 +68,9 @@ type Cluster struct {
 	KubeletRootDir string
 	// StaticPodDir is the kubelet's staticPodPath.
 	StaticPodDir string
+	// EtcdURL is etcd's client URL (http, loopback): /metrics tells its
+	// database size.
+	EtcdURL string
 
 	ca        *clusterCA
 	etcd      *daemon
@@ -84,6 +88,8 @@ type clusterOptions struct {
 	featureGates []string
 	nodeLabels   []string
 	kubeletExtra string
+	controlPlane bool
+	flags        map[string][]string
 }
 
 // ClusterOption configures NewCluster.
@@ -114,6 +120,33 @@ func WithKubeletConfig(yaml string) ClusterOption {
 	return func(o *clusterOptions) { o.kubeletExtra += yaml + "\n" }
 }
 
+// WithControlPlaneOnly starts etcd, the API server, the controller manager
+// and the scheduler, and no kubelet and no CRI engine: the cluster has no
+// node until the test creates Node objects, which stay as the test writes
+// them. The controller manager runs without its node lifecycle controller,
+// as upstream's scheduler_perf runs none: nothing marks a node that no
+// kubelet renews NotReady or taints it unreachable. The API server's
+// TaintNodesByCondition admission still gives a new node the not-ready
+// taint, which the test removes once the node's status says Ready. The
+// kubelet host lock is not taken, so such a cluster runs beside another
+// test's kubelet.
+func WithControlPlaneOnly() ClusterOption {
+	return func(o *clusterOptions) { o.controlPlane = true }
+}
+
+// WithComponentFlags appends flags to the command line of one control
+// plane component ("etcd", "kube-apiserver", "kube-controller-manager",
+// "kube-scheduler"), after the harness's own, e.g. the client QPS of the
+// scheduler for a benchmark.
+func WithComponentFlags(component string, flags ...string) ClusterOption {
+	return func(o *clusterOptions) {
+		if o.flags == nil {
+			o.flags = map[string][]string{}
+		}
+		o.flags[component] = append(o.flags[component], flags...)
+	}
+}
+
 // NewCluster starts a single-node cluster and returns once the node is
 // Ready without taints, the default service account exists and the root CA
 // config map is published, so a pod can be created at once.
@@ -131,8 +164,19 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	for name := range o.flags {
+		switch name {
+		case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler":
+		default:
+			t.Fatalf("WithComponentFlags: unknown component %q", name)
+		}
+	}
+	tools := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"}
+	if !o.controlPlane {
+		tools = append(tools, "kubelet")
+	}
 	bins := map[string]string{}
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"} {
+	for _, name := range tools {
 		bins[name] = RequiresTool(t, filepath.Join(ToolsBin(), name))
 	}
 	dir := shortTempDir(t, "xe2e-k8s-")
@@ -143,10 +187,17 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 		KubeletRootDir: filepath.Join(dir, "kubelet"),
 		StaticPodDir:   filepath.Join(dir, "manifests"),
 	}
+	start := time.Now()
+	if o.controlPlane {
+		c.startControlPlane(t, &o, bins, nil)
+		c.Node, c.KubeletRootDir, c.StaticPodDir = "", "", ""
+		c.waitUsable(t)
+		t.Logf("control plane %s ready in %s (%s)", KubernetesVersion, time.Since(start).Round(time.Millisecond), dir)
+		return c
+	}
 	// The lock first: nothing of the kubelet's may be touched while another
 	// test's kubelet runs.
 	ClaimKubeletHost(t, c.Node, filepath.Join(dir, "pod-logs"))
-	start := time.Now()
 	// The kubelet's cgroup root (its QoS and pod cgroups go below it):
 	// removed once the runtime has removed the pods, so registered before
 	// the runtime starts.
@@ -163,77 +214,10 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	PrepareCRI(t, c.Runtime)
 	writeLoopbackCNI(t, c.Runtime)
 
-	c.APIServerPort = FreePort(t)
-	pki := c.writePKI(t)
-	var gates []string
-	if len(o.featureGates) > 0 {
-		gates = []string{"--feature-gates=" + strings.Join(o.featureGates, ",")}
-	}
+	var pki clusterPKI
+	c.startControlPlane(t, &o, bins, &pki)
+	gates := o.gateFlags()
 	env := []string{pathEnv(systemPath)}
-
-	// etcd.
-	etcdPort, peerPort := FreePort(t), FreePort(t)
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
-	c.etcd = startDaemonWithin(t, ClusterStartTimeout, "etcd", dir, bins["etcd"], []string{
-		"--name", "xe2e", "--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", etcdURL, "--listen-peer-urls", "http://127.0.0.1:" + strconv.Itoa(peerPort),
-		"--unsafe-no-fsync", "--log-level", "warn",
-	}, env, httpReady(etcdURL+"/health", nil))
-
-	// kube-apiserver.
-	apiURL := "https://127.0.0.1:" + strconv.Itoa(c.APIServerPort)
-	adminTLS, err := tls.LoadX509KeyPair(pki.admin.CertPath, pki.admin.KeyPath)
-	if err != nil {
-		t.Fatalf("loading the admin certificate: %v", err)
-	}
-	c.apiserver = startDaemonWithin(t, ClusterStartTimeout, "kube-apiserver", dir, bins["kube-apiserver"], append([]string{
-		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.APIServerPort),
-		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
-		"--tls-cert-file=" + pki.apiserver.CertPath, "--tls-private-key-file=" + pki.apiserver.KeyPath,
-		"--client-ca-file=" + c.ca.CertPath,
-		"--kubelet-client-certificate=" + pki.kubeletClient.CertPath, "--kubelet-client-key=" + pki.kubeletClient.KeyPath,
-		"--kubelet-certificate-authority=" + c.ca.CertPath,
-		"--kubelet-preferred-address-types=InternalIP,Hostname",
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file=" + pki.saPublic, "--service-account-signing-key-file=" + pki.saPrivate,
-		"--service-cluster-ip-range=" + clusterServiceCIDR,
-		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-		"--allow-privileged=true",
-		// The kubernetes service's endpoint would be 127.0.0.1, which
-		// endpoint validation refuses; nothing routes the service anyway.
-		"--endpoint-reconciler-type=none",
-		"--profiling=false", "--v=1",
-	}, gates...), env, httpReady(apiURL+"/readyz", &adminTLS))
-
-	c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		t.Fatalf("reading %s: %v", c.Kubeconfig, err)
-	}
-	c.Client, err = kubernetes.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatalf("making a client for %s: %v", c.Kubeconfig, err)
-	}
-	c.kubectl = command{bin: bins["kubectl"], args: []string{"--kubeconfig", c.Kubeconfig}, env: env}
-
-	// kube-controller-manager and kube-scheduler: /healthz is open to anyone.
-	kcmPort, schedPort := FreePort(t), FreePort(t)
-	c.kcm = startDaemonWithin(t, ClusterStartTimeout, "kube-controller-manager", dir, bins["kube-controller-manager"], append([]string{
-		"--kubeconfig=" + pki.kcmKubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kcmPort),
-		"--cert-dir=" + filepath.Join(dir, "kcm-certs"),
-		"--leader-elect=false",
-		"--service-account-private-key-file=" + pki.saPrivate, "--root-ca-file=" + c.ca.CertPath,
-		"--use-service-account-credentials=true",
-		"--cluster-signing-cert-file=" + c.ca.CertPath, "--cluster-signing-key-file=" + c.ca.KeyPath,
-		"--service-cluster-ip-range=" + clusterServiceCIDR,
-		"--profiling=false", "--v=1",
-	}, gates...), env, httpReady("https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz", nil))
-	c.scheduler = startDaemonWithin(t, ClusterStartTimeout, "kube-scheduler", dir, bins["kube-scheduler"], append([]string{
-		"--kubeconfig=" + pki.schedulerKubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(schedPort),
-		"--leader-elect=false", "--profiling=false", "--v=1",
-	}, gates...), env, httpReady("https://127.0.0.1:"+strconv.Itoa(schedPort)+"/healthz", nil))
 
 	cfgPath := c.writeKubeletConfig(t, pki, cgroupRoot, o.kubeletExtra)
 	kubeletArgs := append([]string{
@@ -259,6 +243,98 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	c.waitUsable(t)
 	t.Logf("cluster %s ready in %s (%s, %s)", KubernetesVersion, time.Since(start).Round(time.Millisecond), c.Runtime.EngineName(), dir)
 	return c
+}
+
+// gateFlags is the --feature-gates flag of every component, if any.
+func (o *clusterOptions) gateFlags() []string {
+	if len(o.featureGates) == 0 {
+		return nil
+	}
+	return []string{"--feature-gates=" + strings.Join(o.featureGates, ",")}
+}
+
+// startControlPlane writes the PKI (into pki when not nil) and starts etcd,
+// the API server, the controller manager and the scheduler, and makes the
+// admin client.
+func (c *Cluster) startControlPlane(t testing.TB, o *clusterOptions, bins map[string]string, pki *clusterPKI) {
+	t.Helper()
+	if pki == nil {
+		pki = &clusterPKI{}
+	}
+	c.APIServerPort = FreePort(t)
+	*pki = c.writePKI(t)
+	gates := o.gateFlags()
+	env := []string{pathEnv(systemPath)}
+
+	// etcd.
+	etcdPort, peerPort := FreePort(t), FreePort(t)
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
+	c.EtcdURL = etcdURL
+	c.etcd = startDaemonWithin(t, ClusterStartTimeout, "etcd", c.Dir, bins["etcd"], append([]string{
+		"--name", "xe2e", "--data-dir", filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--listen-peer-urls", "http://127.0.0.1:" + strconv.Itoa(peerPort),
+		"--unsafe-no-fsync", "--log-level", "warn",
+	}, o.flags["etcd"]...), env, httpReady(etcdURL+"/health", nil))
+
+	// kube-apiserver.
+	apiURL := "https://127.0.0.1:" + strconv.Itoa(c.APIServerPort)
+	adminTLS, err := tls.LoadX509KeyPair(pki.admin.CertPath, pki.admin.KeyPath)
+	if err != nil {
+		t.Fatalf("loading the admin certificate: %v", err)
+	}
+	c.apiserver = startDaemonWithin(t, ClusterStartTimeout, "kube-apiserver", c.Dir, bins["kube-apiserver"], append([]string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.APIServerPort),
+		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
+		"--tls-cert-file=" + pki.apiserver.CertPath, "--tls-private-key-file=" + pki.apiserver.KeyPath,
+		"--client-ca-file=" + c.ca.CertPath,
+		"--kubelet-client-certificate=" + pki.kubeletClient.CertPath, "--kubelet-client-key=" + pki.kubeletClient.KeyPath,
+		"--kubelet-certificate-authority=" + c.ca.CertPath,
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + pki.saPublic, "--service-account-signing-key-file=" + pki.saPrivate,
+		"--service-cluster-ip-range=" + clusterServiceCIDR,
+		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true",
+		// The kubernetes service's endpoint would be 127.0.0.1, which
+		// endpoint validation refuses; nothing routes the service anyway.
+		"--endpoint-reconciler-type=none",
+		"--profiling=false", "--v=1",
+	}, append(gates, o.flags["kube-apiserver"]...)...), env, httpReady(apiURL+"/readyz", &adminTLS))
+
+	c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		t.Fatalf("reading %s: %v", c.Kubeconfig, err)
+	}
+	c.Client, err = kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatalf("making a client for %s: %v", c.Kubeconfig, err)
+	}
+	c.kubectl = command{bin: bins["kubectl"], args: []string{"--kubeconfig", c.Kubeconfig}, env: env}
+
+	// kube-controller-manager and kube-scheduler: /healthz is open to anyone.
+	kcmFlags := o.flags["kube-controller-manager"]
+	if o.controlPlane {
+		kcmFlags = append([]string{"--controllers=*,-node-lifecycle-controller"}, kcmFlags...)
+	}
+	kcmPort, schedPort := FreePort(t), FreePort(t)
+	c.kcm = startDaemonWithin(t, ClusterStartTimeout, "kube-controller-manager", c.Dir, bins["kube-controller-manager"], append([]string{
+		"--kubeconfig=" + pki.kcmKubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kcmPort),
+		"--cert-dir=" + filepath.Join(c.Dir, "kcm-certs"),
+		"--leader-elect=false",
+		"--service-account-private-key-file=" + pki.saPrivate, "--root-ca-file=" + c.ca.CertPath,
+		"--use-service-account-credentials=true",
+		"--cluster-signing-cert-file=" + c.ca.CertPath, "--cluster-signing-key-file=" + c.ca.KeyPath,
+		"--service-cluster-ip-range=" + clusterServiceCIDR,
+		"--profiling=false", "--v=1",
+	}, append(gates, kcmFlags...)...), env, httpReady("https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz", nil))
+	c.scheduler = startDaemonWithin(t, ClusterStartTimeout, "kube-scheduler", c.Dir, bins["kube-scheduler"], append([]string{
+		"--kubeconfig=" + pki.schedulerKubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(schedPort),
+		"--leader-elect=false", "--profiling=false", "--v=1",
+	}, append(gates, o.flags["kube-scheduler"]...)...), env, httpReady("https://127.0.0.1:"+strconv.Itoa(schedPort)+"/healthz", nil))
+
 }
 
 // mountNamespaced is a CRI engine that runs in a mount namespace of its own
@@ -536,6 +612,9 @@ func (c *Cluster) eventually(t testing.TB, timeout time.Duration, what string, c
 // What remains is removed with the runtime.
 func (c *Cluster) deleteWorkloads(t testing.TB) {
 	t.Helper()
+	if c.kubelet == nil {
+		return
+	}
 	select {
 	case <-c.kubelet.exited:
 		return
@@ -701,6 +780,26 @@ func (c *Cluster) RebootKubelet(t testing.TB, down func()) {
 	down()
 	c.kubelet.start(t)
 	c.waitNodeReady(t)
+}
+
+// ProcessID is the process ID of a component the harness started
+// ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+// "kubelet"), 0 when it did not start it or it has exited: benchmarks read
+// its /proc/PID/stat and status.
+func (c *Cluster) ProcessID(component string) int {
+	d := map[string]*daemon{
+		"etcd": c.etcd, "kube-apiserver": c.apiserver, "kube-controller-manager": c.kcm,
+		"kube-scheduler": c.scheduler, "kubelet": c.kubelet,
+	}[component]
+	if d == nil || d.cmd == nil || d.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-d.exited:
+		return 0
+	default:
+		return d.cmd.Process.Pid
+	}
 }
 
 // KubeletLog is the kubelet's log so far (also APIServerLog, ...: the

@@ -12,6 +12,9 @@
 // private directory. A kubelet uses machine-global paths (the device plugin
 // directory, /var/log/containers, kernel tunables): ClaimKubeletHost takes
 // a lock file so that test processes needing one take turns.
+// WithControlPlaneOnly starts the same control plane without kubelet and
+// CRI engine (and without the node lifecycle controller), for benchmarks
+// against simulated nodes (bench/scale); it takes no lock.
 //
 // What it guarantees:
 //   - Every engine runs with its own configuration, storage, state, sockets

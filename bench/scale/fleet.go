@@ -1,0 +1,191 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/dra"
+)
+
+// writers is how many API calls the fleet has in flight: each simulated
+// node is a kubelet or a driver of its own in a real cluster.
+const writers = 16
+
+// simNode is one simulated node: its driver (internal/dra, on a fake
+// host) and the slice last written for it.
+type simNode struct {
+	name   string
+	driver *dra.Driver
+	slice  *resourceapi.ResourceSlice
+}
+
+// fleet is the simulated nodes of one cluster.
+type fleet struct {
+	client kubernetes.Interface
+	nodes  []*simNode
+}
+
+// NodeName is the name of simulated node i.
+func NodeName(i int) string { return fmt.Sprintf("xpu-node-%04d", i) }
+
+// forEach runs f(0..n-1) on writers goroutines and returns the first
+// error.
+func forEach(n int, f func(i int) error) error {
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range min(writers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// nodeStatus is the status of a simulated node: Ready, room for the pods,
+// and capacity baidu.com/xpu when xpus > 0.
+func nodeStatus(xpus int64) corev1.NodeStatus {
+	now := metav1.Now()
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("128"),
+		corev1.ResourceMemory: resource.MustParse("1Ti"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	if xpus > 0 {
+		res[ExtendedResource] = *resource.NewQuantity(xpus, resource.DecimalSI)
+	}
+	return corev1.NodeStatus{
+		Capacity: res, Allocatable: res,
+		Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			Message: "simulated by xpu-cdi bench/scale", LastHeartbeatTime: now, LastTransitionTime: now,
+		}},
+		NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: "v1.37.2"},
+	}
+}
+
+// createNodes creates the Node objects, Ready, and removes the not-ready
+// taint that admission gives a new node (the node lifecycle controller,
+// which would remove it, does not run).
+func (f *fleet) createNodes(ctx context.Context) error {
+	return forEach(len(f.nodes), func(i int) error {
+		name := f.nodes[i].name
+		n, err := f.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: map[string]string{corev1.LabelHostname: name, "baidu.com/xpu.present": "true"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating node %s: %w", name, err)
+		}
+		n.Status = nodeStatus(0)
+		if n, err = f.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("making node %s Ready: %w", name, err)
+		}
+		n.Spec.Taints = nil
+		if _, err := f.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("removing the taints of node %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// setCapacity gives every node xpus of baidu.com/xpu in its status (0:
+// none), as the kubelet does for a device plugin.
+func (f *fleet) setCapacity(ctx context.Context, xpus int64) error {
+	return forEach(len(f.nodes), func(i int) error {
+		name := f.nodes[i].name
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := f.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds := n.Status.Conditions
+			n.Status = nodeStatus(xpus)
+			n.Status.Conditions = conds
+			_, err = f.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			if err != nil {
+				return fmt.Errorf("setting %s of node %s to %d: %w", ExtendedResource, name, xpus, err)
+			}
+			return nil
+		})
+	})
+}
+
+// refresh has every node's driver read its host again (what its poll
+// does), without writing anything; it reports how many drivers saw a
+// change.
+func (f *fleet) refresh() int {
+	var changed atomic.Int64
+	_ = forEach(len(f.nodes), func(i int) error {
+		if f.nodes[i].driver.Refresh() {
+			changed.Add(1)
+		}
+		return nil
+	})
+	return int(changed.Load())
+}
+
+// publish writes every node's slice as its driver builds it (Slice, the
+// object the ResourceSlice controller writes): created the first time,
+// updated after. It returns the API writes, retries after a conflict
+// included.
+func (f *fleet) publish(ctx context.Context) (int, error) {
+	var writes atomic.Int64
+	err := forEach(len(f.nodes), func(i int) error {
+		n := f.nodes[i]
+		want := n.driver.Slice()
+		if n.slice == nil {
+			writes.Add(1)
+			s, err := f.client.ResourceV1().ResourceSlices().Create(ctx, want, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("creating the ResourceSlice of node %s: %w", n.name, err)
+			}
+			n.slice = s
+			return nil
+		}
+		for {
+			next := n.slice.DeepCopy()
+			next.Spec = want.Spec
+			writes.Add(1)
+			s, err := f.client.ResourceV1().ResourceSlices().Update(ctx, next, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				if n.slice, err = f.client.ResourceV1().ResourceSlices().Get(ctx, want.Name, metav1.GetOptions{}); err == nil {
+					continue
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("updating the ResourceSlice of node %s: %w", n.name, err)
+			}
+			n.slice = s
+			return nil
+		}
+	})
+	return int(writes.Load()), err
+}

@@ -1,0 +1,138 @@
+package scale
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		env         map[string]string
+		want        Config
+		err         string
+	}{
+		{description: "defaults are the CI run", want: Config{Nodes: []int{50}, Pods: 200, Cases: []string{"a", "b"}}},
+		{
+			description: "a sweep, cases sorted and deduplicated",
+			env:         map[string]string{EnvNodes: "100, 300,1000", EnvPods: "400", EnvCases: "e,B,a,b", EnvOut: "bench"},
+			want:        Config{Nodes: []int{100, 300, 1000}, Pods: 400, Cases: []string{"a", "b", "e"}, Out: "bench"},
+		},
+		{description: "unknown case", env: map[string]string{EnvCases: "a,z"}, err: `unknown case "z"`},
+		{description: "bad node count", env: map[string]string{EnvNodes: "10,x"}, err: "positive node counts"},
+		{description: "bad pods", env: map[string]string{EnvPods: "0"}, err: "positive number of pods"},
+		{description: "more pods than case c fits", env: map[string]string{EnvNodes: "10", EnvPods: "41", EnvCases: "c"}, err: "case c fits at most 40 pods"},
+		{description: "case f fits 16 per node", env: map[string]string{EnvNodes: "10", EnvPods: "160", EnvCases: "f"}, want: Config{Nodes: []int{10}, Pods: 160, Cases: []string{"f"}}},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			got, err := ConfigFromEnv(func(k string) string { return tc.env[k] })
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestParseProc(t *testing.T) {
+	// Field 2 with a space and a parenthesis; utime 250, stime 50 ticks.
+	stat := "4242 (kube sched) uler) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 12 0 100 0 0\n"
+	cpu, err := parseStatCPU([]byte(stat))
+	require.NoError(t, err)
+	require.InDelta(t, 3.0, cpu, 1e-9)
+	_, err = parseStatCPU([]byte("4242 (x) S 1 2"))
+	require.ErrorContains(t, err, "fields after the command name")
+
+	hwm, err := parseStatusHWM([]byte("Name:\tkube-scheduler\nVmPeak:\t  900 kB\nVmHWM:\t   51200 kB\nVmRSS:\t 40000 kB\n"))
+	require.NoError(t, err)
+	require.Equal(t, int64(50<<20), hwm)
+	_, err = parseStatusHWM([]byte("Name:\tx\n"))
+	require.ErrorContains(t, err, "no VmHWM")
+
+	// This process: a real /proc answers.
+	u, err := ReadProcUsage("/proc", os.Getpid())
+	require.NoError(t, err)
+	require.Positive(t, u.PeakRSSBytes)
+}
+
+func TestLatencies(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	created := map[string]time.Time{"p0": t0, "p1": t0.Add(time.Second), "p2": t0.Add(2 * time.Second)}
+	bound := map[string]time.Time{"p0": t0.Add(100 * time.Millisecond), "p1": t0.Add(1300 * time.Millisecond)}
+	lat, first, last := latencies(created, bound)
+	require.Equal(t, []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}, lat)
+	require.Equal(t, t0, first)
+	require.Equal(t, t0.Add(1300*time.Millisecond), last)
+	require.Equal(t, 100*time.Millisecond, percentile(lat, 50))
+	require.Equal(t, 300*time.Millisecond, percentile(lat, 99))
+	require.Zero(t, percentile(nil, 50))
+}
+
+func TestReportWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	rep := &Report{Started: time.Unix(0, 0), KubernetesVersion: "v1.37.2", CPUs: 2, Results: []Result{
+		{Case: "a", Nodes: 50, Pods: 200, Bound: 200, PodsPerSecond: 100},
+		{Case: "b", Nodes: 50, Pods: 200, Bound: 200, PodsPerSecond: 40},
+		{Case: HealthCase, Nodes: 50, TaintWrites: 50, TaintSeconds: 1.5, UntaintWrites: 50, UntaintSeconds: 1.2},
+	}, Notes: []string{"load average at the start: 3.0"}}
+	require.NoError(t, rep.Write(dir))
+	data, err := os.ReadFile(filepath.Join(dir, "scale-results.json"))
+	require.NoError(t, err)
+	var back []map[string]any
+	require.NoError(t, json.Unmarshal(data, &back))
+	require.Len(t, back, 3)
+	for _, k := range []string{"case", "nodes", "pods", "bound", "podsPerSecond", "p50Ms", "p99Ms"} {
+		require.Contains(t, back[1], k)
+	}
+	require.InDelta(t, 0.4, back[1]["ratioToA"], 1e-9)
+	md, err := os.ReadFile(filepath.Join(dir, "scale-results.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "## 50 nodes")
+	require.Contains(t, string(md), "| 0.40 |")
+	require.Contains(t, string(md), "taint 50 writes, every slice tainted after 1.50 s")
+}
+
+// The slices the simulated nodes get are the driver's for the fake hosts:
+// 8 P800s, and 16 partitions of 48 GiB; a spec without xpu0 taints xpu-0.
+func TestSimulatedSlices(t *testing.T) {
+	p800 := newFakeHost(t, fakehost.P800Sysfs())
+	d := p800.driver(t, NodeName(7))
+	require.True(t, d.Refresh())
+	s := d.Slice()
+	require.Equal(t, NodeName(7), *s.Spec.NodeName)
+	require.Len(t, s.Spec.Devices, DevicesPerNode)
+	require.Equal(t, "P800", *s.Spec.Devices[0].Attributes["model"].StringValue)
+	require.Equal(t, "Kunlun3", *s.Spec.Devices[0].Attributes["family"].StringValue)
+	require.Empty(t, s.Spec.Devices[0].Taints)
+
+	p800.writeSpec(t, false)
+	require.True(t, d.Refresh())
+	s = d.Slice()
+	require.Len(t, s.Spec.Devices[0].Taints, 1)
+	require.Equal(t, d.TaintKey(), s.Spec.Devices[0].Taints[0].Key)
+	require.Empty(t, s.Spec.Devices[1].Taints)
+	p800.writeSpec(t, true)
+	require.True(t, d.Refresh())
+	require.Empty(t, d.Slice().Spec.Devices[0].Taints)
+
+	vf := newFakeHost(t, partitionedP800())
+	d = vf.driver(t, NodeName(0))
+	require.True(t, d.Refresh())
+	s = d.Slice()
+	require.Len(t, s.Spec.Devices, PartitionsPerNode)
+	for _, dev := range s.Spec.Devices {
+		require.Equal(t, "vf", *dev.Attributes["sriovRole"].StringValue, dev.Name)
+		mem := dev.Capacity["memory"].Value
+		require.Zero(t, mem.Cmp(resource.MustParse("48Gi")), dev.Name)
+	}
+}
