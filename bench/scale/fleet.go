@@ -160,7 +160,13 @@ func (f *fleet) publish(ctx context.Context) (int, error) {
 	var writes atomic.Int64
 	err := forEach(len(f.nodes), func(i int) error {
 		n := f.nodes[i]
-		want := n.driver.Slice()
+		// A node of 8 or 16 XPUs fits one slice (the driver splits a pool
+		// only above 64 devices); the fleet keeps one object per node.
+		slices := n.driver.Slices()
+		if len(slices) != 1 {
+			return fmt.Errorf("node %s: the driver publishes %d slices, the fleet handles one per node", n.name, len(slices))
+		}
+		want := slices[0]
 		if n.slice == nil {
 			writes.Add(1)
 			s, err := f.client.ResourceV1().ResourceSlices().Create(ctx, want, metav1.CreateOptions{})

@@ -108,7 +108,7 @@ func TestSimulatedSlices(t *testing.T) {
 	p800 := newFakeHost(t, fakehost.P800Sysfs())
 	d := p800.driver(t, NodeName(7))
 	require.True(t, d.Refresh())
-	s := d.Slice()
+	s := d.Slices()[0]
 	require.Equal(t, NodeName(7), *s.Spec.NodeName)
 	require.Len(t, s.Spec.Devices, DevicesPerNode)
 	require.Equal(t, "P800", *s.Spec.Devices[0].Attributes["model"].StringValue)
@@ -117,18 +117,18 @@ func TestSimulatedSlices(t *testing.T) {
 
 	p800.writeSpec(t, false)
 	require.True(t, d.Refresh())
-	s = d.Slice()
+	s = d.Slices()[0]
 	require.Len(t, s.Spec.Devices[0].Taints, 1)
 	require.Equal(t, d.TaintKey(), s.Spec.Devices[0].Taints[0].Key)
 	require.Empty(t, s.Spec.Devices[1].Taints)
 	p800.writeSpec(t, true)
 	require.True(t, d.Refresh())
-	require.Empty(t, d.Slice().Spec.Devices[0].Taints)
+	require.Empty(t, d.Slices()[0].Spec.Devices[0].Taints)
 
 	vf := newFakeHost(t, partitionedP800())
 	d = vf.driver(t, NodeName(0))
 	require.True(t, d.Refresh())
-	s = d.Slice()
+	s = d.Slices()[0]
 	require.Len(t, s.Spec.Devices, PartitionsPerNode)
 	for _, dev := range s.Spec.Devices {
 		require.Equal(t, "vf", *dev.Attributes["sriovRole"].StringValue, dev.Name)

@@ -208,12 +208,19 @@ func (o *options) printSlice(c *cli.Context, log *logrus.Logger) error {
 		return err
 	}
 	d.Refresh()
-	out, err := yaml.Marshal(d.Slice())
-	if err != nil {
-		return fmt.Errorf("encoding the ResourceSlice: %w", err)
+	for i, s := range d.Slices() {
+		out, err := yaml.Marshal(s)
+		if err != nil {
+			return fmt.Errorf("encoding the ResourceSlice: %w", err)
+		}
+		if i > 0 {
+			out = append([]byte("---\n"), out...)
+		}
+		if _, err := c.App.Writer.Write(out); err != nil {
+			return err
+		}
 	}
-	_, err = c.App.Writer.Write(out)
-	return err
+	return nil
 }
 
 func (o *options) kubeClient() (kubernetes.Interface, error) {
@@ -287,7 +294,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	helper, err := kubeletplugin.Start(ctx, d, append([]kubeletplugin.Option{
 		kubeletplugin.DriverName(o.driverName),
 		kubeletplugin.NodeName(o.nodeName),
-		kubeletplugin.KubeClient(client),
+		kubeletplugin.KubeClient(d.ObservedClient(client)),
 		kubeletplugin.PluginDataDirectoryPath(o.pluginDataDir),
 		kubeletplugin.RegistrarDirectoryPath(o.registryDir),
 		kubeletplugin.RollingUpdate(types.UID(o.podUID)),

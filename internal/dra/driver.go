@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ type Driver struct {
 	// changed is closed (and replaced) when the devices change: the health
 	// streams wait on it.
 	changed chan struct{}
+	// notes logs a condition when it appears or changes, not at every poll.
+	notes xpunode.Notes
+	// publishErr is why the last ResourceSlice write failed (publish.go).
+	publishErr error
 }
 
 // New returns a driver configured by opts; it reads the recorded claims of
@@ -129,7 +134,7 @@ func (d *Driver) Refresh() bool {
 	sc := d.scanner.Scan()
 	devs, h := sc.Devices, sc.Host
 	d.mu.Lock()
-	api := d.build(devs, h, d.api)
+	api, warnings := d.validate(d.build(devs, h, d.api))
 	same := d.api != nil && resourceslice.DevicesDeepEqual(d.api, api)
 	if !same {
 		d.devices, d.api = devs, api
@@ -137,6 +142,7 @@ func (d *Driver) Refresh() bool {
 		d.changed = make(chan struct{})
 	}
 	d.mu.Unlock()
+	d.notes.Note(d.o.log, "invalid", strings.Join(warnings, "; "), d.o.log.Warnf, "every fact of the host is valid in the ResourceSlice again")
 	if !same {
 		d.o.log.Infof("publishing %d XPU(s) in the ResourceSlice of node %s: %s", len(devs), d.o.nodeName, describe(devs))
 	}
@@ -150,8 +156,24 @@ func (d *Driver) Devices() []xpunode.Device {
 	return slices.Clone(d.devices)
 }
 
+// validate returns devs with what the API server would refuse left out
+// (see validate.go), and what was left out.
+func (d *Driver) validate(devs []resourceapi.Device) ([]resourceapi.Device, []string) {
+	var warnings []string
+	for i := range devs {
+		var w []string
+		devs[i], w = validDevice(devs[i])
+		warnings = append(warnings, w...)
+	}
+	if len(warnings) > 0 {
+		warnings[0] = "publishing the ResourceSlice without what the API server would refuse: " + warnings[0]
+	}
+	return devs, warnings
+}
+
 // Resources returns what the node publishes: one pool named after the
-// node with one slice of every XPU (empty on a node without XPU).
+// node with the XPUs in as many slices as the API's limit on devices per
+// slice needs (one empty slice on a node without XPU).
 func (d *Driver) Resources() resourceslice.DriverResources {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -159,27 +181,40 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 	for i := range d.api {
 		devs[i] = *d.api[i].DeepCopy()
 	}
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		d.o.nodeName: {Slices: []resourceslice.Slice{{Devices: devs}}},
-	}}
+	parts := splitDevices(devs)
+	pool := resourceslice.Pool{Slices: make([]resourceslice.Slice, len(parts))}
+	for i, p := range parts {
+		pool.Slices[i] = resourceslice.Slice{Devices: p}
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.o.nodeName: pool}}
 }
 
-// Slice returns the ResourceSlice object the node publishes, as the
-// ResourceSlice controller writes it (without its generated name suffix and
-// owner reference): what print-slice shows.
-func (d *Driver) Slice() *resourceapi.ResourceSlice {
+// Slices returns the ResourceSlice objects the node publishes, as the
+// ResourceSlice controller writes them (without their generated name
+// suffix and owner reference; several slices are numbered): what
+// print-slice shows.
+func (d *Driver) Slices() []*resourceapi.ResourceSlice {
 	res := d.Resources()
 	node := d.o.nodeName
-	return &resourceapi.ResourceSlice{
-		TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + d.o.driverName},
-		Spec: resourceapi.ResourceSliceSpec{
-			Driver:   d.o.driverName,
-			NodeName: &node,
-			Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
-			Devices:  res.Pools[node].Slices[0].Devices,
-		},
+	parts := res.Pools[node].Slices
+	out := make([]*resourceapi.ResourceSlice, len(parts))
+	for i, p := range parts {
+		name := node + "-" + d.o.driverName
+		if len(parts) > 1 {
+			name += "-" + strconv.Itoa(i)
+		}
+		out[i] = &resourceapi.ResourceSlice{
+			TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver:   d.o.driverName,
+				NodeName: &node,
+				Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: int64(len(parts))},
+				Devices:  p.Devices,
+			},
+		}
 	}
+	return out
 }
 
 // Run publishes the slice, then polls the host every interval and

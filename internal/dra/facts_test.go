@@ -44,7 +44,7 @@ func TestLabelsAgreeWithAttributes(t *testing.T) {
 			// or they disagree.
 			common := func(value func(resourceapi.Device) string) string {
 				v := ""
-				for i, d := range f.d.Slice().Spec.Devices {
+				for i, d := range f.d.Slices()[0].Spec.Devices {
 					x := value(d)
 					if x == "" || i > 0 && x != v {
 						return ""
@@ -84,7 +84,7 @@ func TestLabelsAgreeWithAttributes(t *testing.T) {
 func TestP800VFFacts(t *testing.T) {
 	f := newFixture(t, fakehost.P800SRIOV())
 	f.d.Refresh()
-	devs := f.d.Slice().Spec.Devices
+	devs := f.d.Slices()[0].Spec.Devices
 	require.Len(t, devs, 3, "the PF with VFs enabled is not offered")
 	vf := devs[0]
 	require.Equal(t, "xpu-1", vf.Name)

@@ -148,10 +148,14 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 }
 
 // HandleError implements kubeletplugin.DRAPlugin: background errors of the
-// helper (publishing the slice, the gRPC servers) are logged; none ends the
-// process, which would only restart into the same error.
+// helper are logged; a failed ResourceSlice publish (the only errors the
+// library marks recoverable) is also kept for the readiness endpoint
+// until a write succeeds again.
 func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 	d.o.log.Errorf("%s: %v", msg, err)
+	if errors.Is(err, kubeletplugin.ErrRecoverable) {
+		d.publishFailed(publishError(msg, err))
+	}
 }
 
 // Prepared returns the UIDs of the prepared claims, sorted.

@@ -46,7 +46,7 @@ func startKubelet(t testing.TB, d *Driver, objs ...runtime.Object) *kubelet {
 	client := fake.NewClientset(append([]runtime.Object{node}, objs...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	helper, err := kubeletplugin.Start(ctx, d,
-		kubeletplugin.DriverName(d.DriverName()), kubeletplugin.NodeName("node-1"), kubeletplugin.KubeClient(client),
+		kubeletplugin.DriverName(d.DriverName()), kubeletplugin.NodeName("node-1"), kubeletplugin.KubeClient(d.ObservedClient(client)),
 		kubeletplugin.PluginDataDirectoryPath(dir), kubeletplugin.RegistrarDirectoryPath(dir))
 	require.NoError(t, err)
 	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -34,7 +34,7 @@ func TestSliceGolden(t *testing.T) {
 			require.NoError(t, err)
 			f := newFixture(t, h)
 			require.True(t, f.d.Refresh())
-			got, err := yaml.Marshal(f.d.Slice())
+			got, err := yaml.Marshal(f.d.Slices()[0])
 			require.NoError(t, err)
 			golden := filepath.Join("testdata", shape+".yaml")
 			if *update {
@@ -54,7 +54,7 @@ func TestSliceFacts(t *testing.T) {
 	t.Run("r200-sriov: the PF with VFs enabled is not offered, its VFs are", func(t *testing.T) {
 		f := newFixture(t, fakehost.R200SRIOV())
 		f.d.Refresh()
-		s := f.d.Slice()
+		s := f.d.Slices()[0]
 		names := []string{}
 		for _, d := range s.Spec.Devices {
 			names = append(names, d.Name)
@@ -71,7 +71,7 @@ func TestSliceFacts(t *testing.T) {
 	t.Run("p800x8: pcieRoot from the fake sysfs, not the real one", func(t *testing.T) {
 		f := newFixture(t, fakehost.P800x8())
 		f.d.Refresh()
-		s := f.d.Slice()
+		s := f.d.Slices()[0]
 		require.Len(t, s.Spec.Devices, 8)
 		require.Equal(t, "pci0000:00", *s.Spec.Devices[0].Attributes["resource.kubernetes.io/pcieRoot"].StringValue)
 		require.Equal(t, "pci0000:80", *s.Spec.Devices[7].Attributes["resource.kubernetes.io/pcieRoot"].StringValue)
@@ -82,7 +82,7 @@ func TestSliceFacts(t *testing.T) {
 	t.Run("degraded: the XPU in ERROR is tainted with its state", func(t *testing.T) {
 		f := newFixture(t, fakehost.Degraded())
 		f.d.Refresh()
-		s := f.d.Slice()
+		s := f.d.Slices()[0]
 		require.Len(t, s.Spec.Devices, 3)
 		x3 := s.Spec.Devices[2]
 		require.Equal(t, "xpu-3", x3.Name)
@@ -219,12 +219,12 @@ func TestDevicesAppear(t *testing.T) {
 	}))
 	require.NoError(t, err)
 	require.True(t, d.Refresh())
-	require.Empty(t, d.Slice().Spec.Devices)
+	require.Empty(t, d.Slices()[0].Spec.Devices)
 	mu.Lock()
 	root = tree.Root
 	mu.Unlock()
 	require.True(t, d.Refresh())
-	require.Len(t, d.Slice().Spec.Devices, 8)
+	require.Len(t, d.Slices()[0].Spec.Devices, 8)
 	require.False(t, d.Refresh(), "no change, nothing to publish")
 	require.Equal(t, xpunode.Healthy, d.Devices()[0].Health)
 }
