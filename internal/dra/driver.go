@@ -45,6 +45,9 @@ type Driver struct {
 	notes map[string]string
 	// publishErr is why the last ResourceSlice write failed (publish.go).
 	publishErr error
+	// fatal carries the first error HandleError got that the helper
+	// library does not mark recoverable: Run returns it.
+	fatal chan error
 }
 
 // New returns a driver configured by opts; it reads the recorded claims of
@@ -64,6 +67,7 @@ func New(opts ...Option) (*Driver, error) {
 		claims:  claims,
 		changed: make(chan struct{}),
 		notes:   map[string]string{},
+		fatal:   make(chan error, 1),
 	}, nil
 }
 
@@ -285,7 +289,9 @@ func (d *Driver) Slices() []*resourceapi.ResourceSlice {
 }
 
 // Run publishes the slice, then polls the host every interval and
-// publishes again when it changed, until ctx ends.
+// publishes again when it changed, until ctx ends (nil) or the helper
+// reports a fatal error (see HandleError), which it returns: the process
+// should then end.
 func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 	d.Refresh()
 	if err := pub.PublishResources(ctx, d.Resources()); err != nil {
@@ -297,6 +303,8 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-d.fatal:
+			return err
 		case <-t.C:
 		}
 		if d.Refresh() {
