@@ -35,6 +35,9 @@ type Plugin struct {
 	// notes holds the last message logged per topic, so that a condition is
 	// logged when it appears or changes, not at every health check.
 	notes map[string]string
+	// unready is why the plugin is not registered and serving (nil when
+	// it is): what the readiness endpoint shows.
+	unready error
 }
 
 var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
@@ -49,6 +52,7 @@ func New(opts ...Option) (*Plugin, error) {
 		o:       o,
 		changed: make(chan struct{}),
 		stopped: make(chan struct{}),
+		unready: errors.New("not registered with the kubelet yet"),
 		notes:   map[string]string{},
 	}
 	if o.strategy.UsesCDISpec() {
@@ -283,4 +287,18 @@ func knownIDs(devs []Device) string {
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
+}
+
+// Ready says why the plugin is not registered with the kubelet and serving
+// its socket; nil when it is.
+func (p *Plugin) Ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unready
+}
+
+func (p *Plugin) setUnready(err error) {
+	p.mu.Lock()
+	p.unready = err
+	p.mu.Unlock()
 }

@@ -43,8 +43,10 @@ type Driver struct {
 	// notes holds the last message logged per topic, so that a condition is
 	// logged when it appears or changes, not at every poll.
 	notes map[string]string
-	// publishErr is why the last ResourceSlice write failed (publish.go).
+	// publishErr is why the last ResourceSlice write failed (publish.go);
+	// published is set once Run handed the slices to the publisher.
 	publishErr error
+	published  bool
 	// fatal carries the first error HandleError got that the helper
 	// library does not mark recoverable: Run returns it.
 	fatal chan error
@@ -297,6 +299,9 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 	if err := pub.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.nodeName, err)
 	}
+	d.mu.Lock()
+	d.published = true
+	d.mu.Unlock()
 	t := time.NewTicker(d.o.pollInterval)
 	defer t.Stop()
 	for {
