@@ -16,7 +16,7 @@ import (
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url) //nolint:gosec,noctx // a test of a loopback server
+	resp, err := http.Get(url) //nolint:noctx // a test of a loopback server
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
