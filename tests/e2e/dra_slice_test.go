@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +75,18 @@ func TestDRASliceAccepted(t *testing.T) {
 				require.Empty(t, d.Capacity, "no negative memory")
 			}
 		}
+	}
+	// The health endpoint: alive, and not ready, saying why (no kubelet
+	// reads this registry directory).
+	m := regexp.MustCompile(`health endpoint on (127\.0\.0\.1:\d+)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, m, logs.String())
+	for path, want := range map[string]string{"/healthz": "200 ok\n", "/readyz": "503 not ready: not registered with the kubelet yet\n"} {
+		resp, err := http.Get("http://" + m[1] + path) //nolint:noctx // loopback, bounded by the client's default transport
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, want, fmt.Sprintf("%d %s", resp.StatusCode, body), path)
 	}
 	require.Contains(t, logs.String(), "attribute driverVersion left out: the version value is 71 bytes long")
 	require.Contains(t, logs.String(), "device xpu-3: capacity memory left out")
