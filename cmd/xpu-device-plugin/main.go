@@ -17,6 +17,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin"
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
@@ -48,6 +49,7 @@ type options struct {
 	resourceName   string
 	strategy       string
 	healthInterval time.Duration
+	healthAddress  string
 	specDirs       cli.StringSlice
 	parsedStrategy deviceplugin.Strategy
 	configFile     string
@@ -101,6 +103,10 @@ SIGTERM. A node without XPU advertises zero devices (and says why) instead of ex
 				return fmt.Errorf("--log-level: %w", err)
 			}
 			log.SetLevel(l)
+			// client-go (labels) and gRPC's klog users log through klog.
+			if err := daemon.RouteKlog(log); err != nil {
+				return err
+			}
 			return o.validate(c)
 		},
 		Action: func(c *cli.Context) error {
@@ -128,8 +134,13 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringFlag{Name: "labels-file", Usage: "keep the node labels (baidu.com/xpu.*, with the sharing) in this NFD feature `FILE`, e.g. /etc/kubernetes/node-feature-discovery/features.d/xpu-device-plugin; its directory must exist", EnvVars: []string{"XPU_CDI_LABELS_FILE"}, Destination: &o.labelsFile},
 		&cli.BoolFlag{Name: "remove-labels-on-exit", Usage: "remove --labels-file when stopped (SIGTERM): the node's labels go with the plugin", EnvVars: []string{"XPU_CDI_REMOVE_LABELS_ON_EXIT"}, Destination: &o.removeLabels},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &o.level},
+		daemon.HealthFlag(&o.healthAddress, DefaultHealthAddress),
 	}
 }
+
+// DefaultHealthAddress is the health endpoint's address (the chart's probes
+// use its port).
+const DefaultHealthAddress = ":9508"
 
 func (o *options) validate(c *cli.Context) error {
 	if err := cdispec.ValidateKind(o.vendor, o.class); err != nil {
@@ -214,6 +225,10 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	}
 	log.Infof("xpu-device-plugin %s: resource %s, CDI kind %s/%s, strategy %s, device plugin dir %s, dev root %s, sharing %s (%d replica(s) per XPU)",
 		version, o.sharing.ResourceName, o.vendor, o.class, o.parsedStrategy, o.pluginPath, o.host.DevRoot, o.sharing.Strategy(), o.sharing.Replicas)
+	// Ready while registered with the kubelet and serving its socket.
+	if err := daemon.StartHealth(ctx, o.healthAddress, p.Ready, log); err != nil {
+		return err
+	}
 	err = p.Run(ctx)
 	if lw != nil && o.removeLabels {
 		err = errors.Join(err, lw.remove())

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/dra"
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
@@ -59,7 +61,12 @@ type options struct {
 	pluginDataDir string
 	registryDir   string
 	podUID        string
+	healthAddress string
 }
+
+// DefaultHealthAddress is the health endpoint's address (the chart's probes
+// use its port).
+const DefaultHealthAddress = ":9509"
 
 const description = `Publishes the node's Kunlun XPUs (found as xpu-cdi finds them: one device per /dev/xpuN
 that can run work, named xpu-N) in the node's ResourceSlice of driver --driver-name, with
@@ -146,6 +153,7 @@ func (o *options) serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "plugin-data-dir", Usage: "the plugin's `DIR` (its DRA socket and the records of prepared claims); default: /var/lib/kubelet/plugins/<driver-name>", EnvVars: []string{"XPU_CDI_PLUGIN_DATA_DIR"}, Destination: &o.pluginDataDir},
 		&cli.StringFlag{Name: "plugin-registry-dir", Usage: "the kubelet's plugin registration `DIR`", Value: kubeletplugin.KubeletRegistryDir, EnvVars: []string{"XPU_CDI_PLUGIN_REGISTRY_DIR"}, Destination: &o.registryDir},
 		&cli.StringFlag{Name: "pod-uid", Usage: "the `UID` of the driver's pod (downward API metadata.uid): registers sockets of its own, so that during a DaemonSet's rolling update (maxSurge) the old and the new driver answer side by side (kubelet 1.33+); empty: one driver per node", EnvVars: []string{"POD_UID", "XPU_CDI_POD_UID"}, Destination: &o.podUID},
+		daemon.HealthFlag(&o.healthAddress, DefaultHealthAddress),
 	}
 }
 
@@ -155,7 +163,8 @@ func (o *options) setLevel(log *logrus.Logger) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log.SetLevel(l)
-	return nil
+	// client-go and the helper library log through klog.
+	return daemon.RouteKlog(log)
 }
 
 func (o *options) validate(serve bool) error {
@@ -285,6 +294,20 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Ready once the kubelet registered the plugin and the API server took
+	// its slices (the helper's RegistrationStatus is read unlocked, as the
+	// library offers it).
+	var helperOf atomic.Pointer[kubeletplugin.Helper]
+	ready := func() error {
+		h := helperOf.Load()
+		if h == nil {
+			return fmt.Errorf("waiting for the kubelet's plugin registry %s", o.registryDir)
+		}
+		return d.Ready(h.RegistrationStatus())
+	}
+	if err := daemon.StartHealth(ctx, o.healthAddress, ready, log); err != nil {
+		return err
+	}
 	if err := waitForDir(ctx, o.registryDir, log); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil
@@ -303,6 +326,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		return fmt.Errorf("starting the kubelet plugin %s: %w", o.driverName, err)
 	}
 	defer helper.Stop()
+	helperOf.Store(helper)
 	rolling := "off (no --pod-uid)"
 	if o.podUID != "" {
 		rolling = "on, pod " + o.podUID

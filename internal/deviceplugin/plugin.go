@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -32,6 +33,9 @@ type Plugin struct {
 	stopped chan struct{}
 	// notes logs the registration's failures once per change.
 	notes xpunode.Notes
+	// unready is why the plugin is not registered and serving (nil when
+	// it is): what the readiness endpoint shows.
+	unready error
 }
 
 var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
@@ -53,6 +57,7 @@ func New(opts ...Option) (*Plugin, error) {
 		}),
 		changed: make(chan struct{}),
 		stopped: make(chan struct{}),
+		unready: errors.New("not registered with the kubelet yet"),
 	}
 	if o.strategy == StrategyVolumeMounts {
 		o.log.Warnf("%s", volumeMountsCaveat)
@@ -215,4 +220,18 @@ func knownIDs(devs []Device) string {
 		out[i] = d.ID
 	}
 	return strings.Join(out, ",")
+}
+
+// Ready says why the plugin is not registered with the kubelet and serving
+// its socket; nil when it is.
+func (p *Plugin) Ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unready
+}
+
+func (p *Plugin) setUnready(err error) {
+	p.mu.Lock()
+	p.unready = err
+	p.mu.Unlock()
 }

@@ -265,6 +265,7 @@ func TestReRegistersWhenTheKubeletRestarts(t *testing.T) {
 	require.NoError(t, err)
 	require.FileExists(t, p.SocketPath())
 	require.Eventually(t, func() bool { return log.Count("registered baidu.com/xpu with the kubelet") == 1 }, 5*time.Second, 10*time.Millisecond, log.String())
+	require.NoError(t, p.Ready(), "registered and serving: ready")
 
 	for i := range 2 {
 		// The restart removes the plugin's socket and re-creates kubelet.sock.
@@ -292,6 +293,7 @@ func TestWaitsForTheKubeletAndStopsCleanly(t *testing.T) {
 	r := &running{plugin: p, done: make(chan error, 1)}
 	r.run(t)
 	require.Eventually(t, func() bool { return log.Count("waiting for the kubelet") == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.EqualError(t, p.Ready(), "not registered with the kubelet yet")
 	time.Sleep(100 * time.Millisecond)
 	require.NoFileExists(t, p.SocketPath(), "no socket before the kubelet is there")
 	require.Equal(t, 1, log.Count("waiting for the kubelet"), "logged once")

@@ -45,6 +45,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 			return err
 		}
 		if err := p.register(ctx, kubeletSock); err != nil {
+			p.setUnready(fmt.Errorf("registering with the kubelet at %s: %w", kubeletSock, err))
 			srv.stop()
 			if ctx.Err() != nil {
 				return nil
@@ -57,8 +58,10 @@ func (p *Plugin) Run(ctx context.Context) error {
 			continue
 		}
 		p.notes.Note(p.o.log, "register", "", p.o.log.Warnf, "")
+		p.setUnready(nil)
 		p.o.log.Infof("registered %s with the kubelet at %s (endpoint %s, strategy %s)", p.o.resourceName, kubeletSock, srv.path, p.o.strategy)
 		why := p.watch(ctx, kubelet, srv)
+		p.setUnready(fmt.Errorf("not registered: %s", why))
 		srv.stop()
 		if ctx.Err() != nil {
 			p.o.log.Infof("stopped; removed %s", srv.path)

@@ -41,8 +41,13 @@ type Driver struct {
 	changed chan struct{}
 	// notes logs a condition when it appears or changes, not at every poll.
 	notes xpunode.Notes
-	// publishErr is why the last ResourceSlice write failed (publish.go).
+	// publishErr is why the last ResourceSlice write failed (publish.go);
+	// published is set once Run handed the slices to the publisher.
 	publishErr error
+	published  bool
+	// fatal carries the first error HandleError got that the helper
+	// library does not mark recoverable: Run returns it.
+	fatal chan error
 }
 
 // New returns a driver configured by opts; it reads the recorded claims of
@@ -65,6 +70,7 @@ func New(opts ...Option) (*Driver, error) {
 		}),
 		claims:  claims,
 		changed: make(chan struct{}),
+		fatal:   make(chan error, 1),
 	}, nil
 }
 
@@ -218,18 +224,25 @@ func (d *Driver) Slices() []*resourceapi.ResourceSlice {
 }
 
 // Run publishes the slice, then polls the host every interval and
-// publishes again when it changed, until ctx ends.
+// publishes again when it changed, until ctx ends (nil) or the helper
+// reports a fatal error (see HandleError), which it returns: the process
+// should then end.
 func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 	d.Refresh()
 	if err := pub.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.nodeName, err)
 	}
+	d.mu.Lock()
+	d.published = true
+	d.mu.Unlock()
 	t := time.NewTicker(d.o.pollInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-d.fatal:
+			return err
 		case <-t.C:
 		}
 		if d.Refresh() {

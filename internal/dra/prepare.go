@@ -147,14 +147,22 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 	return out, nil
 }
 
-// HandleError implements kubeletplugin.DRAPlugin: background errors of the
-// helper are logged; a failed ResourceSlice publish (the only errors the
-// library marks recoverable) is also kept for the readiness endpoint
-// until a write succeeds again.
+// HandleError implements kubeletplugin.DRAPlugin, as the helper library's
+// doc says a driver should: an error it marks recoverable (a failed
+// ResourceSlice publish, which the controller retries) is logged and kept
+// for the readiness endpoint until a write succeeds again; any other (the
+// DRA or the registration gRPC server failed: the kubelet can no longer
+// reach the driver) ends Run with it, so that the process exits and is
+// restarted.
 func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 	d.o.log.Errorf("%s: %v", msg, err)
 	if errors.Is(err, kubeletplugin.ErrRecoverable) {
 		d.publishFailed(publishError(msg, err))
+		return
+	}
+	select {
+	case d.fatal <- fmt.Errorf("%s: %w", msg, err):
+	default: // Run ends with the first one already.
 	}
 }
 

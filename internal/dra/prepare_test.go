@@ -110,7 +110,7 @@ func cdiIDs(r *drapb.NodePrepareResourceResponse) []string {
 }
 
 // records lists the claim records on disk.
-func (f *fixture) records(t *testing.T) []string {
+func (f *fixture) records(t testing.TB) []string {
 	t.Helper()
 	entries, err := os.ReadDir(f.stateDir)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/util/watchlist"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
 // The helper library publishes the slices in the background and reports a
@@ -103,4 +105,23 @@ func (s observedSlices) Delete(ctx context.Context, name string, opts metav1.Del
 // publishError is what HandleError records for a failed publish.
 func publishError(msg string, err error) error {
 	return fmt.Errorf("the API server did not take the ResourceSlice (%s): %w", msg, err)
+}
+
+// Ready says why the driver is not ready, nil when it is: the kubelet
+// registered it (status is the helper's RegistrationStatus, nil before the
+// kubelet answered), it handed its slices to the helper, and the API server
+// took the last ResourceSlice write.
+func (d *Driver) Ready(status *registerapi.RegistrationStatus) error {
+	switch {
+	case status == nil:
+		return errors.New("not registered with the kubelet yet")
+	case !status.PluginRegistered:
+		return fmt.Errorf("the kubelet refused the registration: %s", status.Error)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.published {
+		return errors.New("the ResourceSlice is not published yet")
+	}
+	return d.publishErr
 }

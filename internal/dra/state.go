@@ -26,9 +26,20 @@ type preparedDevice struct {
 	AdminAccess bool     `json:"adminAccess,omitempty"`
 }
 
+// claimRecordVersion is the format of the claim records this driver
+// writes. Records without a version (written before it existed) are
+// version 1: the format did not change. A driver meeting a newer version
+// (a downgrade) refuses to start rather than guess what the record holds:
+// ignoring it could prepare a device that a claim still holds.
+const claimRecordVersion = 1
+
+// ErrRecordVersion is the error of a claim record of an unknown version.
+var ErrRecordVersion = errors.New("claim record of a newer format")
+
 // preparedClaim is what the driver records about a prepared claim: enough
 // to answer Prepare again and to refuse a device of this claim to another.
 type preparedClaim struct {
+	Version   int              `json:"version"`
 	UID       types.UID        `json:"uid"`
 	Namespace string           `json:"namespace"`
 	Name      string           `json:"name"`
@@ -94,6 +105,9 @@ func (s *claimStore) load() error {
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed by the other driver of a rolling update
 		}
+		if errors.Is(err, ErrRecordVersion) {
+			return err
+		}
 		if err != nil || c.UID != types.UID(uid) {
 			// Kept on disk for the operator; the claim is prepared again
 			// when the kubelet asks and the record is then rewritten.
@@ -125,6 +139,13 @@ func readClaim(path string) (*preparedClaim, error) {
 	var c preparedClaim
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	switch {
+	case c.Version == 0:
+		c.Version = claimRecordVersion
+	case c.Version > claimRecordVersion || c.Version < 0:
+		return nil, fmt.Errorf("%w: %s has version %d, this driver reads up to version %d: it was written by a newer xpu-dra-driver; run that version again (or, once no pod uses the claim, remove the file)",
+			ErrRecordVersion, path, c.Version, claimRecordVersion)
 	}
 	return &c, nil
 }
@@ -162,6 +183,7 @@ func (s *claimStore) path(uid types.UID) (string, error) {
 
 // put records c; on error nothing changed.
 func (s *claimStore) put(c *preparedClaim) error {
+	c.Version = claimRecordVersion
 	if s.dir != "" {
 		path, err := s.path(c.UID)
 		if err != nil {

@@ -20,32 +20,58 @@ func TestTolerates(t *testing.T) {
 		want        bool
 	}{
 		{description: "none", want: false},
-		{description: "Equal IN_RESET NoExecute does not tolerate ERROR (issue 28 finding 8)",
-			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "IN_RESET", Effect: resourceapi.DeviceTaintEffectNoExecute}}},
-		{description: "Equal IN_RESET, any effect, does not tolerate ERROR",
-			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "IN_RESET"}}},
-		{description: "Equal ERROR NoExecute: the effect differs",
-			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "ERROR", Effect: resourceapi.DeviceTaintEffectNoExecute}}},
-		{description: "Equal ERROR NoSchedule", want: true,
-			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "ERROR", Effect: resourceapi.DeviceTaintEffectNoSchedule}}},
-		{description: "Equal ERROR, empty effect matches every effect", want: true,
-			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "ERROR"}}},
-		{description: "empty operator is Equal", want: true,
-			tolerations: []resourceapi.DeviceToleration{{Key: key, Value: "ERROR"}}},
-		{description: "empty operator is Equal: value differs",
-			tolerations: []resourceapi.DeviceToleration{{Key: key, Value: "NoXPUCtrl"}}},
-		{description: "Exists on the key, any value", want: true,
-			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpExists}}},
-		{description: "Exists on the key with another effect",
-			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoExecute}}},
-		{description: "Exists on another key",
-			tolerations: []resourceapi.DeviceToleration{{Key: "gpu.example.com/unhealthy", Operator: resourceapi.DeviceTolerationOpExists}}},
-		{description: "Equal ERROR on another key",
-			tolerations: []resourceapi.DeviceToleration{{Key: "other", Operator: resourceapi.DeviceTolerationOpEqual, Value: "ERROR"}}},
-		{description: "empty key with Exists matches every taint", want: true,
-			tolerations: []resourceapi.DeviceToleration{{Operator: resourceapi.DeviceTolerationOpExists}}},
-		{description: "empty key with Exists NoExecute: effect differs",
-			tolerations: []resourceapi.DeviceToleration{{Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoExecute}}},
+		{
+			description: "Equal IN_RESET NoExecute does not tolerate ERROR (issue 28 finding 8)",
+			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "IN_RESET", Effect: resourceapi.DeviceTaintEffectNoExecute}},
+		},
+		{
+			description: "Equal IN_RESET, any effect, does not tolerate ERROR",
+			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "IN_RESET"}},
+		},
+		{
+			description: "Equal ERROR NoExecute: the effect differs",
+			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "ERROR", Effect: resourceapi.DeviceTaintEffectNoExecute}},
+		},
+		{
+			description: "Equal ERROR NoSchedule", want: true,
+			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "ERROR", Effect: resourceapi.DeviceTaintEffectNoSchedule}},
+		},
+		{
+			description: "Equal ERROR, empty effect matches every effect", want: true,
+			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "ERROR"}},
+		},
+		{
+			description: "empty operator is Equal", want: true,
+			tolerations: []resourceapi.DeviceToleration{{Key: key, Value: "ERROR"}},
+		},
+		{
+			description: "empty operator is Equal: value differs",
+			tolerations: []resourceapi.DeviceToleration{{Key: key, Value: "NoXPUCtrl"}},
+		},
+		{
+			description: "Exists on the key, any value", want: true,
+			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpExists}},
+		},
+		{
+			description: "Exists on the key with another effect",
+			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoExecute}},
+		},
+		{
+			description: "Exists on another key",
+			tolerations: []resourceapi.DeviceToleration{{Key: "gpu.example.com/unhealthy", Operator: resourceapi.DeviceTolerationOpExists}},
+		},
+		{
+			description: "Equal ERROR on another key",
+			tolerations: []resourceapi.DeviceToleration{{Key: "other", Operator: resourceapi.DeviceTolerationOpEqual, Value: "ERROR"}},
+		},
+		{
+			description: "empty key with Exists matches every taint", want: true,
+			tolerations: []resourceapi.DeviceToleration{{Operator: resourceapi.DeviceTolerationOpExists}},
+		},
+		{
+			description: "empty key with Exists NoExecute: effect differs",
+			tolerations: []resourceapi.DeviceToleration{{Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoExecute}},
+		},
 		{description: "one of several matches", want: true, tolerations: []resourceapi.DeviceToleration{
 			{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "IN_RESET"},
 			{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "ERROR"},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -151,14 +152,20 @@ func TestPublishRefused(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	registered := &registerapi.RegistrationStatus{PluginRegistered: true}
+	require.EqualError(t, f.d.Ready(nil), "not registered with the kubelet yet")
+	require.EqualError(t, f.d.Ready(&registerapi.RegistrationStatus{Error: "socket not found"}), "the kubelet refused the registration: socket not found")
+	require.EqualError(t, f.d.Ready(registered), "the ResourceSlice is not published yet")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.d.Run(ctx, k.helper) }()
 	defer func() { cancel(); <-done }()
 	require.Eventually(t, func() bool { return f.d.PublishError() != nil }, 10*time.Second, 10*time.Millisecond)
+	require.ErrorContains(t, f.d.Ready(registered), "must have at most 64 items", "readiness names the refusal")
 	require.ErrorContains(t, f.d.PublishError(), "the API server did not take the ResourceSlice (processing ResourceSlice objects): ")
 	require.ErrorContains(t, f.d.PublishError(), "spec.devices: Too many: 70: must have at most 64 items")
 	refuse.Store(false)
 	require.Eventually(t, func() bool { return f.d.PublishError() == nil }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, f.d.Ready(registered))
 	require.True(t, f.log.Has("the API server took the ResourceSlice of node node-1 again"))
 }

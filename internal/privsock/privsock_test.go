@@ -24,9 +24,11 @@ func shortDir(t *testing.T) string {
 func TestModeIgnoresUmask(t *testing.T) {
 	for _, umask := range []int{0o000, 0o077, 0o777} {
 		t.Run(fmt.Sprintf("umask %03o", umask), func(t *testing.T) {
+			// The directory is made before the umask changes: under
+			// umask 777 it would be mode 000, which only root can enter.
+			path := filepath.Join(shortDir(t), "p.sock")
 			old := syscall.Umask(umask)
 			defer syscall.Umask(old)
-			path := filepath.Join(shortDir(t), "p.sock")
 			l, err := Listen(context.Background(), path)
 			require.NoError(t, err)
 			defer l.Close()

@@ -54,6 +54,8 @@ func startDevicePlugin(t *testing.T, tree *fakehost.Tree, dir string, args ...st
 	all := append([]string{
 		"--dev-root", tree.Root, "--driver-root", tree.Root,
 		"--device-plugin-path", dir, "--health-check-interval", "200ms", "--log-level", "debug",
+		// A free port: tests run several plugins at once.
+		"--health-address", "127.0.0.1:0",
 	}, args...)
 	cmd := exec.Command(Binary(t, "xpu-device-plugin"), all...)
 	p := &devicePlugin{cmd: cmd, log: &syncBuffer{}, done: make(chan error, 1)}

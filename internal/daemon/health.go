@@ -1,0 +1,126 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
+)
+
+// Health endpoint paths: liveness (the process serves HTTP) and readiness
+// (the daemon's own check).
+const (
+	LivenessPath  = "/healthz"
+	ReadinessPath = "/readyz"
+)
+
+// HealthAddressFlag, HealthAddressEnv name the flag and variable of the
+// endpoint's address; the daemons give their own default port.
+const (
+	HealthAddressFlag = "health-address"
+	HealthAddressEnv  = "XPU_CDI_HEALTH_ADDRESS"
+)
+
+// ReadyFunc says why the daemon is not ready; nil when it is.
+type ReadyFunc func() error
+
+// Health is the HTTP health endpoint of a daemon. Bodies are plain text:
+// "ok", or on /readyz the reason the daemon is not ready (503).
+type Health struct {
+	l   net.Listener
+	srv *http.Server
+}
+
+// ListenHealth listens on addr (host:port; ":9509" on every address). An
+// empty addr turns the endpoint off: it returns nil, nil, and a nil
+// *Health serves nothing.
+func ListenHealth(addr string, ready ReadyFunc) (*Health, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %s: %w (give a free host:port, or an empty value to turn the endpoint off)", HealthAddressFlag, addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+LivenessPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET "+ReadinessPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	return &Health{l: l, srv: &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		MaxHeaderBytes:    8 << 10,
+	}}, nil
+}
+
+// Addr is the address the endpoint listens on.
+func (h *Health) Addr() string { return h.l.Addr().String() }
+
+// Serve serves until ctx ends, then shuts the server down; it returns nil
+// then, or the error that stopped serving.
+func (h *Health) Serve(ctx context.Context) error {
+	if h == nil {
+		<-ctx.Done()
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.srv.Serve(h.l) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("health endpoint %s: %w", h.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = h.srv.Shutdown(sctx)
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("health endpoint %s: %w", h.Addr(), err)
+	}
+	return nil
+}
+
+// HealthFlag is the --health-address flag of a daemon, bound to dest, with
+// the daemon's default address.
+func HealthFlag(dest *string, defaultAddr string) *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:        HealthAddressFlag,
+		Usage:       "`HOST:PORT` of the health endpoint: GET " + LivenessPath + " (liveness) and " + ReadinessPath + " (readiness, with the reason when not ready), plain text; empty turns it off",
+		Value:       defaultAddr,
+		EnvVars:     []string{HealthAddressEnv},
+		Destination: dest,
+	}
+}
+
+// StartHealth listens on addr (nothing when empty) and serves the health
+// endpoint until ctx ends; a failure to serve later is logged.
+func StartHealth(ctx context.Context, addr string, ready ReadyFunc, log logger.Interface) error {
+	h, err := ListenHealth(addr, ready)
+	if err != nil || h == nil {
+		return err
+	}
+	log.Infof("health endpoint on %s (%s, %s)", h.Addr(), LivenessPath, ReadinessPath)
+	go func() {
+		if err := h.Serve(ctx); err != nil {
+			log.Errorf("%v", err)
+		}
+	}()
+	return nil
+}
