@@ -40,7 +40,7 @@ func TestHelmChartDRA(t *testing.T) {
 			busybox := c.BusyboxImage(t)
 			rootfs := t.TempDir()
 			require.NoError(t, os.MkdirAll(filepath.Join(rootfs, "usr", "bin"), 0o755))
-			for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-dra-driver"} {
+			for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-dra-driver", "xpu-exporter"} {
 				data, err := os.ReadFile(Binary(t, name))
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(filepath.Join(rootfs, "usr", "bin", name), data, 0o755))
@@ -63,6 +63,7 @@ func TestHelmChartDRA(t *testing.T) {
 				"devicePlugin.enabled=false", "devicePlugin.cdiVendor="+vendor, "labels.featuresDir="+features,
 				"dra.enabled=true", "dra.healthCheckInterval=500ms", "dra.kubeletDir="+c.KubeletRootDir,
 				"dra.apiServer.host=127.0.0.1", "dra.apiServer.port="+strconv.Itoa(c.APIServerPort),
+				"exporter.port="+strconv.Itoa(harness.FreePort(t)), "exporter.podResourcesDir="+filepath.Join(c.KubeletRootDir, "pod-resources"),
 			)}
 			start := time.Now()
 			rel.install(t)
