@@ -173,10 +173,9 @@ func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.
 		exporter.WithSpecs(cdispec.Kind(o.vendor, o.class), dirs),
 		exporter.WithDiscover(func() (*discover.Host, error) { return o.host.Discover(nil) }, o.host.DevRoot),
 	}
-	switch {
-	case o.xpuSMI == xpuSMIOff:
+	if o.xpuSMI == xpuSMIOff {
 		opts = append(opts, exporter.WithoutXPUSMI())
-	default:
+	} else {
 		program, chroot := o.xpuSMI, ""
 		if o.host.HostRoot != "" && o.xpuSMIChroot {
 			chroot = o.host.HostRoot

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
@@ -134,6 +135,9 @@ func TestServeFakeHost(t *testing.T) {
 	require.Contains(t, body, `xpu_healthy{model="P800",pci_bus_id="`+s.Devices[0].BusID+`",xpu="0"} 0`, "no CDI spec names it")
 	require.Contains(t, body, `xpu_health_info{model="P800",pci_bus_id="`+s.Devices[0].BusID+`",reason="no CDI spec of kind baidu.com/xpu names it",xpu="0"} 1`)
 	require.Contains(t, body, "process_resident_memory_bytes")
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	require.NoError(t, err)
+	require.Empty(t, problems, "promlint (promtool check metrics) on the whole scrape")
 	code, body = get(t, "http://"+addr+"/", "prom", "secret")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "/xpu-metrics")

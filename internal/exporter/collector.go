@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,10 +40,12 @@ type Collector struct {
 	scan *xpunode.Scanner
 
 	mu sync.Mutex // one collection at a time: the index cache and reported
-	// busOf maps xpu-smi indices to PCI addresses ("" when -q failed),
-	// for the set of indices busKey.
-	busOf  map[int]string
-	busKey string
+	// busOf maps xpu-smi indices to PCI addresses, for the set of
+	// indices busKey; failedAt holds when -q failed for an index, asked
+	// again after qRetry.
+	busOf    map[int]string
+	failedAt map[int]time.Time
+	busKey   string
 	// reported holds the messages logged already, by source.
 	reported map[string]map[string]bool
 }
@@ -122,6 +125,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// qRetry is how long an xpu-smi index whose -i N -q failed is left out
+// before it is asked again.
+const qRetry = time.Minute
+
 // errNoXPUSMI is the error of a host on which discovery found no xpu-smi.
 var errNoXPUSMI = errors.New("xpu-smi not found under the driver root: only what discovery knows is exported")
 
@@ -172,18 +179,20 @@ func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]xp
 		keys = append(keys, strconv.Itoa(s.Index))
 	}
 	if key := strings.Join(keys, ","); key != c.busKey {
-		c.busOf, c.busKey = map[int]string{}, key
+		c.busOf, c.failedAt, c.busKey = map[int]string{}, map[int]time.Time{}, key
 	}
 	out := make(map[string]xpusmi.Sample, len(samples))
 	for _, s := range samples {
 		bus, ok := c.busOf[s.Index]
-		if !ok {
-			d, err := r.Detail(ctx, s.Index)
-			if err != nil {
+		if failed, tried := c.failedAt[s.Index]; !ok && (!tried || c.o.now().Sub(failed) >= qRetry) {
+			if d, err := r.Detail(ctx, s.Index); err != nil {
 				c.report(SourceXPUSMI, fmt.Sprintf("xpu-smi index %d is left out: %v", s.Index, err))
+				c.failedAt[s.Index] = c.o.now()
+			} else {
+				bus = d.BusID
+				c.busOf[s.Index] = bus
+				delete(c.failedAt, s.Index)
 			}
-			bus = d.BusID
-			c.busOf[s.Index] = bus
 		}
 		if bus == "" {
 			continue

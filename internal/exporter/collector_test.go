@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -107,4 +108,21 @@ func TestCollectP800VFs(t *testing.T) {
 	require.Len(t, named(s, "xpu_info", `model="P800 VF"`, `family="Kunlun3"`), 2)
 	_, smi := s[`xpu_exporter_source_up{source="xpu-smi"}`]
 	require.False(t, smi, "the source is off")
+}
+
+// An xpu-smi index whose -i N -q fails is left out, not guessed, and asked
+// again a minute later.
+func TestCollectRetriesFailedQuery(t *testing.T) {
+	now := time.Now()
+	c, tr := hostCollector(t, fakehost.P800x8(), func(_ *fakehost.Tree, s *fakehost.XPUSMIState) { s.Mode = fakehost.SMINoQ })
+	c.o.now = func() time.Time { return now }
+	s := scrape(t, c)
+	require.Equal(t, 1.0, value(t, s, `xpu_exporter_source_up{source="xpu-smi"}`))
+	require.Empty(t, named(s, "xpu_memory_used_bytes"))
+	require.NoError(t, fakehost.WriteXPUSMIState(tr.Root, fakehost.DefaultTelemetry(tr)))
+	s = scrape(t, c)
+	require.Empty(t, named(s, "xpu_memory_used_bytes"), "not asked again yet")
+	now = now.Add(qRetry)
+	s = scrape(t, c)
+	require.Len(t, named(s, "xpu_memory_used_bytes"), 8)
 }

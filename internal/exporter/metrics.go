@@ -29,8 +29,11 @@ var (
 // queries are checked against it).
 func MetricNames() []string {
 	var out []string
-	for _, m := range []metric{metricInfo, metricMemoryUsed, metricMemoryTotal, metricUtilization, metricTemperature, metricPower,
-		metricHealthy, metricHealthInfo, metricResets, metricCollectDuration, metricSourceUp, metricSkippedLines} {
+	all := []metric{
+		metricInfo, metricMemoryUsed, metricMemoryTotal, metricUtilization, metricTemperature, metricPower,
+		metricHealthy, metricHealthInfo, metricResets, metricCollectDuration, metricSourceUp, metricSkippedLines,
+	}
+	for _, m := range all {
 		out = append(out, m.name)
 	}
 	return out

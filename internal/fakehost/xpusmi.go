@@ -28,6 +28,8 @@ const (
 	SMIFail XPUSMIMode = "fail"
 	// SMIOddLine is SMINormal with a 33rd field on the first -m line.
 	SMIOddLine XPUSMIMode = "oddline"
+	// SMINoQ is SMINormal but -q fails (exit 5).
+	SMINoQ XPUSMIMode = "noq"
 )
 
 // Telemetry is what the fake xpu-smi reports for one device, in the units

@@ -113,7 +113,7 @@ func newDRAChart(t *testing.T, c *harness.Cluster, helm string) *draChart {
 	t.Helper()
 	rootfs := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(rootfs, "usr", "bin"), 0o755))
-	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-dra-driver"} {
+	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-dra-driver", "xpu-exporter"} {
 		data, err := os.ReadFile(Binary(t, name))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(rootfs, "usr", "bin", name), data, 0o755))
@@ -131,6 +131,7 @@ func newDRAChart(t *testing.T, c *harness.Cluster, helm string) *draChart {
 		"devicePlugin.enabled=false", "devicePlugin.cdiVendor="+ch.vendor, "labels.featuresDir="+ch.features,
 		"dra.enabled=true", "dra.healthCheckInterval=500ms", "dra.kubeletDir="+c.KubeletRootDir,
 		"dra.apiServer.host=127.0.0.1", "dra.apiServer.port="+strconv.Itoa(c.APIServerPort),
+		"exporter.port="+strconv.Itoa(harness.FreePort(t)), "exporter.podResourcesDir="+filepath.Join(c.KubeletRootDir, "pod-resources"),
 	)}
 	return ch
 }

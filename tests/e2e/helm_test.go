@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,7 +183,7 @@ func TestHelmChart(t *testing.T) {
 			busybox := c.BusyboxImage(t)
 			rootfs := t.TempDir()
 			require.NoError(t, os.MkdirAll(filepath.Join(rootfs, "usr", "bin"), 0o755))
-			for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin"} {
+			for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin", "xpu-exporter"} {
 				data, err := os.ReadFile(Binary(t, name))
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(filepath.Join(rootfs, "usr", "bin", name), data, 0o755))
@@ -196,8 +197,10 @@ func TestHelmChart(t *testing.T) {
 			require.NoError(t, os.Mkdir(features, 0o755))
 			specFile := filepath.Join(c.SpecDir(), vendor+"-xpu.yaml")
 			hookDir := filepath.Join(base, "opt", "xpu-cdi", "bin")
+			exporterPort := harness.FreePort(t)
 			// Clipped: each release appends its own values.
 			common := slices.Clip(append(installerPropagation(c),
+				"exporter.port="+strconv.Itoa(exporterPort), "exporter.podResourcesDir="+filepath.Join(c.KubeletRootDir, "pod-resources"),
 				"image.repository=localhost/xpu-cdi", "image.tag=e2e", "image.pullPolicy=Never", "hostNetwork=true",
 				"installer.hookDir="+hookDir, "installer.specFile="+specFile, "installer.interval=1s",
 				"devicePlugin.cdiVendor="+vendor, "devicePlugin.healthCheckInterval=1s", "labels.featuresDir="+features,
@@ -226,7 +229,17 @@ func TestHelmChart(t *testing.T) {
 
 				c.Apply(t, limitsPod("xpu-one", busybox, "baidu.com/xpu"))
 				c.WaitPodRunning(t, "default", "xpu-one", podTimeout)
-				require.Len(t, xpusOf(t, c, tree, "xpu-one"), 1, "exactly one XPU")
+				idx := xpusOf(t, c, tree, "xpu-one")
+				require.Len(t, idx, 1, "exactly one XPU")
+				// The exporter's DaemonSet: the fake xpu-smi run in a chroot
+				// into the host root, the pod's XPU attributed to it.
+				var scrape string
+				require.Eventually(t, func() bool {
+					scrape, _ = httpGet("http://127.0.0.1:" + strconv.Itoa(exporterPort) + "/metrics")
+					return strings.Contains(scrape, `pod="xpu-one"`)
+				}, podTimeout, 250*time.Millisecond, "the exporter's scrape:\n%s", scrape)
+				require.Contains(t, scrape, `xpu_exporter_source_up{source="xpu-smi"} 1`)
+				require.Contains(t, scrape, fmt.Sprintf(`xpu_memory_total_bytes{container="main",model="P800",namespace="default",pci_bus_id="%s",pod="xpu-one",xpu="%d"}`, tree.Devices[idx[0]].BDF, idx[0]))
 				c.MustKubectl(t, "delete", "pod", "xpu-one", "--namespace", "default", "--wait")
 
 				rel.uninstall(t)

@@ -41,12 +41,7 @@ func TestUnitsVerify(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
 			require.Equal(t, tc.wantClean, tc.service == string(service), "the broken case must change the unit")
-			root := t.TempDir()
-			unitDir := filepath.Join(root, "etc", "systemd", "system")
-			require.NoError(t, os.MkdirAll(unitDir, 0o755))
-			require.NoError(t, os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, "usr", "bin", "xpu-cdi"), []byte("#!/bin/sh\n"), 0o755))
-			copyHostUnits(t, filepath.Join(root, "usr", "lib", "systemd", "system"))
+			root, unitDir := unitRoot(t, "xpu-cdi")
 			require.NoError(t, os.WriteFile(filepath.Join(unitDir, "xpu-cdi-refresh.service"), []byte(tc.service), 0o644))
 			require.NoError(t, os.WriteFile(filepath.Join(unitDir, "xpu-cdi-refresh.path"), path, 0o644))
 
@@ -69,6 +64,19 @@ func TestUnitsVerify(t *testing.T) {
 	}
 }
 
+// unitRoot is a temporary root for systemd-analyze verify: the host's units,
+// an executable /usr/bin/<bin> and an empty unit directory, returned.
+func unitRoot(t *testing.T, bin string) (root, unitDir string) {
+	t.Helper()
+	root = t.TempDir()
+	unitDir = filepath.Join(root, "etc", "systemd", "system")
+	require.NoError(t, os.MkdirAll(unitDir, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "usr", "bin", bin), []byte("#!/bin/sh\n"), 0o755))
+	copyHostUnits(t, filepath.Join(root, "usr", "lib", "systemd", "system"))
+	return root, unitDir
+}
+
 // copyHostUnits copies the host's system unit directory (targets, slices
 // and services the shipped units depend on) into dst. With only some of
 // them, systemd-analyze stops checking the unit without a word.
@@ -83,12 +91,7 @@ func copyHostUnits(t *testing.T, dst string) {
 func TestExporterUnit(t *testing.T) {
 	requireTools(t, "systemd-analyze")
 	src := filepath.Join(repoRoot(t), "packaging", "systemd")
-	root := t.TempDir()
-	unitDir := filepath.Join(root, "etc", "systemd", "system")
-	require.NoError(t, os.MkdirAll(unitDir, 0o755))
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(root, "usr", "bin", "xpu-exporter"), []byte("#!/bin/sh\n"), 0o755))
-	copyHostUnits(t, filepath.Join(root, "usr", "lib", "systemd", "system"))
+	root, unitDir := unitRoot(t, "xpu-exporter")
 	unit, err := os.ReadFile(filepath.Join(src, "xpu-exporter.service"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(unitDir, "xpu-exporter.service"), unit, 0o644))

@@ -35,8 +35,10 @@ func TestParseM(t *testing.T) {
 		{description: "short line", out: good[:len(good)-3], errs: []string{"line 1: 31 fields, not 32"}},
 		{description: "long line", out: good + " extra", errs: []string{"line 1: 33 fields, not 32"}},
 		{description: "a one-word name shifts the fields", out: strings.Replace(good, "(P800  OAM)", "(R200)", 1), errs: []string{"31 fields"}},
-		{description: "bad line among good ones", out: good + "\nxpu-smi: driver not loaded\n" + mLine("2", "1", "1", "1", "2", "3"), errs: []string{"line 2: 4 fields"},
-			want: []Sample{{Index: 0, Temperature: 45, Power: 80.5, MemoryUsed: 1024 << 20, MemoryTotal: 98304 << 20, Utilization: 0.37, Name: "P800 OAM"}, {Index: 2, Temperature: 1, Power: 1, MemoryUsed: 1 << 20, MemoryTotal: 2 << 20, Utilization: 0.03, Name: "P800 OAM"}}},
+		{
+			description: "bad line among good ones", out: good + "\nxpu-smi: driver not loaded\n" + mLine("2", "1", "1", "1", "2", "3"), errs: []string{"line 2: 4 fields"},
+			want: []Sample{{Index: 0, Temperature: 45, Power: 80.5, MemoryUsed: 1024 << 20, MemoryTotal: 98304 << 20, Utilization: 0.37, Name: "P800 OAM"}, {Index: 2, Temperature: 1, Power: 1, MemoryUsed: 1 << 20, MemoryTotal: 2 << 20, Utilization: 0.03, Name: "P800 OAM"}},
+		},
 		{description: "index not a number", out: mLine("x", "45", "80", "1", "2", "3"), errs: []string{"field 1 (xpu-smi index)"}},
 		{description: "negative index", out: mLine("-1", "45", "80", "1", "2", "3"), errs: []string{"field 1"}},
 		{description: "temperature N/A", out: mLine("0", "N/A", "80", "1", "2", "3"), errs: []string{"field 4 (temperature)"}},
@@ -44,8 +46,10 @@ func TestParseM(t *testing.T) {
 		{description: "utilisation over 100", out: mLine("0", "4", "8", "1", "2", "300"), errs: []string{"field 19 (utilisation)"}},
 		{description: "used over total", out: mLine("0", "4", "8", "3", "2", "3"), errs: []string{"more than the total"}},
 		{description: "no parentheses", out: strings.Replace(good, "(P800  OAM)", "P800 OAM", 1), errs: []string{"not a name in parentheses"}},
-		{description: "index twice", out: good + "\n" + good, errs: []string{"line 2: xpu-smi index 0 given twice"},
-			want: []Sample{{Index: 0, Temperature: 45, Power: 80.5, MemoryUsed: 1024 << 20, MemoryTotal: 98304 << 20, Utilization: 0.37, Name: "P800 OAM"}}},
+		{
+			description: "index twice", out: good + "\n" + good, errs: []string{"line 2: xpu-smi index 0 given twice"},
+			want: []Sample{{Index: 0, Temperature: 45, Power: 80.5, MemoryUsed: 1024 << 20, MemoryTotal: 98304 << 20, Utilization: 0.37, Name: "P800 OAM"}},
+		},
 		{description: "garbage", out: "\x00\xff\xfe garbage\n+----+----+\n| XPU | Name |", errs: []string{"line 1", "line 2", "line 3"}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {

@@ -10,7 +10,7 @@
  * With -m, -q or -i N -q it prints the telemetry of the public layout
  * (kunlun-host.md, "Telemetry a host offers") from the state file
  * /etc/xpu-fakehost/xpu-smi.state of the fake host (fakehost.WriteXPUSMIState):
- *   mode normal|hang|flood|fail|oddline
+ *   mode normal|hang|flood|fail|oddline|noq
  *   dev <bus-id> <temp C> <power W> <used MiB> <total MiB> <util %> <name> <name2>
  * one dev line per device, in xpu-smi index order. The fake host's root is
  * XPU_FAKEHOST_ROOT, else what /proc/self/exe says once the program's own
@@ -152,6 +152,10 @@ static int telemetry(int argc, char **argv, const char *version)
 	if (strcmp(mode, "fail") == 0) {
 		fprintf(stderr, "xpu-smi: Failed to initialize XPUML: driver not loaded\n");
 		return 3;
+	}
+	if (q && strcmp(mode, "noq") == 0) {
+		fprintf(stderr, "xpu-smi: -q: Failed to query device\n");
+		return 5;
 	}
 	if (only >= n) {
 		fprintf(stderr, "xpu-smi: no device %d\n", only);

@@ -1,0 +1,20 @@
+package exporter
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+)
+
+// The collector's series pass promlint, the linter promtool check metrics
+// runs, on a host with every source (xpu-smi, /proc/xpu, attribution).
+func TestCollectorLint(t *testing.T) {
+	sock := servePodResources(t, &podResourcesServer{resp: listResponse()})
+	c, _ := hostCollector(t, fakehost.R200SRIOV(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, WithPodResources(NewPodResources(sock)))
+	problems, err := testutil.CollectAndLint(c)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+}

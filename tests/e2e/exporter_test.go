@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+)
+
+// process is a program the test runs on the node, killed at the end.
+type process struct {
+	name string
+	log  *syncBuffer
+}
+
+func startProcess(t *testing.T, name string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	p := &process{name: filepath.Base(name), log: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+		if t.Failed() {
+			t.Logf("%s log:\n%s", p.name, p.log.String())
+		}
+	})
+	return p
+}
+
+// httpGet returns the body of a 200 answer for u, or an error.
+func httpGet(u string) (string, error) {
+	resp, err := http.Get(u)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
+	}
+	return string(body), nil
+}
+
+// promResult is the answer of Prometheus' instant query API.
+type promResult struct {
+	Status string `json:"status"`
+	Error  string `json:"error"`
+	Data   struct {
+		Result []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
+		} `json:"result"`
+	} `json:"data"`
+}
+
+func promQuery(t *testing.T, base, q string) promResult {
+	t.Helper()
+	body, err := httpGet(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	require.NoError(t, err, q)
+	var r promResult
+	require.NoError(t, json.Unmarshal([]byte(body), &r), body)
+	require.Equal(t, "success", r.Status, "%s: %s", q, r.Error)
+	return r
+}
+
+// TestExporterPrometheus runs the xpu-exporter binary on the node of the
+// test cluster (as the host package's xpu-exporter.service does) against a
+// fake P800 host, with the real device plugin and the real DRA driver: one
+// pod gets an XPU through the device plugin, another one through a DRA
+// claim. A real Prometheus (Debian's) scrapes the exporter and answers
+// xpu_memory_used_bytes{pod=...} for each pod with the value of the fake
+// xpu-smi's state file for its XPU; `promtool check metrics` finds nothing
+// to say about a scrape; the dashboard's queries run on that Prometheus.
+func TestExporterPrometheus(t *testing.T) {
+	harness.RequiresRoot(t)
+	prometheus := harness.RequiresTool(t, "prometheus")
+	promtool := harness.RequiresTool(t, "promtool")
+	d := startDRA(t, func(t testing.TB) harness.CRI { return harness.NewContainerd(t) })
+	plugin := startDevicePlugin(t, d.tree, harness.DevicePluginDir, "--vendor", d.vendor, "--cdi-spec-dir", d.SpecDir())
+	require.Eventually(t, func() bool { return strings.Contains(plugin.log.String(), "registered baidu.com/xpu") }, podTimeout, 250*time.Millisecond)
+	waitAllocatable(t, d.Cluster, "baidu.com/xpu", "8")
+
+	// The fake xpu-smi's telemetry: another memory use per XPU.
+	state := fakehost.DefaultTelemetry(d.tree)
+	usedOf := map[string]int64{} // by PCI address
+	for i := range state.Devices {
+		state.Devices[i].UsedMiB = int64(1000 + 111*i)
+		state.Devices[i].Utilization = int64(10 + i)
+		usedOf[state.Devices[i].BusID] = state.Devices[i].UsedMiB
+	}
+	require.NoError(t, fakehost.WriteXPUSMIState(d.tree.Root, state))
+
+	// A pod with one XPU of the device plugin.
+	d.Apply(t, limitsPod("xpu-plugin-pod", d.image, "baidu.com/xpu"))
+	d.WaitPodRunning(t, "default", "xpu-plugin-pod", podTimeout)
+	idx := xpusOf(t, d.Cluster, d.tree, "xpu-plugin-pod")
+	require.Len(t, idx, 1, "one XPU")
+	pluginIdx := idx[0]
+
+	// A pod with one XPU of a DRA claim, another one than the plugin's.
+	d.Apply(t, claimTemplate("one-other-xpu", 1, false, fmt.Sprintf(`device.attributes["xpu.baidu.com"].index != %d`, pluginIdx)))
+	d.Apply(t, xpuPod("xpu-dra-pod", d.image, "template:one-other-xpu"))
+	d.WaitPodRunning(t, "default", "xpu-dra-pod", podTimeout)
+	draIdx := d.allocated(t, "xpu-dra-pod")
+	require.Len(t, draIdx, 1)
+
+	exporterPort := harness.FreePort(t)
+	exporterURL := "http://127.0.0.1:" + strconv.Itoa(exporterPort)
+	startProcess(t, Binary(t, "xpu-exporter"), "--dev-root", d.tree.Root, "--driver-root", d.tree.Root,
+		"--web.listen-address", "127.0.0.1:"+strconv.Itoa(exporterPort),
+		"--pod-resources-socket", filepath.Join(d.KubeletRootDir, "pod-resources", "kubelet.sock"),
+		"--vendor", d.vendor, "--cdi-spec-dir", d.SpecDir())
+	var scrape string
+	require.Eventually(t, func() bool {
+		var err error
+		scrape, err = httpGet(exporterURL + "/metrics")
+		return err == nil && strings.Contains(scrape, `pod="xpu-dra-pod"`) && strings.Contains(scrape, `pod="xpu-plugin-pod"`)
+	}, podTimeout, 250*time.Millisecond, "the exporter's scrape:\n%s", scrape)
+	require.Contains(t, scrape, `xpu_exporter_source_up{source="pod-resources"} 1`)
+	require.Contains(t, scrape, `xpu_exporter_source_up{source="xpu-smi"} 1`)
+
+	// promtool's lint of the exposition: nothing to say.
+	check := exec.Command(promtool, "check", "metrics")
+	check.Stdin = strings.NewReader(scrape)
+	out, err := check.CombinedOutput()
+	require.NoError(t, err, "promtool check metrics:\n%s", out)
+	require.Empty(t, strings.TrimSpace(string(out)), "promtool check metrics")
+
+	// A real Prometheus scraping the exporter every second.
+	promPort := harness.FreePort(t)
+	promURL := "http://127.0.0.1:" + strconv.Itoa(promPort)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "prometheus.yml")
+	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil, `global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: xpu
+    honor_labels: true
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+`, exporterPort), 0o644))
+	check = exec.Command(promtool, "check", "config", config)
+	out, err = check.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	startProcess(t, prometheus, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address=127.0.0.1:"+strconv.Itoa(promPort))
+	require.Eventually(t, func() bool { _, err := httpGet(promURL + "/-/ready"); return err == nil }, podTimeout, 250*time.Millisecond)
+
+	busOf := map[int]string{}
+	for _, dev := range d.tree.Devices {
+		busOf[dev.Index] = dev.BDF
+	}
+	for _, tc := range []struct {
+		pod   string
+		idx   int
+		claim bool
+	}{
+		{"xpu-plugin-pod", pluginIdx, false},
+		{"xpu-dra-pod", draIdx[0], true},
+	} {
+		t.Run(tc.pod, func(t *testing.T) {
+			q := fmt.Sprintf(`xpu_memory_used_bytes{pod=%q}`, tc.pod)
+			var res promResult
+			require.Eventually(t, func() bool {
+				res = promQuery(t, promURL, q)
+				return len(res.Data.Result) == 1
+			}, podTimeout, 500*time.Millisecond, "%s: %+v", q, res)
+			m := res.Data.Result[0].Metric
+			require.Equal(t, strconv.Itoa(tc.idx), m["xpu"])
+			require.Equal(t, busOf[tc.idx], m["pci_bus_id"])
+			require.Equal(t, "default", m["namespace"])
+			require.Equal(t, "main", m["container"])
+			if tc.claim {
+				require.NotEmpty(t, m["claim"])
+				require.Equal(t, "default", m["claim_namespace"])
+			} else {
+				require.NotContains(t, m, "claim")
+			}
+			want := float64(usedOf[busOf[tc.idx]] << 20)
+			got, err := strconv.ParseFloat(res.Data.Result[0].Value[1].(string), 64)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "the fake host's state file says %d MiB", usedOf[busOf[tc.idx]])
+		})
+	}
+
+	// The dashboard's queries evaluate on Prometheus, and those of the
+	// metrics this host has give series.
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deployments", "helm", "xpu-cdi", "dashboards", "xpu-exporter.json"))
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(data, &dash))
+	ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
+	defer cancel()
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			q := strings.ReplaceAll(tg.Expr, "$instance", ".*")
+			res := promQuery(t, promURL, q)
+			if strings.Contains(q, "xpu_health_info") {
+				continue // every XPU is healthy: no series
+			}
+			for len(res.Data.Result) == 0 && ctx.Err() == nil {
+				time.Sleep(500 * time.Millisecond)
+				res = promQuery(t, promURL, q)
+			}
+			require.NotEmpty(t, res.Data.Result, "panel %q: %s", p.Title, q)
+		}
+	}
+}
