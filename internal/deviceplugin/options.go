@@ -7,7 +7,6 @@ import (
 	"time"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
@@ -69,7 +68,8 @@ func WithHealthInterval(d time.Duration) Option { return func(o *options) { o.he
 // restart (and for a kubelet that is not there yet).
 func WithWatchInterval(d time.Duration) Option { return func(o *options) { o.watchInterval = d } }
 
-// WithSpecDirs sets the CDI spec directories checked for the cdi-* strategies.
+// WithSpecDirs sets the CDI spec directories checked for the cdi-* strategies
+// (default: the CDI library's, as xpunode.Scanner has them).
 func WithSpecDirs(dirs ...string) Option {
 	return func(o *options) { o.specDirs = append([]string{}, dirs...) }
 }
@@ -119,9 +119,6 @@ func newOptions(opts []Option) (*options, error) {
 	}
 	if o.watchInterval <= 0 {
 		o.watchInterval = DefaultWatchInterval
-	}
-	if o.specDirs == nil {
-		o.specDirs = cdiapi.DefaultSpecDirs
 	}
 	o.log = logger.OrDiscard(o.log)
 	if err := ValidateResourceName(o.resourceName); err != nil {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
-
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
@@ -47,7 +45,8 @@ func WithKind(kind string) Option { return func(o *options) { o.kind = kind } }
 // WithDiscover sets how the host is read (default discover.Discover()).
 func WithDiscover(f DiscoverFunc) Option { return func(o *options) { o.discover = f } }
 
-// WithSpecDirs sets the CDI spec directories checked for the node spec.
+// WithSpecDirs sets the CDI spec directories checked for the node spec
+// (default: the CDI library's, as xpunode.Scanner has them).
 func WithSpecDirs(dirs ...string) Option {
 	return func(o *options) { o.specDirs = append([]string{}, dirs...) }
 }
@@ -79,9 +78,6 @@ func newOptions(opts []Option) (*options, error) {
 	}
 	if o.discover == nil {
 		o.discover = func() (*discover.Host, error) { return discover.Discover() }
-	}
-	if o.specDirs == nil {
-		o.specDirs = cdiapi.DefaultSpecDirs
 	}
 	if o.pollInterval <= 0 {
 		o.pollInterval = DefaultPollInterval

@@ -79,7 +79,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 		}
 		if !names[dev.ID] {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: no spec of kind %s in %s names %s (create it with: %s)",
-				r.Request, r.Device, ErrNoSpec, d.o.kind, strings.Join(d.o.specDirs, ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.kind))
+				r.Request, r.Device, ErrNoSpec, d.o.kind, strings.Join(d.scanner.SpecDirs(), ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.kind))
 		}
 		if dev.Health != xpunode.Healthy && !tolerates(r.Tolerations, d.TaintKey()) {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: %s", r.Request, r.Device, ErrDeviceUnhealthy, dev.Reason)
