@@ -52,6 +52,23 @@ func newFixture(t testing.TB, h fakehost.Host, opts ...Option) *fixture {
 	return f
 }
 
+// forEachShape runs f, in a subtest named after the shape, on a fixture
+// of every fake host shape but the benchmarks' scaled one, refreshed once.
+func forEachShape(t *testing.T, f func(t *testing.T, shape string, fx *fixture)) {
+	for _, shape := range fakehost.Shapes() {
+		if shape == fakehost.ShapeScaled {
+			continue
+		}
+		t.Run(shape, func(t *testing.T) {
+			h, err := fakehost.ShapeByName(shape, 0, 0)
+			require.NoError(t, err)
+			fx := newFixture(t, h)
+			require.True(t, fx.d.Refresh())
+			f(t, shape, fx)
+		})
+	}
+}
+
 // driver returns a new driver on the fixture's host, spec and state: a
 // restarted driver.
 func (f *fixture) driver(t testing.TB, opts ...Option) *Driver {
