@@ -163,23 +163,25 @@ func (o *options) validate(serve bool) error {
 	return nil
 }
 
-func (o *options) driverOptions(log *logrus.Logger) []dra.Option {
-	return []dra.Option{
-		dra.WithDriverName(o.driverName),
-		dra.WithNodeName(o.nodeName),
-		dra.WithKind(o.kind.String()),
-		dra.WithSpecDirs(o.specDirs.Dirs()...),
-		dra.WithLogger(log),
-		dra.WithDiscover(func() (*discover.Host, error) {
+// driverConfig is the driver's configuration from the flags; serve adds
+// the state directory and the poll interval.
+func (o *options) driverConfig(log *logrus.Logger) dra.Config {
+	return dra.Config{
+		DriverName: o.driverName,
+		NodeName:   o.nodeName,
+		Kind:       o.kind.String(),
+		SpecDirs:   o.specDirs.Dirs(),
+		Log:        log,
+		Discover: func() (*discover.Host, error) {
 			// Host warnings are not logged at every poll: the driver logs
 			// what changes what it publishes.
 			return o.host.Discover(nil)
-		}),
+		},
 	}
 }
 
 func (o *options) printSlice(c *cli.Context, log *logrus.Logger) error {
-	d, err := dra.New(o.driverOptions(log)...)
+	d, err := dra.New(o.driverConfig(log))
 	if err != nil {
 		return err
 	}
@@ -230,9 +232,10 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	if err := os.MkdirAll(o.pluginDataDir, 0o750); err != nil {
 		return fmt.Errorf("--plugin-data-dir: %w", err)
 	}
-	d, err := dra.New(append(o.driverOptions(log),
-		dra.WithStateDir(filepath.Join(o.pluginDataDir, "claims")),
-		dra.WithPollInterval(o.pollInterval))...)
+	cfg := o.driverConfig(log)
+	cfg.StateDir = filepath.Join(o.pluginDataDir, "claims")
+	cfg.PollInterval = o.pollInterval
+	d, err := dra.New(cfg)
 	if err != nil {
 		return err
 	}

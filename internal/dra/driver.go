@@ -27,7 +27,7 @@ type Publisher interface {
 // plugin helper calls its Prepare and Unprepare methods, Run keeps the
 // node's slice true.
 type Driver struct {
-	o       *options
+	o       *Config
 	scanner *xpunode.Scanner
 	claims  *claimStore
 
@@ -40,21 +40,21 @@ type Driver struct {
 	changed chan struct{}
 }
 
-// New returns a driver configured by opts; it reads the recorded claims of
+// New returns a driver configured by cfg; it reads the recorded claims of
 // the state directory, not the host yet.
-func New(opts ...Option) (*Driver, error) {
-	o, err := newOptions(opts)
+func New(cfg Config) (*Driver, error) {
+	o, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	claims, err := openClaimStore(o.stateDir, o.log)
+	claims, err := openClaimStore(o.StateDir, o.Log)
 	if err != nil {
 		return nil, err
 	}
 	return &Driver{
 		o: o,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
-			Discover: o.discover, Kind: o.kind, SpecDirs: o.specDirs, Log: o.log,
+			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			Empty:    "publishing an empty ResourceSlice",
 			Unusable: "they are tainted and cannot be prepared",
 		}),
@@ -64,14 +64,14 @@ func New(opts ...Option) (*Driver, error) {
 }
 
 // DriverName is the driver's name.
-func (d *Driver) DriverName() string { return d.o.driverName }
+func (d *Driver) DriverName() string { return d.o.DriverName }
 
 // PoolName is the pool of the node's devices: the node name.
-func (d *Driver) PoolName() string { return d.o.nodeName }
+func (d *Driver) PoolName() string { return d.o.NodeName }
 
 // TaintKey is the key of the taint of a device that cannot run work; its
 // value says why (see taintValue).
-func (d *Driver) TaintKey() string { return d.o.driverName + "/unhealthy" }
+func (d *Driver) TaintKey() string { return d.o.DriverName + "/unhealthy" }
 
 var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
 
@@ -105,7 +105,7 @@ func (d *Driver) build(devs []xpunode.Device, h *discover.Host, prev []resourcea
 			if i >= 0 && len(prev[i].Taints) == 1 && prev[i].Taints[0].Key == taint.Key && prev[i].Taints[0].Value == taint.Value {
 				taint.TimeAdded = prev[i].Taints[0].TimeAdded
 			} else {
-				now := metav1.NewTime(d.o.now().Truncate(time.Second))
+				now := metav1.NewTime(d.o.Clock().Truncate(time.Second))
 				taint.TimeAdded = &now
 			}
 			ad.Taints = []resourceapi.DeviceTaint{taint}
@@ -130,7 +130,7 @@ func (d *Driver) Refresh() bool {
 	}
 	d.mu.Unlock()
 	if !same {
-		d.o.log.Infof("publishing %d XPU(s) in the ResourceSlice of node %s: %s", len(devs), d.o.nodeName, describe(devs))
+		d.o.Log.Infof("publishing %d XPU(s) in the ResourceSlice of node %s: %s", len(devs), d.o.NodeName, describe(devs))
 	}
 	return !same
 }
@@ -152,7 +152,7 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 		devs[i] = *d.api[i].DeepCopy()
 	}
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		d.o.nodeName: {Slices: []resourceslice.Slice{{Devices: devs}}},
+		d.o.NodeName: {Slices: []resourceslice.Slice{{Devices: devs}}},
 	}}
 }
 
@@ -161,12 +161,12 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 // owner reference): what print-slice shows.
 func (d *Driver) Slice() *resourceapi.ResourceSlice {
 	res := d.Resources()
-	node := d.o.nodeName
+	node := d.o.NodeName
 	return &resourceapi.ResourceSlice{
 		TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + d.o.driverName},
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + d.o.DriverName},
 		Spec: resourceapi.ResourceSliceSpec{
-			Driver:   d.o.driverName,
+			Driver:   d.o.DriverName,
 			NodeName: &node,
 			Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
 			Devices:  res.Pools[node].Slices[0].Devices,
@@ -179,9 +179,9 @@ func (d *Driver) Slice() *resourceapi.ResourceSlice {
 func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 	d.Refresh()
 	if err := pub.PublishResources(ctx, d.Resources()); err != nil {
-		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.nodeName, err)
+		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.NodeName, err)
 	}
-	t := time.NewTicker(d.o.pollInterval)
+	t := time.NewTicker(d.o.PollInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -191,7 +191,7 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 		}
 		if d.Refresh() {
 			if err := pub.PublishResources(ctx, d.Resources()); err != nil {
-				return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.nodeName, err)
+				return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.NodeName, err)
 			}
 		}
 	}

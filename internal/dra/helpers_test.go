@@ -44,11 +44,11 @@ type fixture struct {
 	d        *Driver
 }
 
-func newFixture(t testing.TB, h fakehost.Host, opts ...Option) *fixture {
+func newFixture(t testing.TB, h fakehost.Host, mods ...func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{tree: fakehosttest.Build(t, h), specDir: t.TempDir(), stateDir: filepath.Join(t.TempDir(), "claims"), log: &logtest.Recorder{}}
 	writeSpec(t, f.tree, f.specDir)
-	f.d = f.driver(t, opts...)
+	f.d = f.driver(t, mods...)
 	return f
 }
 
@@ -71,13 +71,16 @@ func forEachShape(t *testing.T, f func(t *testing.T, shape string, fx *fixture))
 
 // driver returns a new driver on the fixture's host, spec and state: a
 // restarted driver.
-func (f *fixture) driver(t testing.TB, opts ...Option) *Driver {
+func (f *fixture) driver(t testing.TB, mods ...func(*Config)) *Driver {
 	t.Helper()
-	base := []Option{
-		WithNodeName("node-1"), WithDiscover(discoverTree(f.tree)), WithSpecDirs(f.specDir),
-		WithStateDir(f.stateDir), WithClock(testClock), WithLogger(f.log), WithPollInterval(20 * time.Millisecond),
+	cfg := Config{
+		NodeName: "node-1", Discover: discoverTree(f.tree), SpecDirs: []string{f.specDir},
+		StateDir: f.stateDir, Clock: testClock, Log: f.log, PollInterval: 20 * time.Millisecond,
 	}
-	d, err := New(append(base, opts...)...)
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	d, err := New(cfg)
 	require.NoError(t, err)
 	return d
 }

@@ -40,8 +40,8 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	for _, claim := range claims {
 		res, err := d.prepare(claim, devs, names)
 		if err != nil {
-			err = fmt.Errorf("%s %s/%s: %w", d.o.driverName, claim.Namespace, claim.Name, err)
-			d.o.log.Errorf("preparing claim: %v", err)
+			err = fmt.Errorf("%s %s/%s: %w", d.o.DriverName, claim.Namespace, claim.Name, err)
+			d.o.Log.Errorf("preparing claim: %v", err)
 			out[claim.UID] = kubeletplugin.PrepareResult{Err: err}
 			continue
 		}
@@ -56,7 +56,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 	}
 	alloc := &claim.Status.Allocation.Devices
 	for _, c := range alloc.Config {
-		if c.Opaque != nil && c.Opaque.Driver == d.o.driverName {
+		if c.Opaque != nil && c.Opaque.Driver == d.o.DriverName {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("%w: the %s config of requests %v (this driver takes no parameters; remove it from the claim or its DeviceClass)",
 				ErrUnknownConfig, c.Source, c.Requests)
 		}
@@ -65,21 +65,21 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 	for _, dev := range devs {
 		byName[DeviceName(dev.Index)] = dev
 	}
-	vendor, class := parser.ParseQualifier(d.o.kind)
+	vendor, class := parser.ParseQualifier(d.o.Kind)
 	rec := &preparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
 	var result kubeletplugin.PrepareResult
 	for _, r := range alloc.Results {
-		if r.Driver != d.o.driverName {
+		if r.Driver != d.o.DriverName {
 			continue
 		}
 		dev, ok := byName[r.Device]
-		if r.Pool != d.o.nodeName || !ok {
+		if r.Pool != d.o.NodeName || !ok {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s of pool %s: %w (node %s has: %s); the claim must be allocated again",
-				r.Request, r.Device, r.Pool, ErrNotOnNode, d.o.nodeName, deviceNames(devs))
+				r.Request, r.Device, r.Pool, ErrNotOnNode, d.o.NodeName, deviceNames(devs))
 		}
 		if !names[dev.ID] {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: no spec of kind %s in %s names %s (create it with: %s)",
-				r.Request, r.Device, ErrNoSpec, d.o.kind, strings.Join(d.scanner.SpecDirs(), ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.kind))
+				r.Request, r.Device, ErrNoSpec, d.o.Kind, strings.Join(d.scanner.SpecDirs(), ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.Kind))
 		}
 		if dev.Health != xpunode.Healthy && !tolerates(r.Tolerations, d.TaintKey()) {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: %s", r.Request, r.Device, ErrDeviceUnhealthy, dev.Reason)
@@ -100,7 +100,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 		if err := d.claims.put(rec); err != nil {
 			return kubeletplugin.PrepareResult{}, err
 		}
-		d.o.log.Infof("prepared claim %s (%s): %s", rec, rec.UID, describePrepared(rec))
+		d.o.Log.Infof("prepared claim %s (%s): %s", rec, rec.UID, describePrepared(rec))
 	}
 	return result, nil
 }
@@ -130,10 +130,10 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 		was := d.claims.get(c.UID)
 		err := d.claims.remove(c.UID)
 		if err != nil {
-			err = fmt.Errorf("%s %s: %w", d.o.driverName, c, err)
-			d.o.log.Errorf("unpreparing claim: %v", err)
+			err = fmt.Errorf("%s %s: %w", d.o.DriverName, c, err)
+			d.o.Log.Errorf("unpreparing claim: %v", err)
 		} else if was != nil {
-			d.o.log.Infof("unprepared claim %s (%s): %s", was, was.UID, describePrepared(was))
+			d.o.Log.Infof("unprepared claim %s (%s): %s", was, was.UID, describePrepared(was))
 		}
 		out[c.UID] = err
 	}
@@ -144,7 +144,7 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 // helper (publishing the slice, the gRPC servers) are logged; none ends the
 // process, which would only restart into the same error.
 func (d *Driver) HandleError(_ context.Context, err error, msg string) {
-	d.o.log.Errorf("%s: %v", msg, err)
+	d.o.Log.Errorf("%s: %v", msg, err)
 }
 
 // Prepared returns the UIDs of the prepared claims, sorted.

@@ -179,7 +179,7 @@ func TestRunFollowsTheHost(t *testing.T) {
 func TestNodeWithoutXPU(t *testing.T) {
 	log := &logtest.Recorder{}
 	root := t.TempDir()
-	d, err := New(WithNodeName("node-1"), WithDiscover(func() (*xpuHost, error) { return discoverRoot(root) }), WithSpecDirs(t.TempDir()), WithLogger(log), WithPollInterval(10*time.Millisecond))
+	d, err := New(Config{NodeName: "node-1", Discover: func() (*xpuHost, error) { return discoverRoot(root) }, SpecDirs: []string{t.TempDir()}, Log: log, PollInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -200,14 +200,14 @@ func TestDevicesAppear(t *testing.T) {
 	writeSpec(t, tree, specDir)
 	var mu sync.Mutex
 	root := empty
-	d, err := New(WithNodeName("node-1"), WithSpecDirs(specDir), WithDiscover(func() (*xpuHost, error) {
+	d, err := New(Config{NodeName: "node-1", SpecDirs: []string{specDir}, Discover: func() (*xpuHost, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if root == empty {
 			return discoverRoot(empty)
 		}
 		return discoverTree(tree)()
-	}))
+	}})
 	require.NoError(t, err)
 	require.True(t, d.Refresh())
 	require.Empty(t, d.Slice().Spec.Devices)
