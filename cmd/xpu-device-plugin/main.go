@@ -181,22 +181,22 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 		lw = &labelWriter{path: o.labelsFile, sharing: o.sharing, log: log}
 		observe = lw.observe
 	}
-	p, err := deviceplugin.New(
-		deviceplugin.WithHostObserver(observe),
-		deviceplugin.WithResourceName(o.resourceName),
-		deviceplugin.WithKind(o.kind.String()),
-		deviceplugin.WithStrategy(o.parsedStrategy),
-		deviceplugin.WithPluginDir(o.pluginPath),
-		deviceplugin.WithHealthInterval(o.healthInterval),
-		deviceplugin.WithSpecDirs(o.specDirs.Dirs()...),
-		deviceplugin.WithSharing(o.sharing),
-		deviceplugin.WithLogger(log),
-		deviceplugin.WithDiscover(func() (*discover.Host, error) {
+	p, err := deviceplugin.New(deviceplugin.Config{
+		HostObserver:   observe,
+		ResourceName:   o.resourceName,
+		Kind:           o.kind.String(),
+		Strategy:       o.parsedStrategy,
+		PluginDir:      o.pluginPath,
+		HealthInterval: o.healthInterval,
+		SpecDirs:       o.specDirs.Dirs(),
+		Sharing:        o.sharing,
+		Log:            log,
+		Discover: func() (*discover.Host, error) {
 			// Host warnings are not logged at every health check: the
 			// plugin logs what changes what it advertises.
 			return o.host.Discover(nil)
-		}),
-	)
+		},
+	})
 	if err != nil {
 		return err
 	}
