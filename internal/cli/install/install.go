@@ -67,18 +67,19 @@ func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, erro
 		}
 		s = &c
 	}
-	return nodeinstall.New(
-		nodeinstall.WithLabels(o.labelsFile, s),
-		nodeinstall.WithHostRoot(o.hostRoot),
-		nodeinstall.WithDevRoot(o.devRoot),
-		nodeinstall.WithDriverRoot(o.driverRoot),
-		nodeinstall.WithHookDir(o.hookDir),
-		nodeinstall.WithHookSource(o.hookSource),
-		nodeinstall.WithSpecPath(o.output),
-		nodeinstall.WithSettings(o.spec),
-		nodeinstall.WithInterval(o.interval),
-		nodeinstall.WithLogger(log),
-	)
+	return nodeinstall.New(nodeinstall.Config{
+		LabelsFile: o.labelsFile,
+		Sharing:    s,
+		HostRoot:   o.hostRoot,
+		DevRoot:    o.devRoot,
+		DriverRoot: o.driverRoot,
+		HookDir:    o.hookDir,
+		HookSource: o.hookSource,
+		SpecPath:   o.output,
+		Settings:   o.spec,
+		Interval:   o.interval,
+		Log:        log,
+	})
 }
 
 // NewCommand returns `xpu-cdi install`.
