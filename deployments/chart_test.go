@@ -232,17 +232,18 @@ func hostPaths(ds *appsv1.DaemonSet) map[string]string {
 
 var (
 	installerReads = func(t *testing.T) []string {
-		return envNames(t, "../internal/cli/install/install.go", "../cmd/xpu-cdi/main.go")
+		return envNames(t, "../internal/cli/install/install.go", "../cmd/xpu-cdi/main.go", "../internal/cmdflags/kind.go", "../internal/cmdflags/loglevel.go")
 	}
 	pluginReads = func(t *testing.T) []string {
-		return envNames(t, "../cmd/xpu-device-plugin/main.go", "../internal/cli/common/host.go")
+		return envNames(t, append([]string{"../cmd/xpu-device-plugin/main.go"}, daemonFlagGroups...)...)
 	}
 	exporterReads = func(t *testing.T) []string {
 		return envNames(t, "../cmd/xpu-exporter/main.go", "../internal/cli/common/host.go")
 	}
 	draReads = func(t *testing.T) []string {
 		// and client-go's in-cluster configuration
-		return append(envNames(t, "../cmd/xpu-dra-driver/main.go", "../internal/cli/common/host.go"), "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+		files := append([]string{"../cmd/xpu-dra-driver/main.go", "../internal/cmdflags/kubeclient/kubeclient.go"}, daemonFlagGroups...)
+		return append(envNames(t, files...), "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
 	}
 )
 

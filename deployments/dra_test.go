@@ -88,7 +88,7 @@ func TestDRADriverManifest(t *testing.T) {
 	require.Equal(t, []string{"/usr/bin/xpu-dra-driver"}, c.Command)
 	require.Nil(t, c.SecurityContext.Privileged)
 	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
-	help := mainHelpEnv(t, "../cmd/xpu-dra-driver/main.go")
+	help := mainHelpEnv(t, "../cmd/xpu-dra-driver/main.go", "../internal/cmdflags/kubeclient/kubeclient.go")
 	env := map[string]corev1.EnvVar{}
 	for _, e := range c.Env {
 		require.Contains(t, help, `"`+e.Name+`"`, "xpu-dra-driver does not read %s", e.Name)

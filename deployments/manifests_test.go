@@ -137,13 +137,20 @@ func hostPathMounts(t *testing.T, pod *corev1.PodSpec, c *corev1.Container) (map
 	}
 }
 
+// daemonFlagGroups are the sources of the flag groups (internal/cmdflags)
+// both daemons use.
+var daemonFlagGroups = []string{
+	"../internal/cmdflags/host.go", "../internal/cmdflags/kind.go",
+	"../internal/cmdflags/specdirs.go", "../internal/cmdflags/loglevel.go",
+}
+
 // mainHelpEnv returns the environment variables the flags of a command
-// (its main.go) name, read from its source (the test does not build the
-// binary).
-func mainHelpEnv(t *testing.T, main string) string {
+// (its main.go and the flag groups it uses) name, read from its source
+// (the test does not build the binary).
+func mainHelpEnv(t *testing.T, main string, groups ...string) string {
 	t.Helper()
 	var all bytes.Buffer
-	for _, f := range []string{main, "../internal/cli/common/host.go"} {
+	for _, f := range append(append([]string{main}, daemonFlagGroups...), groups...) {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
 		all.Write(data)

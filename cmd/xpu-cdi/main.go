@@ -11,7 +11,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/info"
@@ -20,6 +19,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/runtime"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/validate"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 )
 
 // Set by the linker (-X main.version=... -X main.commit=...).
@@ -42,13 +42,13 @@ func main() {
 // it carries, if any.
 func printError(w io.Writer, err error) {
 	fmt.Fprintf(w, "xpu-cdi: %v\n", err)
-	if h := (*common.HintError)(nil); errors.As(err, &h) {
+	if h := (*cmdflags.HintError)(nil); errors.As(err, &h) {
 		fmt.Fprintf(w, "hint: %s\n", h.Hint)
 	}
 }
 
 func newApp(log *logrus.Logger) *cli.App {
-	var level string
+	var level cmdflags.LogLevel
 	return &cli.App{
 		Name:    "xpu-cdi",
 		Usage:   "Container Device Interface (CDI) support for Baidu Kunlun XPUs",
@@ -59,17 +59,8 @@ in a CDI spec, so that CDI-aware engines can give them to containers:
   xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml
   podman run --device baidu.com/xpu=0 IMAGE
   ctr run --device baidu.com/xpu=0 IMAGE ID`,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &level},
-		},
-		Before: func(*cli.Context) error {
-			l, err := logrus.ParseLevel(level)
-			if err != nil {
-				return fmt.Errorf("--log-level: %w", err)
-			}
-			log.SetLevel(l)
-			return nil
-		},
+		Flags:  []cli.Flag{level.Flag()},
+		Before: func(*cli.Context) error { return level.Apply(log) },
 		Commands: []*cli.Command{
 			generate.NewCommand(log),
 			generate.NewRefreshCommand(log),

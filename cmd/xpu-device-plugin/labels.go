@@ -9,7 +9,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	clilabels "github.com/xpu-cdi/xpu-cdi/internal/cli/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -49,7 +48,7 @@ func (w *labelWriter) observe(h *discover.Host, err error) {
 		return
 	}
 	w.lastErr = ""
-	clilabels.LogResult(w.log, w.path, res, len(ls))
+	labels.LogResult(w.log, w.path, res, len(ls))
 }
 
 // remove takes the labels off the node (NFD drops them with the file).

@@ -14,14 +14,11 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin"
-	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -41,16 +38,15 @@ func main() {
 }
 
 type options struct {
-	host           common.HostOptions
-	level          string
-	vendor         string
-	class          string
+	host           cmdflags.Host
+	level          cmdflags.LogLevel
+	kind           cmdflags.Kind
+	specDirs       cmdflags.SpecDirs
 	pluginPath     string
 	resourceName   string
 	strategy       string
 	healthInterval time.Duration
 	healthAddress  string
-	specDirs       cli.StringSlice
 	parsedStrategy deviceplugin.Strategy
 	configFile     string
 	sharingFlags   sharing.Flags
@@ -98,11 +94,9 @@ It waits for the kubelet, registers again when the kubelet restarts, and removes
 SIGTERM. A node without XPU advertises zero devices (and says why) instead of exiting.`,
 		Flags: append(o.host.Flags(), o.flags()...),
 		Before: func(c *cli.Context) error {
-			l, err := logrus.ParseLevel(o.level)
-			if err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+			if err := o.level.Apply(log); err != nil {
+				return err
 			}
-			log.SetLevel(l)
 			// client-go (labels) and gRPC's klog users log through klog.
 			if err := daemon.RouteKlog(log); err != nil {
 				return err
@@ -119,23 +113,21 @@ SIGTERM. A node without XPU advertises zero devices (and says why) instead of ex
 }
 
 func (o *options) flags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind of the devices handed out", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
-		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind of the devices handed out", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
+	return append(o.kind.Flags("of the devices handed out"),
 		&cli.StringFlag{Name: "device-plugin-path", Usage: "the kubelet's device plugin `DIR` (its kubelet.sock; the plugin's socket is created there)", Value: deviceplugin.DefaultPluginDir, EnvVars: []string{"XPU_CDI_DEVICE_PLUGIN_PATH"}, Destination: &o.pluginPath},
 		&cli.StringFlag{Name: "resource-name", Usage: "extended resource to advertise (e.g. kunlunxin.com/xpu on clusters that already use it)", Value: deviceplugin.DefaultResourceName, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
 		&cli.StringFlag{Name: "device-list-strategy", Usage: "how allocated devices reach the container: cdi-cri, cdi-annotations or volume-mounts", Value: string(deviceplugin.StrategyCDICRI), EnvVars: []string{"XPU_CDI_DEVICE_LIST_STRATEGY"}, Destination: &o.strategy},
 		&cli.DurationFlag{Name: "health-check-interval", Usage: "how often the devices' state and the CDI specs are read again", Value: deviceplugin.DefaultHealthInterval, EnvVars: []string{"XPU_CDI_HEALTH_CHECK_INTERVAL"}, Destination: &o.healthInterval},
-		&cli.StringSliceFlag{Name: "cdi-spec-dir", Usage: "CDI spec directory checked for the cdi-* strategies (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
+		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory checked for the cdi-* strategies"),
 		&cli.StringFlag{Name: "config-file", Usage: "sharing configuration `FILE` (NVIDIA's format: version: v1, sharing.timeSlicing); not with --replicas, --rename-by-default, --fail-requests-greater-than-one", EnvVars: []string{"XPU_CDI_CONFIG_FILE", "CONFIG_FILE"}, Destination: &o.configFile},
 		&cli.IntFlag{Name: "replicas", Usage: "advertise each XPU `N` times (time-slicing; no memory or fault isolation); 1 is no sharing", Value: 1, EnvVars: []string{"XPU_CDI_REPLICAS"}, Destination: &o.sharingFlags.Replicas},
 		&cli.BoolFlag{Name: "rename-by-default", Usage: "with --replicas above 1, advertise RESOURCE.shared (baidu.com/xpu.shared)", EnvVars: []string{"XPU_CDI_RENAME_BY_DEFAULT"}, Destination: &o.sharingFlags.RenameByDefault},
 		&cli.BoolFlag{Name: "fail-requests-greater-than-one", Usage: "with --replicas above 1, refuse a container asking for more than one replica", EnvVars: []string{"XPU_CDI_FAIL_REQUESTS_GREATER_THAN_ONE"}, Destination: &o.sharingFlags.FailRequestsGreaterThanOne},
 		&cli.StringFlag{Name: "labels-file", Usage: "keep the node labels (baidu.com/xpu.*, with the sharing) in this NFD feature `FILE`, e.g. /etc/kubernetes/node-feature-discovery/features.d/xpu-device-plugin; its directory must exist", EnvVars: []string{"XPU_CDI_LABELS_FILE"}, Destination: &o.labelsFile},
 		&cli.BoolFlag{Name: "remove-labels-on-exit", Usage: "remove --labels-file when stopped (SIGTERM): the node's labels go with the plugin", EnvVars: []string{"XPU_CDI_REMOVE_LABELS_ON_EXIT"}, Destination: &o.removeLabels},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &o.level},
+		o.level.Flag(),
 		daemon.HealthFlag(&o.healthAddress, DefaultHealthAddress),
-	}
+	)
 }
 
 // DefaultHealthAddress is the health endpoint's address (the chart's probes
@@ -143,8 +135,8 @@ func (o *options) flags() []cli.Flag {
 const DefaultHealthAddress = ":9508"
 
 func (o *options) validate(c *cli.Context) error {
-	if err := cdispec.ValidateKind(o.vendor, o.class); err != nil {
-		return fmt.Errorf("--vendor/--class: %w", err)
+	if err := o.kind.Validate(); err != nil {
+		return err
 	}
 	if err := deviceplugin.ValidateResourceName(o.resourceName); err != nil {
 		return fmt.Errorf("--resource-name: %w", err)
@@ -194,37 +186,33 @@ func (o *options) loadSharing(c *cli.Context) error {
 }
 
 func (o *options) run(ctx context.Context, log *logrus.Logger) error {
-	dirs := flagutil.SplitList(o.specDirs.Value())
-	if len(dirs) == 0 {
-		dirs = cdiapi.DefaultSpecDirs
-	}
 	var lw *labelWriter
 	var observe func(*discover.Host, error)
 	if o.labelsFile != "" {
 		lw = &labelWriter{path: o.labelsFile, sharing: o.sharing, log: log}
 		observe = lw.observe
 	}
-	p, err := deviceplugin.New(
-		deviceplugin.WithHostObserver(observe),
-		deviceplugin.WithResourceName(o.resourceName),
-		deviceplugin.WithKind(cdispec.Kind(o.vendor, o.class)),
-		deviceplugin.WithStrategy(o.parsedStrategy),
-		deviceplugin.WithPluginDir(o.pluginPath),
-		deviceplugin.WithHealthInterval(o.healthInterval),
-		deviceplugin.WithSpecDirs(dirs...),
-		deviceplugin.WithSharing(o.sharing),
-		deviceplugin.WithLogger(log),
-		deviceplugin.WithDiscover(func() (*discover.Host, error) {
+	p, err := deviceplugin.New(deviceplugin.Config{
+		HostObserver:   observe,
+		ResourceName:   o.resourceName,
+		Kind:           o.kind.String(),
+		Strategy:       o.parsedStrategy,
+		PluginDir:      o.pluginPath,
+		HealthInterval: o.healthInterval,
+		SpecDirs:       o.specDirs.Dirs(),
+		Sharing:        o.sharing,
+		Log:            log,
+		Discover: func() (*discover.Host, error) {
 			// Host warnings are not logged at every health check: the
 			// plugin logs what changes what it advertises.
 			return o.host.Discover(nil)
-		}),
-	)
+		},
+	})
 	if err != nil {
 		return err
 	}
-	log.Infof("xpu-device-plugin %s: resource %s, CDI kind %s/%s, strategy %s, device plugin dir %s, dev root %s, sharing %s (%d replica(s) per XPU)",
-		version, o.sharing.ResourceName, o.vendor, o.class, o.parsedStrategy, o.pluginPath, o.host.DevRoot, o.sharing.Strategy(), o.sharing.Replicas)
+	log.Infof("xpu-device-plugin %s: resource %s, CDI kind %s, strategy %s, device plugin dir %s, dev root %s, sharing %s (%d replica(s) per XPU)",
+		version, o.sharing.ResourceName, o.kind.String(), o.parsedStrategy, o.pluginPath, o.host.DevRoot, o.sharing.Strategy(), o.sharing.Replicas)
 	// Ready while registered with the kubelet and serving its socket.
 	if err := daemon.StartHealth(ctx, o.healthAddress, p.Ready, log); err != nil {
 		return err

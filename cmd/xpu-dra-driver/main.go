@@ -18,18 +18,13 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"sigs.k8s.io/yaml"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags/kubeclient"
 	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/dra"
-	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -49,15 +44,14 @@ func main() {
 }
 
 type options struct {
-	host          common.HostOptions
-	level         string
+	host          cmdflags.Host
+	level         cmdflags.LogLevel
+	kind          cmdflags.Kind
+	specDirs      cmdflags.SpecDirs
+	kube          kubeclient.Flags
 	driverName    string
 	nodeName      string
-	vendor        string
-	class         string
-	specDirs      cli.StringSlice
 	pollInterval  time.Duration
-	kubeconfig    string
 	pluginDataDir string
 	registryDir   string
 	podUID        string
@@ -136,20 +130,19 @@ func newApp(log *logrus.Logger) *cli.App {
 // commonFlags are the flags of both the driver and print-slice (new
 // instances bound to the same options at each call).
 func (o *options) commonFlags() []cli.Flag {
-	return append(o.host.Flags(),
+	flags := append(o.host.Flags(), o.kind.Flags("of the names Prepare answers")...)
+	return append(flags,
 		&cli.StringFlag{Name: "driver-name", Usage: "DRA driver name: the ResourceSlice's driver and the domain of the attributes", Value: dra.DefaultDriverName, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &o.driverName},
 		&cli.StringFlag{Name: "node-name", Usage: "the node (and pool) the slice is published for; print-slice defaults to the host name", EnvVars: []string{"NODE_NAME", "XPU_CDI_NODE_NAME"}, Destination: &o.nodeName},
-		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind of the names Prepare answers", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
-		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind of the names Prepare answers", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
-		&cli.StringSliceFlag{Name: "cdi-spec-dir", Usage: "CDI spec directory checked for the node spec (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &o.level},
+		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory checked for the node spec"),
+		o.level.Flag(),
 	)
 }
 
 func (o *options) serveFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "poll-interval", Usage: "how often the devices' state and the CDI specs are read again", Value: dra.DefaultPollInterval, EnvVars: []string{"XPU_CDI_POLL_INTERVAL"}, Destination: &o.pollInterval},
-		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` of the API server; default: the pod's service account", EnvVars: []string{"KUBECONFIG"}, Destination: &o.kubeconfig},
+		o.kube.Flag(),
 		&cli.StringFlag{Name: "plugin-data-dir", Usage: "the plugin's `DIR` (its DRA socket and the records of prepared claims); default: /var/lib/kubelet/plugins/<driver-name>", EnvVars: []string{"XPU_CDI_PLUGIN_DATA_DIR"}, Destination: &o.pluginDataDir},
 		&cli.StringFlag{Name: "plugin-registry-dir", Usage: "the kubelet's plugin registration `DIR`", Value: kubeletplugin.KubeletRegistryDir, EnvVars: []string{"XPU_CDI_PLUGIN_REGISTRY_DIR"}, Destination: &o.registryDir},
 		&cli.StringFlag{Name: "pod-uid", Usage: "the `UID` of the driver's pod (downward API metadata.uid): registers sockets of its own, so that during a DaemonSet's rolling update (maxSurge) the old and the new driver answer side by side (kubelet 1.33+); empty: one driver per node", EnvVars: []string{"POD_UID", "XPU_CDI_POD_UID"}, Destination: &o.podUID},
@@ -157,19 +150,18 @@ func (o *options) serveFlags() []cli.Flag {
 	}
 }
 
+// setLevel applies --log-level to log and to klog, through which client-go
+// and the helper library log.
 func (o *options) setLevel(log *logrus.Logger) error {
-	l, err := logrus.ParseLevel(o.level)
-	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	if err := o.level.Apply(log); err != nil {
+		return err
 	}
-	log.SetLevel(l)
-	// client-go and the helper library log through klog.
 	return daemon.RouteKlog(log)
 }
 
 func (o *options) validate(serve bool) error {
-	if err := cdispec.ValidateKind(o.vendor, o.class); err != nil {
-		return fmt.Errorf("--vendor/--class: %w", err)
+	if err := o.kind.Validate(); err != nil {
+		return err
 	}
 	if err := dra.ValidateDriverName(o.driverName); err != nil {
 		return fmt.Errorf("--driver-name: %w", err)
@@ -192,27 +184,25 @@ func (o *options) validate(serve bool) error {
 	return nil
 }
 
-func (o *options) driverOptions(log *logrus.Logger) []dra.Option {
-	dirs := flagutil.SplitList(o.specDirs.Value())
-	if len(dirs) == 0 {
-		dirs = cdiapi.DefaultSpecDirs
-	}
-	return []dra.Option{
-		dra.WithDriverName(o.driverName),
-		dra.WithNodeName(o.nodeName),
-		dra.WithKind(cdispec.Kind(o.vendor, o.class)),
-		dra.WithSpecDirs(dirs...),
-		dra.WithLogger(log),
-		dra.WithDiscover(func() (*discover.Host, error) {
+// driverConfig is the driver's configuration from the flags; serve adds
+// the state directory and the poll interval.
+func (o *options) driverConfig(log *logrus.Logger) dra.Config {
+	return dra.Config{
+		DriverName: o.driverName,
+		NodeName:   o.nodeName,
+		Kind:       o.kind.String(),
+		SpecDirs:   o.specDirs.Dirs(),
+		Log:        log,
+		Discover: func() (*discover.Host, error) {
 			// Host warnings are not logged at every poll: the driver logs
 			// what changes what it publishes.
 			return o.host.Discover(nil)
-		}),
+		},
 	}
 }
 
 func (o *options) printSlice(c *cli.Context, log *logrus.Logger) error {
-	d, err := dra.New(o.driverOptions(log)...)
+	d, err := dra.New(o.driverConfig(log))
 	if err != nil {
 		return err
 	}
@@ -230,24 +220,6 @@ func (o *options) printSlice(c *cli.Context, log *logrus.Logger) error {
 		}
 	}
 	return nil
-}
-
-func (o *options) kubeClient() (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("configuring the API client (--kubeconfig %q): %w", o.kubeconfig, err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating the API client: %w", err)
-	}
-	return cs, nil
 }
 
 // waitForDir returns when dir exists, saying once that it waits: the
@@ -281,16 +253,17 @@ func waitForDir(ctx context.Context, dir string, log *logrus.Logger) error {
 }
 
 func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
-	client, err := o.kubeClient()
+	client, err := o.kube.Client()
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(o.pluginDataDir, 0o750); err != nil {
 		return fmt.Errorf("--plugin-data-dir: %w", err)
 	}
-	d, err := dra.New(append(o.driverOptions(log),
-		dra.WithStateDir(filepath.Join(o.pluginDataDir, "claims")),
-		dra.WithPollInterval(o.pollInterval))...)
+	cfg := o.driverConfig(log)
+	cfg.StateDir = filepath.Join(o.pluginDataDir, "claims")
+	cfg.PollInterval = o.pollInterval
+	d, err := dra.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -331,7 +304,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	if o.podUID != "" {
 		rolling = "on, pod " + o.podUID
 	}
-	log.Infof("xpu-dra-driver %s: driver %s, node %s, CDI kind %s/%s, plugin dir %s, dev root %s, rolling updates %s",
-		version, o.driverName, o.nodeName, o.vendor, o.class, o.pluginDataDir, o.host.DevRoot, rolling)
+	log.Infof("xpu-dra-driver %s: driver %s, node %s, CDI kind %s, plugin dir %s, dev root %s, rolling updates %s",
+		version, o.driverName, o.nodeName, o.kind.String(), o.pluginDataDir, o.host.DevRoot, rolling)
 	return d.Run(ctx, helper)
 }

@@ -22,13 +22,10 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter"
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter/xpusmi"
-	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -54,8 +51,10 @@ const DefaultListenAddress = ":9507"
 const xpuSMIOff = "none"
 
 type options struct {
-	host          common.HostOptions
-	level         string
+	host          cmdflags.Host
+	level         cmdflags.LogLevel
+	kind          cmdflags.Kind
+	specDirs      cmdflags.SpecDirs
 	listen        cli.StringSlice
 	telemetryPath string
 	webConfig     string
@@ -65,9 +64,6 @@ type options struct {
 	xpuSMI        string
 	xpuSMITimeout time.Duration
 	xpuSMIChroot  bool
-	vendor        string
-	class         string
-	specDirs      cli.StringSlice
 }
 
 const description = `Serves Prometheus metrics of the node's Kunlun XPUs (the devices the node offers, found as
@@ -99,13 +95,11 @@ func newApp(log *logrus.Logger) *cli.App {
 		Usage:       "Prometheus exporter of Kunlun XPU metrics, per device and per pod",
 		Version:     fmt.Sprintf("%s (commit %s)", version, commit),
 		Description: description,
-		Flags:       append(append(o.host.Flags(), o.host.HostRootFlag()), o.flags()...),
+		Flags:       append(append(append(o.host.Flags(), o.host.HostRootFlag()), o.kind.Flags("whose specs must name a device for it to count as healthy")...), o.flags()...),
 		Before: func(c *cli.Context) error {
-			l, err := logrus.ParseLevel(o.level)
-			if err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+			if err := o.level.Apply(log); err != nil {
+				return err
 			}
-			log.SetLevel(l)
 			return o.validate(c)
 		},
 		Action: func(c *cli.Context) error {
@@ -128,10 +122,8 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringFlag{Name: "xpu-smi", Usage: "absolute `PATH` of xpu-smi as the host sees it (inside --host-root); default: the one discovery finds (/usr/local/bin/xpu-smi ...); \"none\" turns the source off", EnvVars: []string{"XPU_CDI_XPU_SMI"}, Destination: &o.xpuSMI},
 		&cli.DurationFlag{Name: "xpu-smi-timeout", Usage: "how long one run of xpu-smi may take before it is killed", Value: xpusmi.DefaultTimeout, EnvVars: []string{"XPU_CDI_XPU_SMI_TIMEOUT"}, Destination: &o.xpuSMITimeout},
 		&cli.BoolFlag{Name: "xpu-smi-chroot", Usage: "with --host-root, run xpu-smi inside a chroot into the host root (needs CAP_SYS_CHROOT); false runs it directly", Value: true, EnvVars: []string{"XPU_CDI_XPU_SMI_CHROOT"}, Destination: &o.xpuSMIChroot},
-		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind whose specs must name a device for it to count as healthy", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
-		&cli.StringFlag{Name: "class", Usage: "class part of that CDI kind", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
-		&cli.StringSliceFlag{Name: "cdi-spec-dir", Usage: "CDI spec directory read for the health judgement (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic, fatal, error, warning, info, debug or trace", EnvVars: []string{"XPU_CDI_LOG_LEVEL"}, Destination: &o.level},
+		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory read for the health judgement"),
+		o.level.Flag(),
 	}
 }
 
@@ -139,8 +131,8 @@ func (o *options) validate(c *cli.Context) error {
 	if err := o.host.ApplyHostRoot(c); err != nil {
 		return err
 	}
-	if err := cdispec.ValidateKind(o.vendor, o.class); err != nil {
-		return fmt.Errorf("--vendor/--class: %w", err)
+	if err := o.kind.Validate(); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(o.telemetryPath, "/") || path.Clean(o.telemetryPath) != o.telemetryPath {
 		return fmt.Errorf("--web.telemetry-path %q: give an absolute, clean URL path such as /metrics", o.telemetryPath)
@@ -164,13 +156,9 @@ func (o *options) validate(c *cli.Context) error {
 
 // collector builds the collector the flags describe.
 func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.PodResources) {
-	dirs := flagutil.SplitList(o.specDirs.Value())
-	if len(dirs) == 0 {
-		dirs = cdiapi.DefaultSpecDirs
-	}
 	opts := []exporter.Option{
 		exporter.WithLogger(log),
-		exporter.WithSpecs(cdispec.Kind(o.vendor, o.class), dirs),
+		exporter.WithSpecs(o.kind.String(), o.specDirs.Dirs()),
 		exporter.WithDiscover(func() (*discover.Host, error) { return o.host.Discover(nil) }, o.host.DevRoot),
 	}
 	if o.xpuSMI == xpuSMIOff {

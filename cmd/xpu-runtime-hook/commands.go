@@ -33,7 +33,7 @@ var subcommands = []subcommand{
 		run: func(log *logrus.Logger, root *rootfs.Root, f *libraryFlags) error {
 			links := f.parsed
 			if folders, files := f.folderList(), f.fileList(); len(folders)+len(files) > 0 {
-				err := hook.UpdateLDCache(root, folders, hook.WithLibraryFiles(files...), hook.WithLogger(log))
+				err := hook.UpdateLDCache(root, folders, hook.Options{LibraryFiles: files, Log: log})
 				switch {
 				case err == nil:
 				case benign(err) && len(links) > 0:
@@ -47,7 +47,7 @@ var subcommands = []subcommand{
 			if len(links) == 0 {
 				return nil
 			}
-			return hook.CreateSymlinks(root, links, hook.WithLogger(log))
+			return hook.CreateSymlinks(root, links, hook.Options{Log: log})
 		},
 	},
 	{
@@ -55,7 +55,7 @@ var subcommands = []subcommand{
 		usage:   "make the libraries in the given container folders (and library files) resolvable by the container's dynamic loader",
 		folders: true,
 		run: func(log *logrus.Logger, root *rootfs.Root, f *libraryFlags) error {
-			return hook.UpdateLDCache(root, f.folderList(), hook.WithLibraryFiles(f.fileList()...), hook.WithLogger(log))
+			return hook.UpdateLDCache(root, f.folderList(), hook.Options{LibraryFiles: f.fileList(), Log: log})
 		},
 	},
 	{
@@ -63,7 +63,7 @@ var subcommands = []subcommand{
 		usage: "create symlinks in the container (TARGET is the link's text, LINK an absolute path in the container)",
 		links: true,
 		run: func(log *logrus.Logger, root *rootfs.Root, f *libraryFlags) error {
-			return hook.CreateSymlinks(root, f.parsed, hook.WithLogger(log))
+			return hook.CreateSymlinks(root, f.parsed, hook.Options{Log: log})
 		},
 	},
 }

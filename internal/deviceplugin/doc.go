@@ -15,6 +15,6 @@
 // What it does not do: it writes no CDI spec (xpu-cdi generate or refresh
 // does), adds no device nodes, mounts or environment of its own for the cdi-*
 // strategies, and shares an XPU between containers only by time-slicing
-// (WithSharing: each XPU advertised several times as N::k, see sharing.go),
+// (Config.Sharing: each XPU advertised several times as N::k, see sharing.go),
 // with no memory or fault isolation.
 package deviceplugin

@@ -53,19 +53,22 @@ func shortDir(t *testing.T) string {
 
 // newPlugin builds a plugin on tree with a spec of its devices in a
 // temporary spec directory and fast intervals.
-func newPlugin(t *testing.T, tree *fakehost.Tree, log *logtest.Recorder, opts ...Option) (*Plugin, string) {
+func newPlugin(t *testing.T, tree *fakehost.Tree, log *logtest.Recorder, mods ...func(*Config)) (*Plugin, string) {
 	t.Helper()
 	specDir := t.TempDir()
 	writeSpec(t, tree, specDir)
-	base := []Option{
-		WithDiscover(discoverTree(tree)),
-		WithSpecDirs(specDir),
-		WithPluginDir(shortDir(t)),
-		WithHealthInterval(50 * time.Millisecond),
-		WithWatchInterval(20 * time.Millisecond),
-		WithLogger(log),
+	cfg := Config{
+		Discover:       discoverTree(tree),
+		SpecDirs:       []string{specDir},
+		PluginDir:      shortDir(t),
+		HealthInterval: 50 * time.Millisecond,
+		WatchInterval:  20 * time.Millisecond,
+		Log:            log,
 	}
-	p, err := New(append(base, opts...)...)
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	p, err := New(cfg)
 	require.NoError(t, err)
 	return p, specDir
 }
@@ -90,7 +93,7 @@ func ctxT(t *testing.T) context.Context {
 // the registration.
 func start(t *testing.T, p *Plugin) *running {
 	t.Helper()
-	k, err := kubelettest.Start(p.o.pluginDir)
+	k, err := kubelettest.Start(p.o.PluginDir)
 	require.NoError(t, err)
 	t.Cleanup(k.Stop)
 	r := &running{plugin: p, kubelet: k, done: make(chan error, 1)}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
@@ -29,105 +28,78 @@ const (
 // DiscoverFunc reads the host; it is discover.Discover with the plugin's roots.
 type DiscoverFunc func() (*discover.Host, error)
 
-type options struct {
-	resourceName   string
-	kind           string
-	strategy       Strategy
-	pluginDir      string
-	discover       DiscoverFunc
-	healthInterval time.Duration
-	watchInterval  time.Duration
-	specDirs       []string
-	sharing        sharing.Config
-	observe        func(*discover.Host, error)
-	log            logger.Interface
+// Config configures New; zero fields take the defaults.
+type Config struct {
+	// ResourceName is the extended resource (default baidu.com/xpu);
+	// Sharing.ResourceName wins when it is set.
+	ResourceName string
+	// Kind is the CDI kind (vendor/class) of the names Allocate returns
+	// (default baidu.com/xpu).
+	Kind string
+	// Strategy is the device list strategy (default cdi-cri).
+	Strategy Strategy
+	// PluginDir is the kubelet's device plugin directory, where the
+	// kubelet's socket is and the plugin's socket is created (default
+	// /var/lib/kubelet/device-plugins).
+	PluginDir string
+	// Discover reads the host (default discover.Discover()).
+	Discover DiscoverFunc
+	// HealthInterval is how often the host is read again (default 10s).
+	HealthInterval time.Duration
+	// WatchInterval is how often the sockets are checked for a kubelet
+	// restart, and for a kubelet that is not there yet (default 1s).
+	WatchInterval time.Duration
+	// SpecDirs are the CDI spec directories checked for the cdi-*
+	// strategies (default: the CDI library's, as xpunode.Scanner has them).
+	SpecDirs []string
+	// Sharing advertises each XPU Sharing.Replicas times (time-slicing)
+	// under Sharing.ResourceName when it is set (renameByDefault:
+	// baidu.com/xpu.shared). The zero value shares nothing.
+	Sharing sharing.Config
+	// HostObserver, when set, is called with the result of every read of
+	// the host (at start and at each health check), before the device list
+	// is built: the command writes the node's labels from it. It must not
+	// keep the host.
+	HostObserver func(*discover.Host, error)
+	// Log is the logger; the default discards everything.
+	Log logger.Interface
 }
 
-// Option configures New.
-type Option func(*options)
-
-// WithResourceName sets the extended resource (default baidu.com/xpu).
-func WithResourceName(name string) Option { return func(o *options) { o.resourceName = name } }
-
-// WithKind sets the CDI kind (vendor/class) of the names Allocate returns.
-func WithKind(kind string) Option { return func(o *options) { o.kind = kind } }
-
-// WithStrategy sets the device list strategy (default cdi-cri).
-func WithStrategy(s Strategy) Option { return func(o *options) { o.strategy = s } }
-
-// WithPluginDir sets the kubelet's device plugin directory, where the
-// kubelet's socket is and the plugin's socket is created.
-func WithPluginDir(dir string) Option { return func(o *options) { o.pluginDir = dir } }
-
-// WithDiscover sets how the host is read (default discover.Discover()).
-func WithDiscover(f DiscoverFunc) Option { return func(o *options) { o.discover = f } }
-
-// WithHealthInterval sets how often the host is read again.
-func WithHealthInterval(d time.Duration) Option { return func(o *options) { o.healthInterval = d } }
-
-// WithWatchInterval sets how often the sockets are checked for a kubelet
-// restart (and for a kubelet that is not there yet).
-func WithWatchInterval(d time.Duration) Option { return func(o *options) { o.watchInterval = d } }
-
-// WithSpecDirs sets the CDI spec directories checked for the cdi-* strategies.
-func WithSpecDirs(dirs ...string) Option {
-	return func(o *options) { o.specDirs = append([]string{}, dirs...) }
-}
-
-// WithSharing advertises each XPU c.Replicas times (time-slicing) under
-// c.ResourceName when it is set (renameByDefault: baidu.com/xpu.shared).
-func WithSharing(c sharing.Config) Option { return func(o *options) { o.sharing = c } }
-
-// WithHostObserver has f called with the result of every read of the host
-// (at start and at each health check), before the device list is built: the
-// command writes the node's labels from it. f must not keep the host.
-func WithHostObserver(f func(*discover.Host, error)) Option {
-	return func(o *options) { o.observe = f }
-}
-
-// WithLogger sets the logger; the default discards everything.
-func WithLogger(l logger.Interface) Option { return func(o *options) { o.log = l } }
-
-func newOptions(opts []Option) (*options, error) {
-	o := &options{}
-	for _, opt := range opts {
-		opt(o)
+// withDefaults returns c with its defaults filled, or why c is unusable.
+func (c Config) withDefaults() (*Config, error) {
+	o := &c
+	if o.ResourceName == "" {
+		o.ResourceName = DefaultResourceName
 	}
-	if o.resourceName == "" {
-		o.resourceName = DefaultResourceName
+	if o.Sharing.Replicas < 1 {
+		o.Sharing.Replicas = 1
 	}
-	if o.sharing.Replicas < 1 {
-		o.sharing.Replicas = 1
+	if o.Sharing.ResourceName != "" {
+		o.ResourceName = o.Sharing.ResourceName
 	}
-	if o.sharing.ResourceName != "" {
-		o.resourceName = o.sharing.ResourceName
+	if o.Kind == "" {
+		o.Kind = cdispec.DefaultKind
 	}
-	if o.kind == "" {
-		o.kind = cdispec.DefaultKind
+	if o.Strategy == "" {
+		o.Strategy = StrategyCDICRI
 	}
-	if o.strategy == "" {
-		o.strategy = StrategyCDICRI
+	if o.PluginDir == "" {
+		o.PluginDir = DefaultPluginDir
 	}
-	if o.pluginDir == "" {
-		o.pluginDir = DefaultPluginDir
+	if o.Discover == nil {
+		o.Discover = func() (*discover.Host, error) { return discover.Discover() }
 	}
-	if o.discover == nil {
-		o.discover = func() (*discover.Host, error) { return discover.Discover() }
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = DefaultHealthInterval
 	}
-	if o.healthInterval <= 0 {
-		o.healthInterval = DefaultHealthInterval
+	if o.WatchInterval <= 0 {
+		o.WatchInterval = DefaultWatchInterval
 	}
-	if o.watchInterval <= 0 {
-		o.watchInterval = DefaultWatchInterval
-	}
-	if o.specDirs == nil {
-		o.specDirs = cdiapi.DefaultSpecDirs
-	}
-	o.log = logger.OrDiscard(o.log)
-	if err := ValidateResourceName(o.resourceName); err != nil {
+	o.Log = logger.OrDiscard(o.Log)
+	if err := ValidateResourceName(o.ResourceName); err != nil {
 		return nil, err
 	}
-	if _, err := ParseStrategy(string(o.strategy)); err != nil {
+	if _, err := ParseStrategy(string(o.Strategy)); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -158,8 +130,8 @@ func ValidateResourceName(name string) error {
 
 // socketName is the plugin's socket in the plugin directory, derived from
 // the resource name so that two plugins for two resources do not collide.
-func (o *options) socketName() string {
-	return "xpu-" + strings.ReplaceAll(o.resourceName, "/", "_") + ".sock"
+func (o *Config) socketName() string {
+	return "xpu-" + strings.ReplaceAll(o.ResourceName, "/", "_") + ".sock"
 }
 
 // apiOptions are the options the plugin announces.

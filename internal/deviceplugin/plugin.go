@@ -21,7 +21,7 @@ import (
 type Plugin struct {
 	pluginapi.UnimplementedDevicePluginServer
 
-	o       *options
+	o       *Config
 	scanner *xpunode.Scanner
 
 	mu      sync.Mutex
@@ -40,27 +40,27 @@ type Plugin struct {
 
 var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
 
-// New returns a plugin configured by opts. It reads nothing yet.
-func New(opts ...Option) (*Plugin, error) {
-	o, err := newOptions(opts)
+// New returns a plugin configured by cfg. It reads nothing yet.
+func New(cfg Config) (*Plugin, error) {
+	o, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	p := &Plugin{
 		o: o,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
-			Discover: o.discover, Kind: o.kind, SpecDirs: o.specDirs, Log: o.log,
+			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			// Only the cdi-* strategies answer CDI names an engine resolves.
-			NoSpecCheck: !o.strategy.UsesCDISpec(),
-			Empty:       "advertising no " + o.resourceName,
+			NoSpecCheck: !o.Strategy.UsesCDISpec(),
+			Empty:       "advertising no " + o.ResourceName,
 			Unusable:    "they are Unhealthy",
 		}),
 		changed: make(chan struct{}),
 		stopped: make(chan struct{}),
 		unready: errors.New("not registered with the kubelet yet"),
 	}
-	if o.strategy == StrategyVolumeMounts {
-		o.log.Warnf("%s", volumeMountsCaveat)
+	if o.Strategy == StrategyVolumeMounts {
+		o.Log.Warnf("%s", volumeMountsCaveat)
 	}
 	return p, nil
 }
@@ -73,14 +73,14 @@ func (p *Plugin) Devices() []Device {
 }
 
 // SocketPath is the plugin's socket.
-func (p *Plugin) SocketPath() string { return filepath.Join(p.o.pluginDir, p.o.socketName()) }
+func (p *Plugin) SocketPath() string { return filepath.Join(p.o.PluginDir, p.o.socketName()) }
 
 // Refresh reads the host and the CDI specs again and, when what the kubelet
 // would see changed, updates the device list and wakes the ListAndWatch
 // streams. It reports whether the list changed.
 func (p *Plugin) Refresh() bool {
 	xpus := p.scan()
-	devs := replicate(xpus, p.o.sharing.Replicas)
+	devs := replicate(xpus, p.o.Sharing.Replicas)
 	p.mu.Lock()
 	same := p.devices != nil && sameDevices(p.devices, devs)
 	if !same {
@@ -96,11 +96,11 @@ func (p *Plugin) Refresh() bool {
 				healthy++
 			}
 		}
-		if p.o.sharing.Shared() {
-			p.o.log.Infof("advertising %d %s device(s): %d XPU(s) shared %d ways (time-slicing, no memory or fault isolation), %d healthy: %s",
-				len(devs), p.o.resourceName, len(xpus), p.o.sharing.Replicas, healthy, describe(xpus))
+		if p.o.Sharing.Shared() {
+			p.o.Log.Infof("advertising %d %s device(s): %d XPU(s) shared %d ways (time-slicing, no memory or fault isolation), %d healthy: %s",
+				len(devs), p.o.ResourceName, len(xpus), p.o.Sharing.Replicas, healthy, describe(xpus))
 		} else {
-			p.o.log.Infof("advertising %d %s device(s), %d healthy: %s", len(devs), p.o.resourceName, healthy, describe(devs))
+			p.o.Log.Infof("advertising %d %s device(s), %d healthy: %s", len(devs), p.o.ResourceName, healthy, describe(devs))
 		}
 	}
 	return !same
@@ -110,8 +110,8 @@ func (p *Plugin) Refresh() bool {
 // the host to the observer.
 func (p *Plugin) scan() []Device {
 	sc := p.scanner.Scan()
-	if p.o.observe != nil {
-		p.o.observe(sc.Host, sc.Err)
+	if p.o.HostObserver != nil {
+		p.o.HostObserver(sc.Host, sc.Err)
 	}
 	return sc.Devices
 }
@@ -147,7 +147,7 @@ func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.Prefer
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, cr := range req.GetContainerRequests() {
 		pick := preferred
-		if p.o.sharing.Shared() {
+		if p.o.Sharing.Shared() {
 			pick = preferredReplicas
 		}
 		ids := pick(devs, cr.GetAvailableDeviceIDs(), cr.GetMustIncludeDeviceIDs(), int(cr.GetAllocationSize()))
@@ -172,35 +172,35 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range req.GetContainerRequests() {
 		ids := cr.GetDevicesIds()
-		if p.o.sharing.Shared() && p.o.sharing.FailRequestsGreaterThanOne && len(ids) > 1 {
+		if p.o.Sharing.Shared() && p.o.Sharing.FailRequestsGreaterThanOne && len(ids) > 1 {
 			return nil, status.Errorf(codes.InvalidArgument,
 				"a container asks for %d %s: this node shares each XPU %d ways and allows one replica per container (failRequestsGreaterThanOne); ask for 1 (more replicas would give time on the same XPUs, not more of them)",
-				len(ids), p.o.resourceName, p.o.sharing.Replicas)
+				len(ids), p.o.ResourceName, p.o.Sharing.Replicas)
 		}
 		seen := make(map[string]bool, len(ids))
 		for _, id := range ids {
 			if seen[id] {
-				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is requested twice for one container", p.o.resourceName, id)
+				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is requested twice for one container", p.o.ResourceName, id)
 			}
 			seen[id] = true
 			d, ok := byID[id]
 			if !ok {
-				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is not a device of this node (advertised: %s)", p.o.resourceName, id, knownIDs(devs))
+				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is not a device of this node (advertised: %s)", p.o.ResourceName, id, knownIDs(devs))
 			}
 			if d.Health != pluginapi.Healthy {
-				return nil, status.Errorf(codes.FailedPrecondition, "%s device %q is %s: %s", p.o.resourceName, id, d.Health, d.Reason)
+				return nil, status.Errorf(codes.FailedPrecondition, "%s device %q is %s: %s", p.o.ResourceName, id, d.Health, d.Reason)
 			}
 		}
 		xpus := physicalIDs(ids)
-		cresp, err := containerResponse(p.o.strategy, p.o.kind, xpus)
+		cresp, err := containerResponse(p.o.Strategy, p.o.Kind, xpus)
 		if err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, cresp)
-		if p.o.sharing.Shared() {
-			p.o.log.Infof("allocated %s %s: XPU(s) %s (%s)", p.o.resourceName, strings.Join(ids, ","), strings.Join(xpus, ","), p.o.strategy)
+		if p.o.Sharing.Shared() {
+			p.o.Log.Infof("allocated %s %s: XPU(s) %s (%s)", p.o.ResourceName, strings.Join(ids, ","), strings.Join(xpus, ","), p.o.Strategy)
 		} else {
-			p.o.log.Infof("allocated %s %s (%s)", p.o.resourceName, strings.Join(ids, ","), p.o.strategy)
+			p.o.Log.Infof("allocated %s %s (%s)", p.o.ResourceName, strings.Join(ids, ","), p.o.Strategy)
 		}
 	}
 	return resp, nil

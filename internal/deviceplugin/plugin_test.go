@@ -56,7 +56,7 @@ func TestParseStrategyAndResourceName(t *testing.T) {
 			require.ErrorContains(t, err, tc.err)
 		})
 	}
-	_, err = New(WithResourceName("xpu"))
+	_, err = New(Config{ResourceName: "xpu"})
 	require.Error(t, err)
 }
 
@@ -84,7 +84,7 @@ func TestAllocateStrategies(t *testing.T) {
 		}},
 	} {
 		t.Run(string(tc.strategy)+"/"+strings.Join(tc.ids, ","), func(t *testing.T) {
-			p, _ := newPlugin(t, tree, &logtest.Recorder{}, WithStrategy(tc.strategy))
+			p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Strategy = tc.strategy })
 			p.Refresh()
 			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
 				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: tc.ids}},
@@ -107,7 +107,7 @@ func TestAllocateStrategies(t *testing.T) {
 	}
 
 	t.Run("another kind and two containers", func(t *testing.T) {
-		p, err := New(WithDiscover(discoverTree(tree)), WithStrategy(StrategyVolumeMounts), WithKind("example.com/npu"), WithResourceName("kunlunxin.com/xpu"))
+		p, err := New(Config{Discover: discoverTree(tree), Strategy: StrategyVolumeMounts, Kind: "example.com/npu", ResourceName: "kunlunxin.com/xpu"})
 		require.NoError(t, err)
 		p.Refresh()
 		resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
@@ -298,7 +298,7 @@ func TestWaitsForTheKubeletAndStopsCleanly(t *testing.T) {
 	require.NoFileExists(t, p.SocketPath(), "no socket before the kubelet is there")
 	require.Equal(t, 1, log.Count("waiting for the kubelet"), "logged once")
 
-	k, err := kubelettest.Start(p.o.pluginDir)
+	k, err := kubelettest.Start(p.o.PluginDir)
 	require.NoError(t, err)
 	t.Cleanup(k.Stop)
 	reg, err := k.WaitRegistration(ctxT(t))
@@ -342,8 +342,7 @@ func TestNoXPUAdvertisesZero(t *testing.T) {
 		t.Run(tc.description, func(t *testing.T) {
 			tree := fakeTree(t, tc.host())
 			log := &logtest.Recorder{}
-			p, err := New(WithDiscover(discoverTree(tree)), WithPluginDir(shortDir(t)), WithSpecDirs(t.TempDir()),
-				WithHealthInterval(30*time.Millisecond), WithWatchInterval(20*time.Millisecond), WithLogger(log))
+			p, err := New(Config{Discover: discoverTree(tree), PluginDir: shortDir(t), SpecDirs: []string{t.TempDir()}, HealthInterval: 30 * time.Millisecond, WatchInterval: 20 * time.Millisecond, Log: log})
 			require.NoError(t, err)
 			r := start(t, p)
 			devs, err := r.reg.NextDevices(ctxT(t))
@@ -370,8 +369,7 @@ func TestSpecChecks(t *testing.T) {
 	t.Run("missing spec: Unhealthy until it exists, with the command", func(t *testing.T) {
 		log := &logtest.Recorder{}
 		specDir := t.TempDir()
-		p, err := New(WithDiscover(discoverTree(tree)), WithPluginDir(shortDir(t)), WithSpecDirs(specDir),
-			WithHealthInterval(30*time.Millisecond), WithWatchInterval(20*time.Millisecond), WithLogger(log))
+		p, err := New(Config{Discover: discoverTree(tree), PluginDir: shortDir(t), SpecDirs: []string{specDir}, HealthInterval: 30 * time.Millisecond, WatchInterval: 20 * time.Millisecond, Log: log})
 		require.NoError(t, err)
 		r := start(t, p)
 		ctx := ctxT(t)
@@ -399,7 +397,7 @@ func TestSpecChecks(t *testing.T) {
 
 	t.Run("volume-mounts needs no spec", func(t *testing.T) {
 		log := &logtest.Recorder{}
-		p, err := New(WithDiscover(discoverTree(tree)), WithSpecDirs(t.TempDir()), WithStrategy(StrategyVolumeMounts), WithLogger(log))
+		p, err := New(Config{Discover: discoverTree(tree), SpecDirs: []string{t.TempDir()}, Strategy: StrategyVolumeMounts, Log: log})
 		require.NoError(t, err)
 		require.Contains(t, log.String(), "warning: device list strategy volume-mounts: a pod with a hostPath volume")
 		p.Refresh()
@@ -418,7 +416,7 @@ func TestSpecChecks(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(specDir, "other.yaml"),
 			[]byte(strings.ReplaceAll(string(data), "kind: baidu.com/xpu", "kind: example.com/xpu")), 0o644))
 		require.NoError(t, os.Remove(path))
-		p, err := New(WithDiscover(discoverTree(tree)), WithSpecDirs(specDir), WithLogger(log))
+		p, err := New(Config{Discover: discoverTree(tree), SpecDirs: []string{specDir}, Log: log})
 		require.NoError(t, err)
 		p.Refresh()
 		for _, d := range p.Devices() {
@@ -435,7 +433,7 @@ func TestSpecChecks(t *testing.T) {
 		// The driver was reloaded with another major since the spec was written.
 		require.Contains(t, string(data), "major: 243")
 		require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(data), "major: 243", "major: 244")), 0o644))
-		p, err := New(WithDiscover(discoverTree(tree)), WithSpecDirs(specDir), WithLogger(log))
+		p, err := New(Config{Discover: discoverTree(tree), SpecDirs: []string{specDir}, Log: log})
 		require.NoError(t, err)
 		p.Refresh()
 		p.Refresh()
@@ -451,10 +449,10 @@ func TestRetriesARefusingKubelet(t *testing.T) {
 	log := &logtest.Recorder{}
 	p, _ := newPlugin(t, tree, log)
 	// A socket file without a listener: connection refused.
-	k, err := kubelettest.Start(p.o.pluginDir)
+	k, err := kubelettest.Start(p.o.PluginDir)
 	require.NoError(t, err)
 	k.Stop()
-	l, err := net.Listen("unix", filepath.Join(p.o.pluginDir, KubeletSocketName))
+	l, err := net.Listen("unix", filepath.Join(p.o.PluginDir, KubeletSocketName))
 	require.NoError(t, err)
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	require.NoError(t, l.Close())
@@ -465,7 +463,7 @@ func TestRetriesARefusingKubelet(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // several retries
 	require.Equal(t, 1, log.Count("registering baidu.com/xpu with the kubelet at"), "logged once:\n%s", log.String())
 
-	k, err = kubelettest.Start(p.o.pluginDir)
+	k, err = kubelettest.Start(p.o.PluginDir)
 	require.NoError(t, err)
 	t.Cleanup(k.Stop)
 	reg, err := k.WaitRegistration(ctxT(t))
@@ -486,13 +484,11 @@ func TestDeviceSetChanges(t *testing.T) {
 	var mu sync.Mutex
 	current := before
 	log := &logtest.Recorder{}
-	p, err := New(WithStrategy(StrategyVolumeMounts), WithPluginDir(shortDir(t)), WithLogger(log),
-		WithHealthInterval(30*time.Millisecond), WithWatchInterval(20*time.Millisecond),
-		WithDiscover(func() (*discover.Host, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return discover.Discover(current.DiscoverOptions()...)
-		}))
+	p, err := New(Config{Strategy: StrategyVolumeMounts, PluginDir: shortDir(t), Log: log, HealthInterval: 30 * time.Millisecond, WatchInterval: 20 * time.Millisecond, Discover: func() (*discover.Host, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return discover.Discover(current.DiscoverOptions()...)
+	}})
 	require.NoError(t, err)
 	r := start(t, p)
 	ctx := ctxT(t)

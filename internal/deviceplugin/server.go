@@ -34,7 +34,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 	p.Refresh()
 	go p.healthLoop(ctx)
 
-	kubeletSock := filepath.Join(p.o.pluginDir, KubeletSocketName)
+	kubeletSock := filepath.Join(p.o.PluginDir, KubeletSocketName)
 	for {
 		kubelet, ok := p.waitForKubelet(ctx, kubeletSock)
 		if !ok {
@@ -51,28 +51,28 @@ func (p *Plugin) Run(ctx context.Context) error {
 				return nil
 			}
 			// Logged when the error first appears or changes, not at every retry.
-			p.notes.Note(p.o.log, "register", fmt.Sprintf("registering %s with the kubelet at %s: %v; retrying every %s", p.o.resourceName, kubeletSock, err, p.o.watchInterval), p.o.log.Warnf, "")
-			if !sleep(ctx, p.o.watchInterval) {
+			p.notes.Note(p.o.Log, "register", fmt.Sprintf("registering %s with the kubelet at %s: %v; retrying every %s", p.o.ResourceName, kubeletSock, err, p.o.WatchInterval), p.o.Log.Warnf, "")
+			if !sleep(ctx, p.o.WatchInterval) {
 				return nil
 			}
 			continue
 		}
-		p.notes.Note(p.o.log, "register", "", p.o.log.Warnf, "")
+		p.notes.Note(p.o.Log, "register", "", p.o.Log.Warnf, "")
 		p.setUnready(nil)
-		p.o.log.Infof("registered %s with the kubelet at %s (endpoint %s, strategy %s)", p.o.resourceName, kubeletSock, srv.path, p.o.strategy)
+		p.o.Log.Infof("registered %s with the kubelet at %s (endpoint %s, strategy %s)", p.o.ResourceName, kubeletSock, srv.path, p.o.Strategy)
 		why := p.watch(ctx, kubelet, srv)
 		p.setUnready(fmt.Errorf("not registered: %s", why))
 		srv.stop()
 		if ctx.Err() != nil {
-			p.o.log.Infof("stopped; removed %s", srv.path)
+			p.o.Log.Infof("stopped; removed %s", srv.path)
 			return nil
 		}
-		p.o.log.Infof("%s: registering again", why)
+		p.o.Log.Infof("%s: registering again", why)
 	}
 }
 
 func (p *Plugin) healthLoop(ctx context.Context) {
-	t := time.NewTicker(p.o.healthInterval)
+	t := time.NewTicker(p.o.HealthInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -93,10 +93,10 @@ func (p *Plugin) waitForKubelet(ctx context.Context, path string) (os.FileInfo, 
 			return fi, true
 		}
 		if !logged {
-			p.o.log.Infof("waiting for the kubelet: %s does not exist yet (is the kubelet running, and is --device-plugin-path its device plugin directory?)", path)
+			p.o.Log.Infof("waiting for the kubelet: %s does not exist yet (is the kubelet running, and is --device-plugin-path its device plugin directory?)", path)
 			logged = true
 		}
-		if !sleep(ctx, p.o.watchInterval) {
+		if !sleep(ctx, p.o.WatchInterval) {
 			return nil, false
 		}
 	}
@@ -104,8 +104,8 @@ func (p *Plugin) waitForKubelet(ctx context.Context, path string) (os.FileInfo, 
 
 // watch returns, with the reason, when the kubelet restarted or ctx ended.
 func (p *Plugin) watch(ctx context.Context, kubelet os.FileInfo, srv *server) string {
-	kubeletSock := filepath.Join(p.o.pluginDir, KubeletSocketName)
-	for sleep(ctx, p.o.watchInterval) {
+	kubeletSock := filepath.Join(p.o.PluginDir, KubeletSocketName)
+	for sleep(ctx, p.o.WatchInterval) {
 		if fi, err := os.Stat(srv.path); err != nil || !os.SameFile(fi, srv.info) {
 			return fmt.Sprintf("%s was removed (the kubelet restarted)", srv.path)
 		}
@@ -138,7 +138,7 @@ func (p *Plugin) serve() (*server, error) {
 	}
 	l, err := listenPrivate(path)
 	if err != nil {
-		return nil, fmt.Errorf("creating the device plugin socket in %s (--device-plugin-path must be the kubelet's device plugin directory, writable by the plugin): %w", p.o.pluginDir, err)
+		return nil, fmt.Errorf("creating the device plugin socket in %s (--device-plugin-path must be the kubelet's device plugin directory, writable by the plugin): %w", p.o.PluginDir, err)
 	}
 	// The socket is removed by stop, only if it is still this one.
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
@@ -152,7 +152,7 @@ func (p *Plugin) serve() (*server, error) {
 	go func() {
 		defer close(s.done)
 		if err := s.grpc.Serve(l); err != nil {
-			p.o.log.Errorf("device plugin server on %s: %v", path, err)
+			p.o.Log.Errorf("device plugin server on %s: %v", path, err)
 		}
 	}()
 	return s, nil
@@ -188,7 +188,7 @@ func (p *Plugin) register(ctx context.Context, kubeletSock string) error {
 	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
 		Version:      pluginapi.Version,
 		Endpoint:     p.o.socketName(),
-		ResourceName: p.o.resourceName,
+		ResourceName: p.o.ResourceName,
 		Options:      apiOptions(),
 	})
 	return err

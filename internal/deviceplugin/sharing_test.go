@@ -57,7 +57,7 @@ func without(ids []string, drop ...string) []string {
 func TestPreferredReplicas(t *testing.T) {
 	// P800x8 shared 4 ways: XPUs 0-3 on NUMA node 0, 4-7 on node 1.
 	tree := fakeTree(t, fakehost.P800x8())
-	p, _ := newPlugin(t, tree, &logtest.Recorder{}, WithSharing(sharing.Config{Replicas: 4}))
+	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.Config{Replicas: 4} })
 	p.Refresh()
 	require.Len(t, p.Devices(), 32)
 	all := replicasOf(4, 0, 1, 2, 3, 4, 5, 6, 7)
@@ -118,7 +118,7 @@ func TestAllocateReplicas(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
-			p, _ := newPlugin(t, tree, &logtest.Recorder{}, WithStrategy(tc.strategy), WithSharing(sharing.Config{Replicas: 4}))
+			p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Strategy = tc.strategy; c.Sharing = sharing.Config{Replicas: 4} })
 			p.Refresh()
 			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
 				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: tc.ids}},
@@ -132,7 +132,7 @@ func TestAllocateReplicas(t *testing.T) {
 		})
 	}
 
-	p, _ := newPlugin(t, tree, &logtest.Recorder{}, WithSharing(sharing.Config{Replicas: 4}))
+	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.Config{Replicas: 4} })
 	p.Refresh()
 	for _, tc := range []struct {
 		ids  []string
@@ -157,7 +157,7 @@ func TestAllocateReplicas(t *testing.T) {
 func TestFailRequestsGreaterThanOne(t *testing.T) {
 	tree := fakeTree(t, fakehost.P800x8())
 	c := sharing.Config{Replicas: 2, FailRequestsGreaterThanOne: true}
-	p, _ := newPlugin(t, tree, &logtest.Recorder{}, WithSharing(c))
+	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(cfg *Config) { cfg.Sharing = c })
 	p.Refresh()
 	resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"1::0"}}},
@@ -173,7 +173,7 @@ func TestFailRequestsGreaterThanOne(t *testing.T) {
 	}
 
 	// Without sharing the setting changes nothing: whole XPUs are whole.
-	p, _ = newPlugin(t, tree, &logtest.Recorder{}, WithSharing(sharing.Config{Replicas: 1, FailRequestsGreaterThanOne: true}))
+	p, _ = newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.Config{Replicas: 1, FailRequestsGreaterThanOne: true} })
 	p.Refresh()
 	_, err = p.Allocate(context.Background(), &pluginapi.AllocateRequest{
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"1", "2"}}},
@@ -189,7 +189,7 @@ func TestSharedThroughTheKubeletAPI(t *testing.T) {
 	log := &logtest.Recorder{}
 	c, err := sharing.FromFlags(DefaultResourceName, sharing.Flags{Replicas: 4, RenameByDefault: true})
 	require.NoError(t, err)
-	p, _ := newPlugin(t, tree, log, WithSharing(c))
+	p, _ := newPlugin(t, tree, log, func(cfg *Config) { cfg.Sharing = c })
 	r := start(t, p)
 	ctx := ctxT(t)
 

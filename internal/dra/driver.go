@@ -28,7 +28,7 @@ type Publisher interface {
 // plugin helper calls its Prepare and Unprepare methods, Run keeps the
 // node's slice true.
 type Driver struct {
-	o       *options
+	o       *Config
 	scanner *xpunode.Scanner
 	claims  *claimStore
 
@@ -50,21 +50,21 @@ type Driver struct {
 	fatal chan error
 }
 
-// New returns a driver configured by opts; it reads the recorded claims of
+// New returns a driver configured by cfg; it reads the recorded claims of
 // the state directory, not the host yet.
-func New(opts ...Option) (*Driver, error) {
-	o, err := newOptions(opts)
+func New(cfg Config) (*Driver, error) {
+	o, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	claims, err := openClaimStore(o.stateDir, o.log)
+	claims, err := openClaimStore(o.StateDir, o.Log)
 	if err != nil {
 		return nil, err
 	}
 	return &Driver{
 		o: o,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
-			Discover: o.discover, Kind: o.kind, SpecDirs: o.specDirs, Log: o.log,
+			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			Empty:    "publishing an empty ResourceSlice",
 			Unusable: "they are tainted and cannot be prepared",
 		}),
@@ -75,14 +75,14 @@ func New(opts ...Option) (*Driver, error) {
 }
 
 // DriverName is the driver's name.
-func (d *Driver) DriverName() string { return d.o.driverName }
+func (d *Driver) DriverName() string { return d.o.DriverName }
 
 // PoolName is the pool of the node's devices: the node name.
-func (d *Driver) PoolName() string { return d.o.nodeName }
+func (d *Driver) PoolName() string { return d.o.NodeName }
 
 // TaintKey is the key of the taint of a device that cannot run work; its
 // value says why (see taintValue).
-func (d *Driver) TaintKey() string { return d.o.driverName + "/unhealthy" }
+func (d *Driver) TaintKey() string { return d.o.DriverName + "/unhealthy" }
 
 var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
 
@@ -124,7 +124,7 @@ func (d *Driver) build(devs []xpunode.Device, h *discover.Host, prev []resourcea
 			if i >= 0 && len(prev[i].Taints) == 1 && prev[i].Taints[0].Key == taint.Key && prev[i].Taints[0].Value == taint.Value {
 				taint.TimeAdded = prev[i].Taints[0].TimeAdded
 			} else {
-				now := metav1.NewTime(d.o.now().Truncate(time.Second))
+				now := metav1.NewTime(d.o.Clock().Truncate(time.Second))
 				taint.TimeAdded = &now
 			}
 			ad.Taints = []resourceapi.DeviceTaint{taint}
@@ -148,9 +148,9 @@ func (d *Driver) Refresh() bool {
 		d.changed = make(chan struct{})
 	}
 	d.mu.Unlock()
-	d.notes.Note(d.o.log, "invalid", strings.Join(warnings, "; "), d.o.log.Warnf, "every fact of the host is valid in the ResourceSlice again")
+	d.notes.Note(d.o.Log, "invalid", strings.Join(warnings, "; "), d.o.Log.Warnf, "every fact of the host is valid in the ResourceSlice again")
 	if !same {
-		d.o.log.Infof("publishing %d XPU(s) in the ResourceSlice of node %s: %s", len(devs), d.o.nodeName, describe(devs))
+		d.o.Log.Infof("publishing %d XPU(s) in the ResourceSlice of node %s: %s", len(devs), d.o.NodeName, describe(devs))
 	}
 	return !same
 }
@@ -192,7 +192,7 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 	for i, p := range parts {
 		pool.Slices[i] = resourceslice.Slice{Devices: p}
 	}
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.o.nodeName: pool}}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.o.NodeName: pool}}
 }
 
 // Slices returns the ResourceSlice objects the node publishes, as the
@@ -201,11 +201,11 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 // print-slice shows.
 func (d *Driver) Slices() []*resourceapi.ResourceSlice {
 	res := d.Resources()
-	node := d.o.nodeName
+	node := d.o.NodeName
 	parts := res.Pools[node].Slices
 	out := make([]*resourceapi.ResourceSlice, len(parts))
 	for i, p := range parts {
-		name := node + "-" + d.o.driverName
+		name := node + "-" + d.o.DriverName
 		if len(parts) > 1 {
 			name += "-" + strconv.Itoa(i)
 		}
@@ -213,7 +213,7 @@ func (d *Driver) Slices() []*resourceapi.ResourceSlice {
 			TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: resourceapi.ResourceSliceSpec{
-				Driver:   d.o.driverName,
+				Driver:   d.o.DriverName,
 				NodeName: &node,
 				Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: int64(len(parts))},
 				Devices:  p.Devices,
@@ -230,12 +230,12 @@ func (d *Driver) Slices() []*resourceapi.ResourceSlice {
 func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 	d.Refresh()
 	if err := pub.PublishResources(ctx, d.Resources()); err != nil {
-		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.nodeName, err)
+		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.NodeName, err)
 	}
 	d.mu.Lock()
 	d.published = true
 	d.mu.Unlock()
-	t := time.NewTicker(d.o.pollInterval)
+	t := time.NewTicker(d.o.PollInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -247,7 +247,7 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 		}
 		if d.Refresh() {
 			if err := pub.PublishResources(ctx, d.Resources()); err != nil {
-				return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.nodeName, err)
+				return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.NodeName, err)
 			}
 		}
 	}

@@ -25,58 +25,49 @@ func TestLabelsAgreeWithAttributes(t *testing.T) {
 		}
 		return ""
 	}
-	for _, shape := range fakehost.Shapes() {
-		if shape == fakehost.ShapeScaled {
-			continue
+	forEachShape(t, func(t *testing.T, _ string, f *fixture) {
+		host, err := discoverTree(f.tree)()
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, l := range labels.For(host, nil) {
+			got[l.Key] = l.Value
 		}
-		t.Run(shape, func(t *testing.T) {
-			h, err := fakehost.ShapeByName(shape, 0, 0)
-			require.NoError(t, err)
-			f := newFixture(t, h)
-			f.d.Refresh()
-			host, err := discoverTree(f.tree)()
-			require.NoError(t, err)
-			got := map[string]string{}
-			for _, l := range labels.For(host, nil) {
-				got[l.Key] = l.Value
-			}
-			// common is the one value of the devices, "" when any lacks it
-			// or they disagree.
-			common := func(value func(resourceapi.Device) string) string {
-				v := ""
-				for i, d := range f.d.Slices()[0].Spec.Devices {
-					x := value(d)
-					if x == "" || i > 0 && x != v {
-						return ""
-					}
-					v = x
-				}
-				return v
-			}
-			attr := func(name string) func(resourceapi.Device) string {
-				return func(d resourceapi.Device) string {
-					a, ok := d.Attributes[resourceapi.QualifiedName(name)]
-					return str(a, ok)
-				}
-			}
-			memory := common(func(d resourceapi.Device) string {
-				c, ok := d.Capacity[CapacityMemory]
-				if !ok {
+		// common is the one value of the devices, "" when any lacks it
+		// or they disagree.
+		common := func(value func(resourceapi.Device) string) string {
+			v := ""
+			for i, d := range f.d.Slices()[0].Spec.Devices {
+				x := value(d)
+				if x == "" || i > 0 && x != v {
 					return ""
 				}
-				q := c.Value
-				return strconv.FormatInt(q.Value()>>20, 10)
-			})
-			for _, tc := range []struct{ label, want string }{
-				{labels.Family, common(attr(AttrFamily))},
-				{labels.DriverVersion, common(attr(AttrDriverVersion + "Full"))},
-				{labels.XREVersion, common(attr(AttrXREVersion + "Full"))},
-				{labels.Memory, memory},
-			} {
-				require.Equal(t, tc.want, got[tc.label], "%s", tc.label)
+				v = x
 			}
+			return v
+		}
+		attr := func(name string) func(resourceapi.Device) string {
+			return func(d resourceapi.Device) string {
+				a, ok := d.Attributes[resourceapi.QualifiedName(name)]
+				return str(a, ok)
+			}
+		}
+		memory := common(func(d resourceapi.Device) string {
+			c, ok := d.Capacity[CapacityMemory]
+			if !ok {
+				return ""
+			}
+			q := c.Value
+			return strconv.FormatInt(q.Value()>>20, 10)
 		})
-	}
+		for _, tc := range []struct{ label, want string }{
+			{labels.Family, common(attr(AttrFamily))},
+			{labels.DriverVersion, common(attr(AttrDriverVersion + "Full"))},
+			{labels.XREVersion, common(attr(AttrXREVersion + "Full"))},
+			{labels.Memory, memory},
+		} {
+			require.Equal(t, tc.want, got[tc.label], "%s", tc.label)
+		}
+	})
 }
 
 // A P800 VF on a driver 5.x host: its family is Kunlun3 in the slice as in

@@ -19,12 +19,12 @@ func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 		devs, changed := d.devices, d.changed
 		d.mu.Unlock()
 		report := kubeletplugin.DeviceHealthReport{Devices: make([]kubeletplugin.DeviceHealth, 0, len(devs))}
-		now := d.o.now()
+		now := d.o.Clock()
 		for _, dev := range devs {
 			h := kubeletplugin.DeviceHealth{
-				PoolName: d.o.nodeName, DeviceName: DeviceName(dev.Index),
+				PoolName: d.o.NodeName, DeviceName: DeviceName(dev.Index),
 				Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now,
-				HealthCheckTimeout: 3 * d.o.pollInterval,
+				HealthCheckTimeout: 3 * d.o.PollInterval,
 			}
 			if dev.Health != xpunode.Healthy {
 				h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, dev.Reason
@@ -40,7 +40,7 @@ func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-		case <-time.After(d.o.pollInterval):
+		case <-time.After(d.o.PollInterval):
 		}
 	}
 }

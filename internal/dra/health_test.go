@@ -14,7 +14,7 @@ import (
 // The kubelet's health stream gets every device, then a new report when a
 // device goes into an error state, and ends with the context.
 func TestWatchHealthStatus(t *testing.T) {
-	f := newFixture(t, fakehost.P800x8(), WithPollInterval(time.Hour))
+	f := newFixture(t, fakehost.P800x8(), func(c *Config) { c.PollInterval = time.Hour })
 	f.d.Refresh()
 	ctx, cancel := context.WithCancel(context.Background())
 	reports := make(chan kubeletplugin.DeviceHealthReport)

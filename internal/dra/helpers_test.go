@@ -44,23 +44,43 @@ type fixture struct {
 	d        *Driver
 }
 
-func newFixture(t testing.TB, h fakehost.Host, opts ...Option) *fixture {
+func newFixture(t testing.TB, h fakehost.Host, mods ...func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{tree: fakehosttest.Build(t, h), specDir: t.TempDir(), stateDir: filepath.Join(t.TempDir(), "claims"), log: &logtest.Recorder{}}
 	writeSpec(t, f.tree, f.specDir)
-	f.d = f.driver(t, opts...)
+	f.d = f.driver(t, mods...)
 	return f
+}
+
+// forEachShape runs f, in a subtest named after the shape, on a fixture
+// of every fake host shape but the benchmarks' scaled one, refreshed once.
+func forEachShape(t *testing.T, f func(t *testing.T, shape string, fx *fixture)) {
+	for _, shape := range fakehost.Shapes() {
+		if shape == fakehost.ShapeScaled {
+			continue
+		}
+		t.Run(shape, func(t *testing.T) {
+			h, err := fakehost.ShapeByName(shape, 0, 0)
+			require.NoError(t, err)
+			fx := newFixture(t, h)
+			require.True(t, fx.d.Refresh())
+			f(t, shape, fx)
+		})
+	}
 }
 
 // driver returns a new driver on the fixture's host, spec and state: a
 // restarted driver.
-func (f *fixture) driver(t testing.TB, opts ...Option) *Driver {
+func (f *fixture) driver(t testing.TB, mods ...func(*Config)) *Driver {
 	t.Helper()
-	base := []Option{
-		WithNodeName("node-1"), WithDiscover(discoverTree(f.tree)), WithSpecDirs(f.specDir),
-		WithStateDir(f.stateDir), WithClock(testClock), WithLogger(f.log), WithPollInterval(20 * time.Millisecond),
+	cfg := Config{
+		NodeName: "node-1", Discover: discoverTree(f.tree), SpecDirs: []string{f.specDir},
+		StateDir: f.stateDir, Clock: testClock, Log: f.log, PollInterval: 20 * time.Millisecond,
 	}
-	d, err := New(append(base, opts...)...)
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	d, err := New(cfg)
 	require.NoError(t, err)
 	return d
 }

@@ -45,8 +45,8 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	for _, claim := range claims {
 		res, err := d.prepare(claim, devs, h, names)
 		if err != nil {
-			err = fmt.Errorf("%s %s/%s: %w", d.o.driverName, claim.Namespace, claim.Name, err)
-			d.o.log.Errorf("preparing claim: %v", err)
+			err = fmt.Errorf("%s %s/%s: %w", d.o.DriverName, claim.Namespace, claim.Name, err)
+			d.o.Log.Errorf("preparing claim: %v", err)
 			out[claim.UID] = kubeletplugin.PrepareResult{Err: err}
 			continue
 		}
@@ -61,7 +61,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 	}
 	alloc := &claim.Status.Allocation.Devices
 	for _, c := range alloc.Config {
-		if c.Opaque != nil && c.Opaque.Driver == d.o.driverName {
+		if c.Opaque != nil && c.Opaque.Driver == d.o.DriverName {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("%w: the %s config of requests %v (this driver takes no parameters; remove it from the claim or its DeviceClass)",
 				ErrUnknownConfig, c.Source, c.Requests)
 		}
@@ -70,21 +70,21 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 	for _, dev := range devs {
 		byName[DeviceName(dev.Index)] = dev
 	}
-	vendor, class := parser.ParseQualifier(d.o.kind)
+	vendor, class := parser.ParseQualifier(d.o.Kind)
 	rec := &preparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
 	var result kubeletplugin.PrepareResult
 	for _, r := range alloc.Results {
-		if r.Driver != d.o.driverName {
+		if r.Driver != d.o.DriverName {
 			continue
 		}
 		dev, ok := byName[r.Device]
-		if r.Pool != d.o.nodeName || !ok {
+		if r.Pool != d.o.NodeName || !ok {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s of pool %s: %w (node %s has: %s); the claim must be allocated again",
-				r.Request, r.Device, r.Pool, ErrNotOnNode, d.o.nodeName, deviceNames(devs))
+				r.Request, r.Device, r.Pool, ErrNotOnNode, d.o.NodeName, deviceNames(devs))
 		}
 		if !names[dev.ID] {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: no spec of kind %s in %s names %s (create it with: %s)",
-				r.Request, r.Device, ErrNoSpec, d.o.kind, strings.Join(d.o.specDirs, ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.kind))
+				r.Request, r.Device, ErrNoSpec, d.o.Kind, strings.Join(d.scanner.SpecDirs(), ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.Kind))
 		}
 		if taint, ok := d.taintOf(dev, h); ok && !tolerates(r.Tolerations, taint) {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: %s (tainted %s=%s:%s, which the allocation does not tolerate)",
@@ -106,7 +106,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 		if err := d.claims.put(rec); err != nil {
 			return kubeletplugin.PrepareResult{}, err
 		}
-		d.o.log.Infof("prepared claim %s (%s): %s", rec, rec.UID, describePrepared(rec))
+		d.o.Log.Infof("prepared claim %s (%s): %s", rec, rec.UID, describePrepared(rec))
 	}
 	return result, nil
 }
@@ -137,10 +137,10 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 		was := d.claims.get(c.UID)
 		err := d.claims.remove(c.UID)
 		if err != nil {
-			err = fmt.Errorf("%s %s: %w", d.o.driverName, c, err)
-			d.o.log.Errorf("unpreparing claim: %v", err)
+			err = fmt.Errorf("%s %s: %w", d.o.DriverName, c, err)
+			d.o.Log.Errorf("unpreparing claim: %v", err)
 		} else if was != nil {
-			d.o.log.Infof("unprepared claim %s (%s): %s", was, was.UID, describePrepared(was))
+			d.o.Log.Infof("unprepared claim %s (%s): %s", was, was.UID, describePrepared(was))
 		}
 		out[c.UID] = err
 	}
@@ -155,7 +155,7 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 // reach the driver) ends Run with it, so that the process exits and is
 // restarted.
 func (d *Driver) HandleError(_ context.Context, err error, msg string) {
-	d.o.log.Errorf("%s: %v", msg, err)
+	d.o.Log.Errorf("%s: %v", msg, err)
 	if errors.Is(err, kubeletplugin.ErrRecoverable) {
 		d.publishFailed(publishError(msg, err))
 		return

@@ -50,7 +50,7 @@ func (d *Driver) sliceWritten(err error) {
 	d.publishErr = nil
 	d.mu.Unlock()
 	if was != nil {
-		d.o.log.Infof("the API server took the ResourceSlice of node %s again", d.o.nodeName)
+		d.o.Log.Infof("the API server took the ResourceSlice of node %s again", d.o.NodeName)
 	}
 }
 

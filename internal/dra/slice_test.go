@@ -25,29 +25,20 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // The slice of every fake host shape, as print-slice prints it, against
 // testdata/<shape>.yaml (review the diff after go test -update).
 func TestSliceGolden(t *testing.T) {
-	for _, shape := range fakehost.Shapes() {
-		if shape == fakehost.ShapeScaled {
-			continue
+	forEachShape(t, func(t *testing.T, shape string, f *fixture) {
+		got, err := yaml.Marshal(f.d.Slices()[0])
+		require.NoError(t, err)
+		golden := filepath.Join("testdata", shape+".yaml")
+		if *update {
+			require.NoError(t, os.WriteFile(golden, got, 0o644))
 		}
-		t.Run(shape, func(t *testing.T) {
-			h, err := fakehost.ShapeByName(shape, 0, 0)
-			require.NoError(t, err)
-			f := newFixture(t, h)
-			require.True(t, f.d.Refresh())
-			got, err := yaml.Marshal(f.d.Slices()[0])
-			require.NoError(t, err)
-			golden := filepath.Join("testdata", shape+".yaml")
-			if *update {
-				require.NoError(t, os.WriteFile(golden, got, 0o644))
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "run go test -update to create it")
-			require.Equal(t, string(want), string(got))
-			// What the API server would get decodes strictly.
-			var back resourceapi.ResourceSlice
-			require.NoError(t, yaml.UnmarshalStrict(got, &back))
-		})
-	}
+		want, err := os.ReadFile(golden)
+		require.NoError(t, err, "run go test -update to create it")
+		require.Equal(t, string(want), string(got))
+		// What the API server would get decodes strictly.
+		var back resourceapi.ResourceSlice
+		require.NoError(t, yaml.UnmarshalStrict(got, &back))
+	})
 }
 
 func TestSliceFacts(t *testing.T) {
@@ -188,7 +179,7 @@ func TestRunFollowsTheHost(t *testing.T) {
 func TestNodeWithoutXPU(t *testing.T) {
 	log := &logtest.Recorder{}
 	root := t.TempDir()
-	d, err := New(WithNodeName("node-1"), WithDiscover(func() (*xpuHost, error) { return discoverRoot(root) }), WithSpecDirs(t.TempDir()), WithLogger(log), WithPollInterval(10*time.Millisecond))
+	d, err := New(Config{NodeName: "node-1", Discover: func() (*xpuHost, error) { return discoverRoot(root) }, SpecDirs: []string{t.TempDir()}, Log: log, PollInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -209,14 +200,14 @@ func TestDevicesAppear(t *testing.T) {
 	writeSpec(t, tree, specDir)
 	var mu sync.Mutex
 	root := empty
-	d, err := New(WithNodeName("node-1"), WithSpecDirs(specDir), WithDiscover(func() (*xpuHost, error) {
+	d, err := New(Config{NodeName: "node-1", SpecDirs: []string{specDir}, Discover: func() (*xpuHost, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if root == empty {
 			return discoverRoot(empty)
 		}
 		return discoverTree(tree)()
-	}))
+	}})
 	require.NoError(t, err)
 	require.True(t, d.Refresh())
 	require.Empty(t, d.Slices()[0].Spec.Devices)

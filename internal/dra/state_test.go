@@ -40,7 +40,7 @@ func TestClaimRecordVersion(t *testing.T) {
 
 	newer := filepath.Join(f.stateDir, "uid-new.json")
 	require.NoError(t, os.WriteFile(newer, []byte(`{"version": 2, "uid": "uid-new", "namespace": "default", "name": "new"}`), 0o600))
-	_, err = New(WithNodeName("node-1"), WithDiscover(discoverTree(f.tree)), WithSpecDirs(f.specDir), WithStateDir(f.stateDir))
+	_, err = New(Config{NodeName: "node-1", Discover: discoverTree(f.tree), SpecDirs: []string{f.specDir}, StateDir: f.stateDir})
 	require.ErrorIs(t, err, ErrRecordVersion)
 	require.ErrorContains(t, err, newer+" has version 2, this driver reads up to version 1")
 }

@@ -83,13 +83,15 @@ func TestSliceValid(t *testing.T) {
 			f := newFixture(t, tc.host)
 			if tc.mutate != nil {
 				disc := discoverTree(f.tree)
-				f.d = f.driver(t, WithDiscover(func() (*discover.Host, error) {
-					h, err := disc()
-					if err == nil {
-						tc.mutate(h)
+				f.d = f.driver(t, func(c *Config) {
+					c.Discover = func() (*discover.Host, error) {
+						h, err := disc()
+						if err == nil {
+							tc.mutate(h)
+						}
+						return h, err
 					}
-					return h, err
-				}))
+				})
 			}
 			require.True(t, f.d.Refresh())
 			s := f.d.Slices()

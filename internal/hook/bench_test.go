@@ -44,17 +44,17 @@ func BenchmarkUpdateLDCache(b *testing.B) {
 		b.StopTimer()
 		require.NoError(b, os.WriteFile(filepath.Join(root, "etc/ld.so.cache"), orig, 0o644))
 		b.StartTimer()
-		require.NoError(b, UpdateLDCache(r, []string{"/usr/lib/xpu"}))
+		require.NoError(b, UpdateLDCache(r, []string{"/usr/lib/xpu"}, Options{}))
 	}
 }
 
 func BenchmarkUpdateLDCacheUnchanged(b *testing.B) {
 	root := realisticRoot(b, 6)
 	r := openRoot(b, root)
-	require.NoError(b, UpdateLDCache(r, []string{"/usr/lib/xpu"}))
+	require.NoError(b, UpdateLDCache(r, []string{"/usr/lib/xpu"}, Options{}))
 	b.ResetTimer()
 	for b.Loop() {
-		require.NoError(b, UpdateLDCache(r, []string{"/usr/lib/xpu"}))
+		require.NoError(b, UpdateLDCache(r, []string{"/usr/lib/xpu"}, Options{}))
 	}
 }
 
@@ -73,6 +73,6 @@ func BenchmarkCreateSymlinks(b *testing.B) {
 			_ = os.Remove(filepath.Join(root, l.Link))
 		}
 		b.StartTimer()
-		require.NoError(b, CreateSymlinks(r, links))
+		require.NoError(b, CreateSymlinks(r, links, Options{}))
 	}
 }

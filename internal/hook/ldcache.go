@@ -82,7 +82,7 @@ func cleanPaths(what string, paths []string, o options) []string {
 }
 
 // UpdateLDCache makes the libraries in folders, and the library files of
-// WithLibraryFiles (paths inside the container), resolvable by the
+// opts.LibraryFiles (paths inside the container), resolvable by the
 // container's dynamic loader.
 //
 // For glibc images (an ld-linux loader in /lib or /lib64, or an
@@ -91,8 +91,8 @@ func cleanPaths(what string, paths []string, o options) []string {
 // entries of the folders and the files first, then the entries the image's
 // cache already had. For musl images it appends the same directories to each
 // existing /etc/ld-musl-<arch>.path. An image with neither is left alone.
-func UpdateLDCache(root *rootfs.Root, folders []string, opts ...Option) error {
-	o := applyOptions(opts)
+func UpdateLDCache(root *rootfs.Root, folders []string, opts Options) error {
+	o := opts.resolve()
 	folders = cleanPaths("library folder", folders, o)
 	files := cleanPaths("library file", o.files, o)
 	if len(folders) == 0 && len(files) == 0 {

@@ -231,7 +231,7 @@ func TestUpdateLDCacheHostile(t *testing.T) {
 			if folders == nil {
 				folders = []string{folder}
 			}
-			err := UpdateLDCache(openRoot(t, root), folders)
+			err := UpdateLDCache(openRoot(t, root), folders, Options{})
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 			} else {
@@ -251,14 +251,14 @@ func TestUpdateLDCacheIdempotent(t *testing.T) {
 	copyFile(t, filepath.Join(root, "opt/xpu/lib/libxpurt.so.1"), filepath.Join(root, "lib64/ld-linux-x86-64.so.2"))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
 	r := openRoot(t, root)
-	require.NoError(t, UpdateLDCache(r, []string{"/opt/xpu/lib"}))
+	require.NoError(t, UpdateLDCache(r, []string{"/opt/xpu/lib"}, Options{}))
 	inode := func(p string) uint64 {
 		var st unix.Stat_t
 		require.NoError(t, unix.Stat(filepath.Join(root, p), &st))
 		return st.Ino
 	}
 	cache, conf := inode("etc/ld.so.cache"), inode("etc/ld.so.conf.d/"+ConfName)
-	require.NoError(t, UpdateLDCache(r, []string{"/opt/xpu/lib"}))
+	require.NoError(t, UpdateLDCache(r, []string{"/opt/xpu/lib"}, Options{}))
 	require.Equal(t, cache, inode("etc/ld.so.cache"), "an unchanged cache is not rewritten")
 	require.Equal(t, conf, inode("etc/ld.so.conf.d/"+ConfName), "an unchanged conf is not rewritten")
 }
@@ -276,7 +276,7 @@ func TestUpdateLDCacheReadOnly(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
 	require.NoError(t, unix.Mount("", root, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""))
 	log := &logtest.Recorder{}
-	require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/opt/xpu/lib"}, WithLogger(log)),
+	require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/opt/xpu/lib"}, Options{Log: log}),
 		"a read-only root is the image's (or engine's) choice: warn and skip")
 	require.Contains(t, log.Warnings(), "read-only file system")
 }
@@ -296,8 +296,7 @@ func TestUpdateLDCacheLibraryFiles(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
 
 	log := &logtest.Recorder{}
-	require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/opt/xpu/so"},
-		WithLibraryFiles(sysDir+"/libxpunvidia-ml.so.1", sysDir+"/libmissing.so.1", "/opt/xpu/so/libxpurt.so.2"), WithLogger(log)))
+	require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/opt/xpu/so"}, Options{LibraryFiles: []string{sysDir + "/libxpunvidia-ml.so.1", sysDir + "/libmissing.so.1", "/opt/xpu/so/libxpurt.so.2"}, Log: log}))
 
 	require.ElementsMatch(t, []string{"libxpurt.so.2=/opt/xpu/so/libxpurt.so.2", "libxpunvidia-ml.so.1=" + sysDir + "/libxpunvidia-ml.so.1"},
 		names(readCache(t, filepath.Join(root, "etc/ld.so.cache"))), "the folder's entries and the one file's; a file in a folder counts once")
@@ -312,6 +311,6 @@ func TestUpdateLDCacheLibraryFiles(t *testing.T) {
 	buildLib(t, filepath.Join(root2, sysDir, "libxpunvidia-ml.so.1"), "libxpunvidia-ml.so.1")
 	copyFile(t, filepath.Join(root2, sysDir, "libxpunvidia-ml.so.1"), filepath.Join(root2, "lib64/ld-linux-x86-64.so.2"))
 	require.NoError(t, os.MkdirAll(filepath.Join(root2, "etc"), 0o755))
-	require.NoError(t, UpdateLDCache(openRoot(t, root2), nil, WithLibraryFiles(sysDir+"/libxpunvidia-ml.so.1")))
+	require.NoError(t, UpdateLDCache(openRoot(t, root2), nil, Options{LibraryFiles: []string{sysDir + "/libxpunvidia-ml.so.1"}}))
 	require.Equal(t, []string{"libxpunvidia-ml.so.1=" + sysDir + "/libxpunvidia-ml.so.1"}, names(readCache(t, filepath.Join(root2, "etc/ld.so.cache"))))
 }

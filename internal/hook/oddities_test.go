@@ -204,9 +204,9 @@ func TestImageOdditiesWarnAndSkip(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				r := openRoot(t, root)
-				err := UpdateLDCache(r, []string{folder}, WithLogger(log))
+				err := UpdateLDCache(r, []string{folder}, Options{Log: log})
 				if err == nil && tc.links != nil {
-					err = CreateSymlinks(r, tc.links, WithLogger(log))
+					err = CreateSymlinks(r, tc.links, Options{Log: log})
 				}
 				done <- err
 			}()
@@ -266,7 +266,7 @@ func TestCacheAtTheBoundsTwice(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "etc", cacheName), craftedCache(t, MaxKeptEntries, 8), 0o644))
 	for range 2 {
 		log := &logtest.Recorder{}
-		require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/usr/lib/xpu"}, WithLogger(log)))
+		require.NoError(t, UpdateLDCache(openRoot(t, root), []string{"/usr/lib/xpu"}, Options{Log: log}))
 		require.Empty(t, log.Warnings())
 		require.Len(t, readCache(t, filepath.Join(root, "etc", cacheName)), MaxKeptEntries+1)
 	}

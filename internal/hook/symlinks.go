@@ -55,8 +55,8 @@ var ErrExists = errors.New("exists and is not a symlink")
 // not allow (ErrExists, a parent that is a file, a dangling symlink or on
 // another mount) is a warning and that link is skipped: see
 // skipImageShaped.
-func CreateSymlinks(root *rootfs.Root, links []Link, opts ...Option) error {
-	o := applyOptions(opts)
+func CreateSymlinks(root *rootfs.Root, links []Link, opts Options) error {
+	o := opts.resolve()
 	var errs []error
 	for _, l := range links {
 		errs = append(errs, skipImageShaped(o, "create-symlinks", createSymlink(root, l, o)))

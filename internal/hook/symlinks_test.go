@@ -133,7 +133,7 @@ func TestCreateSymlinksHostile(t *testing.T) {
 			}
 			before := snapshot(t, host)
 			log := &logtest.Recorder{}
-			require.NoError(t, CreateSymlinks(openRoot(t, root), []Link{tc.link(host)}, WithLogger(log)))
+			require.NoError(t, CreateSymlinks(openRoot(t, root), []Link{tc.link(host)}, Options{Log: log}))
 			if tc.wantWarn != "" {
 				require.Contains(t, log.Warnings(), tc.wantWarn)
 			}
@@ -183,7 +183,7 @@ func TestCreateSymlinksConcurrent(t *testing.T) {
 				return
 			}
 			defer root.Close()
-			errs <- CreateSymlinks(root, links)
+			errs <- CreateSymlinks(root, links, Options{})
 		}()
 	}
 	for range n {

@@ -41,7 +41,7 @@ const (
 // Installer sets up one node. Create it with New; it holds the host root
 // open until Close.
 type Installer struct {
-	o    *options
+	o    *Config
 	root *rootfs.Root
 	hook []byte
 
@@ -55,13 +55,13 @@ type Installer struct {
 	noNFD bool
 }
 
-// New checks opts and opens the host root. It reads and writes nothing.
-func New(opts ...Option) (*Installer, error) {
-	o, err := newOptions(opts)
+// New checks cfg and opens the host root. It reads and writes nothing.
+func New(cfg Config) (*Installer, error) {
+	o, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	r, err := rootfs.Open(o.hostRoot)
+	r, err := rootfs.Open(o.HostRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -99,14 +99,14 @@ func readHookSource(p string) ([]byte, error) {
 func (in *Installer) Close() error { return in.root.Close() }
 
 // HookPath is the installed hook as the host names it: what the spec names.
-func (in *Installer) HookPath() string { return path.Join(in.o.hookDir, HookName) }
+func (in *Installer) HookPath() string { return path.Join(in.o.HookDir, HookName) }
 
 // SpecPath is the spec as the host names it.
-func (in *Installer) SpecPath() string { return in.o.specPath }
+func (in *Installer) SpecPath() string { return in.o.SpecPath }
 
 // onHost names a host path for messages: the path and where it was reached.
 func (in *Installer) onHost(p string) string {
-	return fmt.Sprintf("%s (through %s)", p, path.Join(in.o.hostRoot, p))
+	return fmt.Sprintf("%s (through %s)", p, path.Join(in.o.HostRoot, p))
 }
 
 // InstallHook makes the hook directory hold the hook: created (with its
@@ -118,7 +118,7 @@ func (in *Installer) InstallHook() (bool, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.hook == nil {
-		hook, err := readHookSource(in.o.hookSource)
+		hook, err := readHookSource(in.o.HookSource)
 		if err != nil {
 			return false, err
 		}
@@ -154,14 +154,14 @@ func (in *Installer) InstallHook() (bool, error) {
 }
 
 func (in *Installer) notWritable(err error) error {
-	return fmt.Errorf("hook directory %s is not writable: %w", in.onHost(in.o.hookDir), err)
+	return fmt.Errorf("hook directory %s is not writable: %w", in.onHost(in.o.HookDir), err)
 }
 
 // openHookDir opens the hook directory without following a symlink at its
 // last component; with create, it creates it (and its parents) when
 // missing and returns the host paths it created.
 func (in *Installer) openHookDir(create bool) (*os.File, []string, error) {
-	parentPath, name := path.Dir(in.o.hookDir), path.Base(in.o.hookDir)
+	parentPath, name := path.Dir(in.o.HookDir), path.Base(in.o.HookDir)
 	var (
 		parent  *os.File
 		created []string
@@ -173,27 +173,27 @@ func (in *Installer) openHookDir(create bool) (*os.File, []string, error) {
 		parent, err = in.root.OpenDir(parentPath)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.hookDir), err)
+		return nil, nil, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.HookDir), err)
 	}
 	defer parent.Close()
 	st, err := lstatAt(parent, name)
 	switch {
 	case errors.Is(err, unix.ENOENT) && create:
-		if err := mkdirRoot(parent, name, in.o.hookDir); err != nil {
+		if err := mkdirRoot(parent, name, in.o.HookDir); err != nil {
 			return nil, nil, in.notWritable(err)
 		}
-		created = append(created, in.o.hookDir)
+		created = append(created, in.o.HookDir)
 	case err != nil:
-		return nil, nil, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.hookDir), err)
+		return nil, nil, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.HookDir), err)
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-		target, _ := os.Readlink(path.Join(in.o.hostRoot, in.o.hookDir))
-		return nil, nil, fmt.Errorf("hook directory %s is a symlink (to %s): give the directory itself, so that the spec names the path the hook is at", in.onHost(in.o.hookDir), target)
+		target, _ := os.Readlink(path.Join(in.o.HostRoot, in.o.HookDir))
+		return nil, nil, fmt.Errorf("hook directory %s is a symlink (to %s): give the directory itself, so that the spec names the path the hook is at", in.onHost(in.o.HookDir), target)
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return nil, nil, fmt.Errorf("hook directory %s is not a directory", in.onHost(in.o.hookDir))
+		return nil, nil, fmt.Errorf("hook directory %s is not a directory", in.onHost(in.o.HookDir))
 	}
-	dir, err := openNoFollow(parent, name, in.o.hookDir)
+	dir, err := openNoFollow(parent, name, in.o.HookDir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.hookDir), err)
+		return nil, nil, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.HookDir), err)
 	}
 	return dir, created, nil
 }
@@ -225,7 +225,7 @@ func notReady(err error) bool {
 // it differs, removed (if it is of the installer's kind) while the host
 // has no usable XPU.
 func (in *Installer) SyncSpec() (SpecState, error) {
-	h, err := in.o.discover(in.o.hostRoot)
+	h, err := in.o.Discover(in.o.HostRoot)
 	if err == nil {
 		var spec []byte
 		spec, err = in.buildSpec(h)
@@ -234,7 +234,7 @@ func (in *Installer) SyncSpec() (SpecState, error) {
 			if err != nil {
 				return state, err
 			}
-			return state, in.syncLabels(labels.For(h, in.o.sharing))
+			return state, in.syncLabels(labels.For(h, in.o.Sharing))
 		}
 	}
 	if !notReady(err) {
@@ -245,7 +245,7 @@ func (in *Installer) SyncSpec() (SpecState, error) {
 	}
 	if msg := err.Error(); msg != in.waiting {
 		in.waiting = msg
-		in.o.log.Warnf("waiting for the Kunlun driver on this node: %v; looking again every %s", err, in.o.interval)
+		in.o.Log.Warnf("waiting for the Kunlun driver on this node: %v; looking again every %s", err, in.o.Interval)
 	}
 	if err := in.removeSpec(); err != nil {
 		return SpecWaiting, err
@@ -254,34 +254,34 @@ func (in *Installer) SyncSpec() (SpecState, error) {
 }
 
 func (in *Installer) buildSpec(h *discover.Host) ([]byte, error) {
-	s := in.o.settings
+	s := in.o.Settings
 	s.HookPath = in.HookPath()
-	s.HostRoot = in.o.hostRoot
+	s.HostRoot = in.o.HostRoot
 	spec, warnings, err := cdispec.New(h, s)
 	if err != nil {
 		return nil, err
 	}
 	if in.waiting != "" {
 		in.waiting = ""
-		in.o.log.Infof("the Kunlun driver is loaded: %d XPU(s) under %s", len(h.ComputeDevices()), in.onHost(path.Join(in.o.devRoot, "dev")))
+		in.o.Log.Infof("the Kunlun driver is loaded: %d XPU(s) under %s", len(h.ComputeDevices()), in.onHost(path.Join(in.o.DevRoot, "dev")))
 	}
 	for _, w := range warnings {
-		in.o.log.Debugf("%s", w)
+		in.o.Log.Debugf("%s", w)
 	}
 	if err := cdispec.ValidateSpec(spec); err != nil {
 		return nil, err
 	}
-	f, _ := cdispec.FormatForPath(in.o.specPath) // checked by New
+	f, _ := cdispec.FormatForPath(in.o.SpecPath) // checked by New
 	return cdispec.Encode(spec, f)
 }
 
 func (in *Installer) writeSpec(data []byte) (SpecState, error) {
-	if err := checkPath(in.root, path.Dir(in.o.specPath)); err != nil {
-		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.specPath)), err)
+	if err := checkPath(in.root, path.Dir(in.o.SpecPath)); err != nil {
+		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.SpecPath)), err)
 	}
-	dir, created, err := ensureDir(in.root, path.Dir(in.o.specPath))
+	dir, created, err := ensureDir(in.root, path.Dir(in.o.SpecPath))
 	if err != nil {
-		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.specPath)), err)
+		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.SpecPath)), err)
 	}
 	defer dir.Close()
 	if len(created) > 0 {
@@ -296,12 +296,12 @@ func (in *Installer) writeSpec(data []byte) (SpecState, error) {
 			return "", fmt.Errorf("recording the directories created for the CDI spec: %w", err)
 		}
 	}
-	name := path.Base(in.o.specPath)
+	name := path.Base(in.o.SpecPath)
 	if old, err := readAt(dir, name, maxSpecSize); err == nil && bytes.Equal(old, data) {
 		return SpecUnchanged, nil
 	}
 	if err := rootfs.WriteFileDurable(dir, name, data, 0o644); err != nil {
-		return "", fmt.Errorf("writing the CDI spec %s (left as it was): %w", in.onHost(in.o.specPath), err)
+		return "", fmt.Errorf("writing the CDI spec %s (left as it was): %w", in.onHost(in.o.SpecPath), err)
 	}
 	return SpecWritten, nil
 }
@@ -309,15 +309,15 @@ func (in *Installer) writeSpec(data []byte) (SpecState, error) {
 // removeSpec removes the spec file if it is a spec of the installer's
 // kind; anything else there is left alone.
 func (in *Installer) removeSpec() error {
-	dir, err := in.root.OpenDir(path.Dir(in.o.specPath))
+	dir, err := in.root.OpenDir(path.Dir(in.o.SpecPath))
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.specPath)), err)
+		return fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.SpecPath)), err)
 	}
 	defer dir.Close()
-	name := path.Base(in.o.specPath)
+	name := path.Base(in.o.SpecPath)
 	data, err := readAt(dir, name, maxSpecSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -325,15 +325,15 @@ func (in *Installer) removeSpec() error {
 	if err != nil {
 		return err
 	}
-	kind := in.o.settings.Kind()
+	kind := in.o.Settings.Kind()
 	if spec, err := cdispec.Parse(data); err != nil || spec.Kind != kind {
-		in.o.log.Warnf("%s is not a %s spec; left in place", in.onHost(in.o.specPath), kind)
+		in.o.Log.Warnf("%s is not a %s spec; left in place", in.onHost(in.o.SpecPath), kind)
 		return nil
 	}
 	if err := unix.Unlinkat(int(dir.Fd()), name, 0); err != nil {
-		return fmt.Errorf("removing the CDI spec %s: %w", in.onHost(in.o.specPath), err)
+		return fmt.Errorf("removing the CDI spec %s: %w", in.onHost(in.o.SpecPath), err)
 	}
-	in.o.log.Infof("removed the CDI spec %s", in.o.specPath)
+	in.o.Log.Infof("removed the CDI spec %s", in.o.SpecPath)
 	return nil
 }
 
@@ -352,7 +352,7 @@ func (in *Installer) Run(ctx context.Context) error {
 		if in.hookReplaced() {
 			wrote, err := in.InstallHook()
 			if err != nil {
-				in.o.log.Errorf("%v", err)
+				in.o.Log.Errorf("%v", err)
 			} else {
 				in.logHook(wrote)
 			}
@@ -361,28 +361,28 @@ func (in *Installer) Run(ctx context.Context) error {
 		switch {
 		case err != nil:
 			if err.Error() != lastErr {
-				in.o.log.Errorf("%v; trying again every %s", err, in.o.interval)
+				in.o.Log.Errorf("%v; trying again every %s", err, in.o.Interval)
 			}
 			lastErr = err.Error()
 		case state == SpecWritten:
 			lastErr = ""
-			in.o.log.Infof("wrote the CDI spec %s, naming the hook %s", in.onHost(in.o.specPath), in.HookPath())
+			in.o.Log.Infof("wrote the CDI spec %s, naming the hook %s", in.onHost(in.o.SpecPath), in.HookPath())
 		default:
 			lastErr = ""
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(in.o.interval):
+		case <-time.After(in.o.Interval):
 		}
 	}
 }
 
 func (in *Installer) logHook(wrote bool) {
 	if wrote {
-		in.o.log.Infof("installed %s", in.onHost(in.HookPath()))
+		in.o.Log.Infof("installed %s", in.onHost(in.HookPath()))
 	} else {
-		in.o.log.Infof("%s is up to date", in.onHost(in.HookPath()))
+		in.o.Log.Infof("%s is up to date", in.onHost(in.HookPath()))
 	}
 }
 
@@ -405,7 +405,7 @@ func (in *Installer) Uninstall() error {
 	if err := unix.Unlinkat(int(dir.Fd()), HookName, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		errs = append(errs, fmt.Errorf("removing the hook %s: %w", in.onHost(in.HookPath()), err))
 	} else if err == nil {
-		in.o.log.Infof("removed the hook %s", in.HookPath())
+		in.o.Log.Infof("removed the hook %s", in.HookPath())
 	}
 	in.installed = nil
 	marker, err := in.readMarker(dir)
@@ -416,7 +416,7 @@ func (in *Installer) Uninstall() error {
 		return errors.Join(append(errs, err)...)
 	}
 	if err := unix.Unlinkat(int(dir.Fd()), createdMarker, 0); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("removing %s: %w", path.Join(in.o.hookDir, createdMarker), err))...)
+		return errors.Join(append(errs, fmt.Errorf("removing %s: %w", path.Join(in.o.HookDir, createdMarker), err))...)
 	}
 	// Deepest first; one not empty (someone else's files) stays, with its
 	// parents.
@@ -424,7 +424,7 @@ func (in *Installer) Uninstall() error {
 	sort.Slice(created, func(i, j int) bool { return len(created[i]) > len(created[j]) })
 	for _, p := range created {
 		if !in.mayHaveCreated(p) {
-			in.o.log.Warnf("%s lists %s, which is not a directory xpu-cdi install creates: left in place", path.Join(in.o.hookDir, createdMarker), p)
+			in.o.Log.Warnf("%s lists %s, which is not a directory xpu-cdi install creates: left in place", path.Join(in.o.HookDir, createdMarker), p)
 			continue
 		}
 		parent, err := in.root.OpenDir(path.Dir(p))
@@ -434,7 +434,7 @@ func (in *Installer) Uninstall() error {
 		err = unix.Unlinkat(int(parent.Fd()), path.Base(p), unix.AT_REMOVEDIR)
 		_ = parent.Close()
 		if err == nil {
-			in.o.log.Infof("removed the directory %s", p)
+			in.o.Log.Infof("removed the directory %s", p)
 		}
 	}
 	return errors.Join(errs...)
@@ -446,7 +446,7 @@ func (in *Installer) Uninstall() error {
 // and the record must be a regular file owned by root and writable by no
 // one else; otherwise it is refused, and Uninstall removes no directory.
 func (in *Installer) readMarker(dir *os.File) ([]byte, error) {
-	markerPath := path.Join(in.o.hookDir, createdMarker)
+	markerPath := path.Join(in.o.HookDir, createdMarker)
 	st, err := lstatAt(dir, createdMarker)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, fs.ErrNotExist
@@ -454,8 +454,8 @@ func (in *Installer) readMarker(dir *os.File) ([]byte, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "lstat", Path: markerPath, Err: err}
 	}
-	if err := checkPath(in.root, in.o.hookDir); err != nil {
-		return nil, fmt.Errorf("not removing the directories listed in %s: hook directory %s: %w", markerPath, in.onHost(in.o.hookDir), err)
+	if err := checkPath(in.root, in.o.HookDir); err != nil {
+		return nil, fmt.Errorf("not removing the directories listed in %s: hook directory %s: %w", markerPath, in.onHost(in.o.HookDir), err)
 	}
 	if owner := st.Uid == 0 || int64(st.Uid) == int64(os.Geteuid()); !owner || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fmt.Errorf("not removing the directories listed in %s (owner %d, mode %#o): %w: it must be a regular file that only root can write", markerPath, st.Uid, st.Mode, ErrUntrustedDir)
@@ -470,7 +470,7 @@ func (in *Installer) mayHaveCreated(p string) bool {
 	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
 		return false
 	}
-	for _, d := range []string{in.o.hookDir, path.Dir(in.o.specPath)} {
+	for _, d := range []string{in.o.HookDir, path.Dir(in.o.SpecPath)} {
 		if d == p || strings.HasPrefix(d, p+"/") {
 			return true
 		}
@@ -503,26 +503,26 @@ const labelsWriter = "xpu-cdi install"
 // syncLabels makes the labels file hold ls (removed when ls is empty),
 // where its directory exists: without NFD's directory nothing is written.
 func (in *Installer) syncLabels(ls []labels.Label) error {
-	if in.o.labelsFile == "" {
+	if in.o.LabelsFile == "" {
 		return nil
 	}
-	dir, err := in.root.OpenDir(path.Dir(in.o.labelsFile))
+	dir, err := in.root.OpenDir(path.Dir(in.o.LabelsFile))
 	if errors.Is(err, unix.ENOENT) {
 		if !in.noNFD {
 			in.noNFD = true
-			in.o.log.Infof("no %s on this node (Node Feature Discovery not installed?): no node labels written", path.Dir(in.o.labelsFile))
+			in.o.Log.Infof("no %s on this node (Node Feature Discovery not installed?): no node labels written", path.Dir(in.o.LabelsFile))
 		}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("labels directory %s: %w", in.onHost(path.Dir(in.o.labelsFile)), err)
+		return fmt.Errorf("labels directory %s: %w", in.onHost(path.Dir(in.o.LabelsFile)), err)
 	}
 	defer dir.Close()
 	in.noNFD = false
-	if err := checkPath(in.root, path.Dir(in.o.labelsFile)); err != nil {
-		return fmt.Errorf("labels directory %s: %w", in.onHost(path.Dir(in.o.labelsFile)), err)
+	if err := checkPath(in.root, path.Dir(in.o.LabelsFile)); err != nil {
+		return fmt.Errorf("labels directory %s: %w", in.onHost(path.Dir(in.o.LabelsFile)), err)
 	}
-	name := path.Base(in.o.labelsFile)
+	name := path.Base(in.o.LabelsFile)
 	old, err := readAt(dir, name, labels.MaxFileSize)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -532,22 +532,22 @@ func (in *Installer) syncLabels(ls []labels.Label) error {
 			return nil // no labels, no file
 		}
 		if err := unix.Unlinkat(int(dir.Fd()), name, 0); err != nil {
-			return fmt.Errorf("removing the node labels %s: %w", in.onHost(in.o.labelsFile), err)
+			return fmt.Errorf("removing the node labels %s: %w", in.onHost(in.o.LabelsFile), err)
 		}
-		in.o.log.Infof("removed the node labels %s", in.o.labelsFile)
+		in.o.Log.Infof("removed the node labels %s", in.o.LabelsFile)
 		return nil
 	}
 	data, err := labels.Encode(ls, labelsWriter)
 	if err != nil {
-		return fmt.Errorf("node labels %s: %w", in.o.labelsFile, err)
+		return fmt.Errorf("node labels %s: %w", in.o.LabelsFile, err)
 	}
 	if bytes.Equal(old, data) {
 		return nil
 	}
 	if err := rootfs.WriteFileDurable(dir, name, data, 0o644); err != nil {
-		return fmt.Errorf("writing the node labels %s: %w", in.onHost(in.o.labelsFile), err)
+		return fmt.Errorf("writing the node labels %s: %w", in.onHost(in.o.LabelsFile), err)
 	}
-	in.o.log.Infof("wrote %d node label(s) to %s", len(ls), in.o.labelsFile)
+	in.o.Log.Infof("wrote %d node label(s) to %s", len(ls), in.o.LabelsFile)
 	return nil
 }
 
@@ -561,7 +561,7 @@ func (in *Installer) warnHostPackage() {
 	for _, p := range hostPackageFiles {
 		if f, err := in.root.OpenRegular(p); err == nil {
 			_ = f.Close()
-			in.o.log.Warnf("this node has the xpu-cdi host package (%s): its xpu-cdi-refresh service writes the node's CDI spec too; run one of them (the chart's installer.enabled=false on such nodes)", p)
+			in.o.Log.Warnf("this node has the xpu-cdi host package (%s): its xpu-cdi-refresh service writes the node's CDI spec too; run one of them (the chart's installer.enabled=false on such nodes)", p)
 			return
 		}
 	}

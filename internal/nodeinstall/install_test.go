@@ -55,18 +55,21 @@ func hostTree(t *testing.T, h fakehost.Host) *fakehost.Tree {
 	return tree
 }
 
-func newInstaller(t *testing.T, tree *fakehost.Tree, log *logtest.Recorder, opts ...Option) *Installer {
+func newInstaller(t *testing.T, tree *fakehost.Tree, log *logtest.Recorder, mods ...func(*Config)) *Installer {
 	t.Helper()
-	base := []Option{
-		WithHostRoot(tree.Root),
-		WithHookSource(staticHook),
-		WithInterval(50 * time.Millisecond),
-		WithLogger(log),
+	cfg := Config{
+		HostRoot:   tree.Root,
+		HookSource: staticHook,
+		Interval:   50 * time.Millisecond,
+		Log:        log,
 		// The tree's stater stands for the device nodes where the test
 		// cannot mknod; the paths are the tree's as with a real host root.
-		WithDiscover(func(string) (*discover.Host, error) { return discover.Discover(tree.DiscoverOptions()...) }),
+		Discover: func(string) (*discover.Host, error) { return discover.Discover(tree.DiscoverOptions()...) },
 	}
-	in, err := New(append(base, opts...)...)
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	in, err := New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = in.Close() })
 	return in
@@ -207,7 +210,7 @@ func TestUpgradeKeepsRunningHooks(t *testing.T) {
 	require.NoError(t, err)
 	next := filepath.Join(t.TempDir(), HookName)
 	require.NoError(t, os.WriteFile(next, append(data, 0), 0o755))
-	up := newInstaller(t, tree, &logtest.Recorder{}, WithHookSource(next))
+	up := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.HookSource = next })
 	wrote, err := up.InstallHook()
 	require.NoError(t, err)
 	require.True(t, wrote)
@@ -235,7 +238,7 @@ func TestInstallRefuses(t *testing.T) {
 		require.NoError(t, os.MkdirAll(tree.Path("/opt"), 0o755))
 		require.NoError(t, os.Symlink("/usr/local/bin", tree.Path("/opt/hooks")))
 		before := files(t, tree.Root)
-		in := newInstaller(t, tree, &logtest.Recorder{}, WithHookDir("/opt/hooks"))
+		in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.HookDir = "/opt/hooks" })
 		_, err := in.InstallHook()
 		require.ErrorContains(t, err, "hook directory /opt/hooks (through "+tree.Path("/opt/hooks")+") is a symlink (to /usr/local/bin)")
 		require.Error(t, in.Run(context.Background()), "Run stops before writing a spec")
@@ -244,7 +247,7 @@ func TestInstallRefuses(t *testing.T) {
 	t.Run("hook dir is a file", func(t *testing.T) {
 		tree := hostTree(t, fakehost.P800x8())
 		require.NoError(t, os.WriteFile(tree.Path("/hookfile"), nil, 0o644))
-		in := newInstaller(t, tree, &logtest.Recorder{}, WithHookDir("/hookfile"))
+		in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.HookDir = "/hookfile" })
 		_, err := in.InstallHook()
 		require.ErrorContains(t, err, "is not a directory")
 	})
@@ -253,7 +256,7 @@ func TestInstallRefuses(t *testing.T) {
 		before := files(t, tree.Root)
 		dynamic, err := exec.LookPath("true")
 		require.NoError(t, err)
-		in := newInstaller(t, tree, &logtest.Recorder{}, WithHookSource(dynamic))
+		in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.HookSource = dynamic })
 		_, err = in.InstallHook()
 		require.ErrorContains(t, err, "is dynamically linked: it runs on the host, install the static build")
 		require.Equal(t, before, files(t, tree.Root))
@@ -267,7 +270,7 @@ func TestInstallRefuses(t *testing.T) {
 		t.Cleanup(func() { _ = unix.Unmount(ro, unix.MNT_DETACH) })
 		require.NoError(t, unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""))
 		before := files(t, tree.Root)
-		in := newInstaller(t, tree, &logtest.Recorder{}, WithHookDir("/opt/ro"))
+		in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.HookDir = "/opt/ro" })
 		err := in.Run(context.Background())
 		require.ErrorContains(t, err, "hook directory /opt/ro (through "+ro+") is not writable")
 		require.ErrorContains(t, err, "read-only file system")
@@ -276,15 +279,15 @@ func TestInstallRefuses(t *testing.T) {
 	t.Run("bad paths", func(t *testing.T) {
 		tree := hostTree(t, fakehost.P800x8())
 		for _, tc := range []struct {
-			opt Option
+			cfg Config
 			err string
 		}{
-			{WithHookDir("opt/bin"), `hook directory "opt/bin": give a clean absolute path`},
-			{WithHookDir("/opt/../bin"), `hook directory "/opt/../bin"`},
-			{WithSpecPath("/var/run/cdi/xpu.toml"), "CDI runtimes only read files ending in .yaml or .json"},
-			{WithHostRoot(tree.Path("/missing")), "host root " + tree.Path("/missing")},
+			{Config{HostRoot: tree.Root, HookDir: "opt/bin"}, `hook directory "opt/bin": give a clean absolute path`},
+			{Config{HostRoot: tree.Root, HookDir: "/opt/../bin"}, `hook directory "/opt/../bin"`},
+			{Config{HostRoot: tree.Root, SpecPath: "/var/run/cdi/xpu.toml"}, "CDI runtimes only read files ending in .yaml or .json"},
+			{Config{HostRoot: tree.Path("/missing")}, "host root " + tree.Path("/missing")},
 		} {
-			_, err := New(WithHostRoot(tree.Root), tc.opt)
+			_, err := New(tc.cfg)
 			require.ErrorContains(t, err, tc.err)
 		}
 	})
@@ -296,7 +299,7 @@ func TestUninstallLeavesOthers(t *testing.T) {
 	// another kind sits where the spec would be.
 	require.NoError(t, os.MkdirAll(tree.Path("/opt/bin"), 0o755))
 	require.NoError(t, os.WriteFile(tree.Path("/opt/bin/other"), []byte("x"), 0o755))
-	in := newInstaller(t, tree, &logtest.Recorder{}, WithHookDir("/opt/bin"))
+	in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.HookDir = "/opt/bin" })
 	_, err := in.InstallHook()
 	require.NoError(t, err)
 	_, err = in.SyncSpec()
@@ -310,7 +313,7 @@ func TestUninstallLeavesOthers(t *testing.T) {
 	require.NoError(t, os.MkdirAll(tree.Path("/run/cdi"), 0o755))
 	require.NoError(t, os.WriteFile(tree.Path("/run/cdi/baidu.com-xpu.yaml"), []byte(foreign), 0o644))
 	log := &logtest.Recorder{}
-	in = newInstaller(t, tree, log, WithHookDir("/opt/bin"))
+	in = newInstaller(t, tree, log, func(c *Config) { c.HookDir = "/opt/bin" })
 	require.NoError(t, in.Uninstall())
 	require.Equal(t, foreign, readSpec(t, tree.Path("/run/cdi/baidu.com-xpu.yaml")))
 	require.True(t, log.Has("is not a baidu.com/xpu spec; left in place"))
@@ -323,7 +326,7 @@ func TestInstallLabels(t *testing.T) {
 
 	// Without NFD's directory nothing is created for it.
 	log := &logtest.Recorder{}
-	in := newInstaller(t, tree, log, WithLabels(file, &s))
+	in := newInstaller(t, tree, log, func(c *Config) { c.LabelsFile, c.Sharing = file, &s })
 	_, err := in.InstallHook()
 	require.NoError(t, err)
 	_, err = in.SyncSpec()
@@ -345,7 +348,7 @@ func TestInstallLabels(t *testing.T) {
 	require.Equal(t, SpecWaiting, state)
 	require.NoFileExists(t, tree.Path(file), "no usable XPU: no labels")
 
-	_, err = New(WithHostRoot(tree.Root), WithLabels("/etc/kubernetes/node-feature-discovery/features.d/.xpu", nil))
+	_, err = New(Config{HostRoot: tree.Root, LabelsFile: "/etc/kubernetes/node-feature-discovery/features.d/.xpu"})
 	require.ErrorContains(t, err, "NFD ignores files whose name starts with a dot")
 }
 

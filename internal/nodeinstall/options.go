@@ -30,122 +30,92 @@ const (
 	maxHookSize = 256 << 20
 )
 
-type options struct {
-	hostRoot   string
-	devRoot    string
-	driverRoot string
-	hookDir    string
-	hookSource string
-	specPath   string
-	settings   cdispec.Settings
-	interval   time.Duration
-	discover   func(root string) (*discover.Host, error)
-	labelsFile string
-	sharing    *sharing.Config
-	log        logger.Interface
+// Config configures New; zero fields take the defaults.
+type Config struct {
+	// HostRoot is where the host's / is mounted (default /host).
+	HostRoot string
+	// DevRoot is where the host's /dev, /proc and /sys are, as the host
+	// names it (default /): a driver container's tree, say. The spec's host
+	// paths then start with it.
+	DevRoot string
+	// DriverRoot is where the driver's user-space files are, as the host
+	// names it (default /).
+	DriverRoot string
+	// HookDir is the host directory the hook is installed into, as the
+	// host names it (default /opt/xpu-cdi/bin).
+	HookDir string
+	// HookSource is the hook binary to install (default the image's
+	// /usr/bin/xpu-runtime-hook).
+	HookSource string
+	// SpecPath is the spec file on the host, as the host names it
+	// (default /var/run/cdi/baidu.com-xpu.yaml).
+	SpecPath string
+	// Settings are the spec's settings (kind, names, nodes only); the hook
+	// path and the host root are the installer's own.
+	Settings cdispec.Settings
+	// Interval is how often the host is read again (default 10s).
+	Interval time.Duration
+	// Discover replaces how the host is read below its root (tests); it is
+	// given the host root.
+	Discover func(root string) (*discover.Host, error)
+	// LabelsFile, when set, keeps the node labels (package labels) in this
+	// NFD feature file on the host, as the host names it, with the sharing
+	// labels of Sharing when Sharing is not nil. The file is written only
+	// where its directory exists (NFD installed), and removed while the
+	// host has no usable XPU and by Uninstall.
+	LabelsFile string
+	Sharing    *sharing.Config
+	// Log is the logger; the default discards everything.
+	Log logger.Interface
 }
 
-// Option configures New.
-type Option func(*options)
-
-// WithHostRoot sets where the host's / is mounted (default /host).
-func WithHostRoot(dir string) Option { return func(o *options) { o.hostRoot = dir } }
-
-// WithDevRoot sets where the host's /dev, /proc and /sys are, as the host
-// names it (default /): a driver container's tree, say. The spec's host
-// paths then start with it.
-func WithDevRoot(dir string) Option { return func(o *options) { o.devRoot = dir } }
-
-// WithDriverRoot sets where the driver's user-space files are, as the host
-// names it (default /).
-func WithDriverRoot(dir string) Option { return func(o *options) { o.driverRoot = dir } }
-
-// WithHookDir sets the host directory the hook is installed into, as the
-// host names it (default /opt/xpu-cdi/bin).
-func WithHookDir(dir string) Option { return func(o *options) { o.hookDir = dir } }
-
-// WithHookSource sets the hook binary to install (default the image's
-// /usr/bin/xpu-runtime-hook).
-func WithHookSource(p string) Option { return func(o *options) { o.hookSource = p } }
-
-// WithSpecPath sets the spec file on the host, as the host names it
-// (default /var/run/cdi/baidu.com-xpu.yaml).
-func WithSpecPath(p string) Option { return func(o *options) { o.specPath = p } }
-
-// WithSettings sets the spec's settings (kind, names, nodes only); the hook
-// path and the host root are the installer's own.
-func WithSettings(s cdispec.Settings) Option { return func(o *options) { o.settings = s } }
-
-// WithInterval sets how often the host is read again.
-func WithInterval(d time.Duration) Option { return func(o *options) { o.interval = d } }
-
-// WithDiscover replaces how the host is read below its root (tests); f is
-// given the host root.
-func WithDiscover(f func(root string) (*discover.Host, error)) Option {
-	return func(o *options) { o.discover = f }
-}
-
-// WithLabels keeps the node labels (package labels) in the NFD feature
-// file path on the host, as the host names it, with the sharing labels of s
-// when s is not nil. The file is written only where its directory exists
-// (NFD installed), and removed while the host has no usable XPU and by
-// Uninstall.
-func WithLabels(path string, s *sharing.Config) Option {
-	return func(o *options) { o.labelsFile, o.sharing = path, s }
-}
-
-// WithLogger sets the logger; the default discards everything.
-func WithLogger(l logger.Interface) Option { return func(o *options) { o.log = l } }
-
-func newOptions(opts []Option) (*options, error) {
-	o := &options{}
-	for _, opt := range opts {
-		opt(o)
+// withDefaults returns c with its defaults filled, or why c is unusable.
+func (c Config) withDefaults() (*Config, error) {
+	o := &c
+	if o.HostRoot == "" {
+		o.HostRoot = DefaultHostRoot
 	}
-	if o.hostRoot == "" {
-		o.hostRoot = DefaultHostRoot
+	if o.HookDir == "" {
+		o.HookDir = DefaultHookDir
 	}
-	if o.hookDir == "" {
-		o.hookDir = DefaultHookDir
+	if o.DevRoot == "" {
+		o.DevRoot = "/"
 	}
-	if o.devRoot == "" {
-		o.devRoot = "/"
+	if o.DriverRoot == "" {
+		o.DriverRoot = "/"
 	}
-	if o.driverRoot == "" {
-		o.driverRoot = "/"
+	if o.HookSource == "" {
+		o.HookSource = DefaultHookSource
 	}
-	if o.hookSource == "" {
-		o.hookSource = DefaultHookSource
+	if o.SpecPath == "" {
+		o.SpecPath = DefaultSpecPath
 	}
-	if o.specPath == "" {
-		o.specPath = DefaultSpecPath
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
 	}
-	if o.interval <= 0 {
-		o.interval = DefaultInterval
-	}
-	if o.discover == nil {
-		devRoot, driverRoot := path.Join(o.hostRoot, o.devRoot), path.Join(o.hostRoot, o.driverRoot)
-		o.discover = func(string) (*discover.Host, error) {
+	if o.Discover == nil {
+		devRoot, driverRoot := path.Join(o.HostRoot, o.DevRoot), path.Join(o.HostRoot, o.DriverRoot)
+		o.Discover = func(string) (*discover.Host, error) {
 			return discover.Discover(discover.WithDevRoot(devRoot), discover.WithDriverRoot(driverRoot))
 		}
 	}
-	o.log = logger.OrDiscard(o.log)
-	if st, err := os.Stat(o.hostRoot); err != nil || !st.IsDir() {
+	o.Log = logger.OrDiscard(o.Log)
+	if st, err := os.Stat(o.HostRoot); err != nil || !st.IsDir() {
 		if err == nil {
 			err = errors.New("not a directory")
 		}
-		return nil, fmt.Errorf("host root %s: %w (mount the host's / there)", o.hostRoot, err)
+		return nil, fmt.Errorf("host root %s: %w (mount the host's / there)", o.HostRoot, err)
 	}
-	for _, p := range []struct{ flag, value string }{{"dev root", o.devRoot}, {"driver root", o.driverRoot}} {
+	for _, p := range []struct{ flag, value string }{{"dev root", o.DevRoot}, {"driver root", o.DriverRoot}} {
 		if !path.IsAbs(p.value) || path.Clean(p.value) != p.value {
 			return nil, fmt.Errorf("%s %q: give a clean absolute path as the host names it", p.flag, p.value)
 		}
 	}
-	paths := []struct{ flag, value string }{{"hook directory", o.hookDir}, {"spec path", o.specPath}}
-	if o.labelsFile != "" {
-		paths = append(paths, struct{ flag, value string }{"labels file", o.labelsFile})
-		if strings.HasPrefix(path.Base(o.labelsFile), ".") {
-			return nil, fmt.Errorf("labels file %s: NFD ignores files whose name starts with a dot", o.labelsFile)
+	paths := []struct{ flag, value string }{{"hook directory", o.HookDir}, {"spec path", o.SpecPath}}
+	if o.LabelsFile != "" {
+		paths = append(paths, struct{ flag, value string }{"labels file", o.LabelsFile})
+		if strings.HasPrefix(path.Base(o.LabelsFile), ".") {
+			return nil, fmt.Errorf("labels file %s: NFD ignores files whose name starts with a dot", o.LabelsFile)
 		}
 	}
 	for _, p := range paths {
@@ -153,7 +123,7 @@ func newOptions(opts []Option) (*options, error) {
 			return nil, fmt.Errorf("%s %q: give a clean absolute path as the host names it (e.g. %s)", p.flag, p.value, map[string]string{"hook directory": DefaultHookDir, "spec path": DefaultSpecPath, "labels file": "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi"}[p.flag])
 		}
 	}
-	if _, err := cdispec.FormatForPath(o.specPath); err != nil {
+	if _, err := cdispec.FormatForPath(o.SpecPath); err != nil {
 		return nil, fmt.Errorf("spec path: %w", err)
 	}
 	return o, nil

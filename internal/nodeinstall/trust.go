@@ -178,11 +178,11 @@ func readlinkAt(dirfd int, name, hostPath string) (string, error) {
 // anything is written.
 func (in *Installer) checkDirs() error {
 	dirs := []struct{ what, p string }{
-		{"hook directory", in.o.hookDir},
-		{"CDI spec directory", path.Dir(in.o.specPath)},
+		{"hook directory", in.o.HookDir},
+		{"CDI spec directory", path.Dir(in.o.SpecPath)},
 	}
-	if in.o.labelsFile != "" {
-		dirs = append(dirs, struct{ what, p string }{"labels directory", path.Dir(in.o.labelsFile)})
+	if in.o.LabelsFile != "" {
+		dirs = append(dirs, struct{ what, p string }{"labels directory", path.Dir(in.o.LabelsFile)})
 	}
 	for _, d := range dirs {
 		if err := checkPath(in.root, d.p); err != nil {

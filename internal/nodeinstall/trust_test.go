@@ -114,7 +114,7 @@ func TestInstallRefusesUntrustedDirs(t *testing.T) {
 			tree := hostTree(t, fakehost.P800x8())
 			tc.setup(t, tree)
 			before := files(t, tree.Root)
-			in := newInstaller(t, tree, &logtest.Recorder{}, WithLabels(labelsFile, nil))
+			in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.LabelsFile = labelsFile })
 			_, err := in.InstallHook()
 			require.ErrorIs(t, err, ErrUntrustedDir)
 			want := tc.wantErr
@@ -207,7 +207,7 @@ func TestUninstallForgedMarker(t *testing.T) {
 		mkdir(t, tree, "/etc/cni/net.d", 0o755)
 		mkdir(t, tree, "/opt/hooks", 0o777)
 		require.NoError(t, os.WriteFile(tree.Path("/opt/hooks/"+createdMarker), []byte("/opt/hooks\n"), 0o644))
-		in := newInstaller(t, tree, &logtest.Recorder{}, WithHookDir("/opt/hooks"))
+		in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.HookDir = "/opt/hooks" })
 		err := in.Uninstall()
 		require.ErrorIs(t, err, ErrUntrustedDir)
 		require.ErrorContains(t, err, "not removing the directories listed in /opt/hooks/"+createdMarker)

@@ -10,13 +10,14 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
 type options struct {
-	host         common.HostOptions
+	host         cmdflags.Host
+	kind         cmdflags.Kind
 	output       string
 	format       string
 	strategies   cli.StringSlice
@@ -49,18 +50,16 @@ Examples:
 }
 
 func (o *options) flags() []cli.Flag {
-	return []cli.Flag{
+	return append(o.kind.Flags("of the spec"),
 		o.host.HostRootFlag(),
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the spec to `FILE` (atomically, mode 0644, creating the directory); default: stdout", EnvVars: []string{"XPU_CDI_OUTPUT"}, Destination: &o.output},
 		&cli.StringFlag{Name: "format", Usage: "spec encoding: yaml or json; default: from the --output extension, else yaml", EnvVars: []string{"XPU_CDI_FORMAT"}, Destination: &o.format},
-		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.spec.Vendor},
-		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.spec.Class},
 		&cli.StringSliceFlag{Name: "device-name-strategy", Usage: "how devices are named: index, bdf, serial (repeatable); default: all three", EnvVars: []string{"XPU_CDI_DEVICE_NAME_STRATEGY"}, Destination: &o.strategies},
 		&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.spec.NodesOnly},
 		&cli.StringFlag{Name: "hook-path", Usage: "path of xpu-runtime-hook on the host, named by the spec's hooks", Value: cdispec.DefaultHookPath, EnvVars: []string{"XPU_CDI_HOOK_PATH"}, Destination: &o.spec.HookPath},
 		&cli.BoolFlag{Name: "no-hooks", Usage: "emit no hooks: programs in the container then need LD_LIBRARY_PATH set to the XRE folders (/usr/local/xpu/lib64 on XRE 4, /usr/local/xpu/so on XRE 5) to load the XRE", EnvVars: []string{"XPU_CDI_NO_HOOKS"}, Destination: &o.spec.NoHooks},
 		&cli.BoolFlag{Name: "no-all-device", Usage: `do not add the "all" device`, EnvVars: []string{"XPU_CDI_NO_ALL_DEVICE"}, Destination: &o.spec.NoAllDevice},
-	}
+	)
 }
 
 func (o *options) validate(c *cli.Context) error {
@@ -68,9 +67,10 @@ func (o *options) validate(c *cli.Context) error {
 		return err
 	}
 	o.spec.HostRoot = o.host.HostRoot
-	if err := cdispec.ValidateKind(o.spec.Vendor, o.spec.Class); err != nil {
-		return fmt.Errorf("--vendor/--class: %w", err)
+	if err := o.kind.Validate(); err != nil {
+		return err
 	}
+	o.spec.Vendor, o.spec.Class = o.kind.Vendor, o.kind.Class
 	names, err := cdispec.ParseNameStrategies(flagutil.SplitList(o.strategies.Value()))
 	if err != nil {
 		return fmt.Errorf("--device-name-strategy: %w", err)

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
-	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/info"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -76,7 +76,7 @@ func TestInfoWithoutXPU(t *testing.T) {
 	stdout, _, err := run(t, empty)
 	require.ErrorIs(t, err, discover.ErrNoDevices)
 	require.ErrorContains(t, err, "no Kunlun XPU found under "+empty)
-	var hint *common.HintError
+	var hint *cmdflags.HintError
 	require.True(t, errors.As(err, &hint))
 	require.Contains(t, hint.Hint, "lsmod | grep kunlun")
 	require.Empty(t, stdout)

@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
@@ -31,28 +32,28 @@ type options struct {
 	uninstallOnExit bool
 	strategies      cli.StringSlice
 	spec            cdispec.Settings
+	kind            cmdflags.Kind
 	labelsFile      string
 	configFile      string
 	resourceName    string
 }
 
 func (o *options) commonFlags() []cli.Flag {
-	return []cli.Flag{
+	return append(o.kind.Flags("of the node's spec"),
 		&cli.StringFlag{Name: "host-root", Usage: "where the host's / is mounted (`DIR`); every other path is the host's and is reached below it", Value: nodeinstall.DefaultHostRoot, EnvVars: []string{"XPU_CDI_HOST_ROOT"}, Destination: &o.hostRoot},
 		&cli.StringFlag{Name: "dev-root", Usage: "where the host's /dev, /proc and /sys are, as the host names it (`DIR`, below --host-root), e.g. a driver container's tree", Value: "/", EnvVars: []string{"XPU_CDI_DEV_ROOT"}, Destination: &o.devRoot},
 		&cli.StringFlag{Name: "driver-root", Usage: "where the driver's user-space files are, as the host names it (`DIR`, below --host-root)", Value: "/", EnvVars: []string{"XPU_CDI_DRIVER_ROOT"}, Destination: &o.driverRoot},
 		&cli.StringFlag{Name: "hook-dir", Usage: "host `DIR` the static xpu-runtime-hook is installed into (created when missing; not a symlink)", Value: nodeinstall.DefaultHookDir, EnvVars: []string{"XPU_CDI_HOOK_DIR"}, Destination: &o.hookDir},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the node's CDI spec `FILE` on the host", Value: nodeinstall.DefaultSpecPath, EnvVars: []string{"XPU_CDI_OUTPUT"}, Destination: &o.output},
-		&cli.StringFlag{Name: "vendor", Usage: "vendor part of the CDI kind", Value: cdispec.DefaultVendor, EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.spec.Vendor},
-		&cli.StringFlag{Name: "class", Usage: "class part of the CDI kind", Value: cdispec.DefaultClass, EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.spec.Class},
 		&cli.StringFlag{Name: "labels-file", Usage: "keep the node labels in this NFD feature `FILE` on the host (only where its directory exists), e.g. /etc/kubernetes/node-feature-discovery/features.d/xpu-cdi", EnvVars: []string{"XPU_CDI_LABELS_FILE"}, Destination: &o.labelsFile},
-	}
+	)
 }
 
 func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, error) {
-	if err := cdispec.ValidateKind(o.spec.Vendor, o.spec.Class); err != nil {
-		return nil, fmt.Errorf("--vendor/--class: %w", err)
+	if err := o.kind.Validate(); err != nil {
+		return nil, err
 	}
+	o.spec.Vendor, o.spec.Class = o.kind.Vendor, o.kind.Class
 	names, err := cdispec.ParseNameStrategies(flagutil.SplitList(o.strategies.Value()))
 	if err != nil {
 		return nil, fmt.Errorf("--device-name-strategy: %w", err)
@@ -66,18 +67,19 @@ func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, erro
 		}
 		s = &c
 	}
-	return nodeinstall.New(
-		nodeinstall.WithLabels(o.labelsFile, s),
-		nodeinstall.WithHostRoot(o.hostRoot),
-		nodeinstall.WithDevRoot(o.devRoot),
-		nodeinstall.WithDriverRoot(o.driverRoot),
-		nodeinstall.WithHookDir(o.hookDir),
-		nodeinstall.WithHookSource(o.hookSource),
-		nodeinstall.WithSpecPath(o.output),
-		nodeinstall.WithSettings(o.spec),
-		nodeinstall.WithInterval(o.interval),
-		nodeinstall.WithLogger(log),
-	)
+	return nodeinstall.New(nodeinstall.Config{
+		LabelsFile: o.labelsFile,
+		Sharing:    s,
+		HostRoot:   o.hostRoot,
+		DevRoot:    o.devRoot,
+		DriverRoot: o.driverRoot,
+		HookDir:    o.hookDir,
+		HookSource: o.hookSource,
+		SpecPath:   o.output,
+		Settings:   o.spec,
+		Interval:   o.interval,
+		Log:        log,
+	})
 }
 
 // NewCommand returns `xpu-cdi install`.

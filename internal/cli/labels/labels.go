@@ -13,7 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/cli/common"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -23,7 +23,7 @@ import (
 var DefaultOutput = filepath.Join(labels.DefaultDir, "xpu-cdi")
 
 type options struct {
-	host         common.HostOptions
+	host         cmdflags.Host
 	output       string
 	configFile   string
 	resourceName string
@@ -116,20 +116,6 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
-	LogResult(log, o.output, res, len(ls))
+	labels.LogResult(log, o.output, res, len(ls))
 	return nil
-}
-
-// LogResult says what labels.WriteFile did to path.
-func LogResult(log logrus.FieldLogger, path string, res labels.Result, n int) {
-	switch res {
-	case labels.Written:
-		log.Infof("wrote %d node label(s) to %s", n, path)
-	case labels.Removed:
-		log.Infof("removed %s: the host has no XPU", path)
-	case labels.Unchanged:
-		log.Debugf("%s holds these labels already", path)
-	case labels.Absent:
-		log.Debugf("no XPU and no %s: nothing to do", path)
-	}
 }

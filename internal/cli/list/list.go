@@ -8,10 +8,12 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 )
 
 type options struct {
-	specDirs cli.StringSlice
+	specDirs cmdflags.SpecDirs
 }
 
 // NewCommand returns `xpu-cdi list`.
@@ -23,14 +25,9 @@ func NewCommand(log *logrus.Logger) *cli.Command {
 		Description: `Loads the spec directories the way CDI runtimes do (the CDI library's cache) and prints one
 qualified device name per line. Specs that fail to load are reported as warnings on stderr:
 their devices are what a runtime would call "unresolvable CDI devices".`,
-		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "spec-dir", Usage: "CDI spec directory (repeatable, later ones have priority); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
-		},
+		Flags: []cli.Flag{o.specDirs.Flag("spec-dir", "CDI spec directory, later ones have priority")},
 		Action: func(c *cli.Context) error {
-			dirs := o.specDirs.Value()
-			if len(dirs) == 0 {
-				dirs = cdiapi.DefaultSpecDirs
-			}
+			dirs := o.specDirs.Dirs()
 			cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
 			if err != nil {
 				log.Debugf("loading CDI specs: %v", err)

@@ -11,17 +11,16 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
 type options struct {
-	specDirs cli.StringSlice
-	vendor   string
-	class    string
+	specDirs cmdflags.SpecDirs
+	kind     cmdflags.Kind
 }
 
 // ErrInvalid is returned when at least one spec failed a check.
@@ -39,21 +38,16 @@ library, as runtimes load it, and then checked against this host: every host pat
 device node is still a character device with the major:minor the spec names. A spec written before
 a driver reload (which may change the major) is reported as stale, with the command that fixes it.
 Exit status 1 when any spec fails.`,
-		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "spec-dir", Usage: "spec directory searched when no FILE is given (repeatable); default: /etc/cdi and /var/run/cdi", EnvVars: []string{"XPU_CDI_SPEC_DIRS"}, Destination: &o.specDirs},
-			&cli.StringFlag{Name: "vendor", Value: cdispec.DefaultVendor, Usage: "vendor of the specs searched when no FILE is given", EnvVars: []string{"XPU_CDI_VENDOR"}, Destination: &o.vendor},
-			&cli.StringFlag{Name: "class", Value: cdispec.DefaultClass, Usage: "class of the specs searched when no FILE is given", EnvVars: []string{"XPU_CDI_CLASS"}, Destination: &o.class},
-		},
+		Flags: append(o.kind.Flags("of the specs searched when no FILE is given"),
+			o.specDirs.Flag("spec-dir", "spec directory searched when no FILE is given")),
+		Before: func(*cli.Context) error { return o.kind.Validate() },
 		Action: func(c *cli.Context) error {
 			files := c.Args().Slice()
 			if len(files) == 0 {
-				dirs := o.specDirs.Value()
-				if len(dirs) == 0 {
-					dirs = cdiapi.DefaultSpecDirs
-				}
-				files = findSpecs(dirs, cdispec.Kind(o.vendor, o.class))
+				dirs := o.specDirs.Dirs()
+				files = findSpecs(dirs, o.kind.String())
 				if len(files) == 0 {
-					return fmt.Errorf("no %s/%s spec found in %v; create one with: xpu-cdi generate --output /etc/cdi/%s-%s.yaml", o.vendor, o.class, dirs, o.vendor, o.class)
+					return fmt.Errorf("no %s spec found in %v; create one with: xpu-cdi generate --output /etc/cdi/%s-%s.yaml", o.kind.String(), dirs, o.kind.Vendor, o.kind.Class)
 				}
 			}
 			failed := 0

@@ -1,4 +1,4 @@
-package common
+package cmdflags
 
 import (
 	"errors"
@@ -13,8 +13,10 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
-// HostOptions are the flags that say where the host is read.
-type HostOptions struct {
+// Host is the group of flags that say where the host is read: --dev-root,
+// --driver-root, --driver-arch and, for the commands whose output names
+// host paths, --host-root.
+type Host struct {
 	DevRoot    string
 	DriverRoot string
 	// DriverArch is the machine of the driver root's libraries; empty:
@@ -27,7 +29,7 @@ type HostOptions struct {
 
 // HostRootFlag returns --host-root bound to o, for the commands whose
 // output names host paths (generate, refresh, install).
-func (o *HostOptions) HostRootFlag() cli.Flag {
+func (o *Host) HostRootFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:        "host-root",
 		Usage:       "the host's / is mounted at `DIR` (e.g. /host in a container): /dev, /proc, /sys and the driver files are read below it and every host path is written as the host sees it; not with --dev-root or --driver-root",
@@ -39,7 +41,7 @@ func (o *HostOptions) HostRootFlag() cli.Flag {
 // ApplyHostRoot makes --host-root the dev and driver root. Giving
 // --dev-root or --driver-root as well is an error: which paths the spec
 // would name is then ambiguous.
-func (o *HostOptions) ApplyHostRoot(c *cli.Context) error {
+func (o *Host) ApplyHostRoot(c *cli.Context) error {
 	if o.HostRoot == "" {
 		return nil
 	}
@@ -63,7 +65,7 @@ func (o *HostOptions) ApplyHostRoot(c *cli.Context) error {
 }
 
 // Flags returns the --dev-root and --driver-root flags bound to o.
-func (o *HostOptions) Flags() []cli.Flag {
+func (o *Host) Flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:        "dev-root",
@@ -91,7 +93,7 @@ func (o *HostOptions) Flags() []cli.Flag {
 
 // Discover reads the host. A host without any XPU gives an error that says
 // where it looked and what to check.
-func (o *HostOptions) Discover(log logger.Interface) (*discover.Host, error) {
+func (o *Host) Discover(log logger.Interface) (*discover.Host, error) {
 	opts := []discover.Option{
 		discover.WithDevRoot(o.DevRoot),
 		discover.WithDriverRoot(o.DriverRoot),

@@ -1,3 +1,0 @@
-// Package common holds what several xpu-cdi commands share: the host root
-// flags and discovery with user-facing errors.
-package common
