@@ -4,8 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
@@ -33,4 +35,42 @@ func TestListNothing(t *testing.T) {
 	require.NoError(t, err, "an empty directory is not an error")
 	require.Empty(t, stdout)
 	require.Contains(t, logs, "no CDI device found in ["+dir+"]")
+}
+
+// TestListHostileSpecFiles: a FIFO named other.yaml, or a link to
+// /dev/zero, in a spec directory is a warning naming it, at once; the
+// other specs are listed.
+func TestListHostileSpecFiles(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		plant       func(path string) error
+	}{
+		{description: "a FIFO", plant: func(path string) error { return unix.Mkfifo(path, 0o644) }},
+		{description: "a link to /dev/zero", plant: func(path string) error { return os.Symlink("/dev/zero", path) }},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := "cdiVersion: 0.6.0\nkind: list.xpu-cdi.test/xpu\ndevices:\n- name: \"0\"\n  containerEdits:\n    env: [\"A=1\"]\n"
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "x.yaml"), []byte(spec), 0o644))
+			require.NoError(t, tc.plant(filepath.Join(dir, "other.yaml")))
+			type result struct {
+				stdout, logs string
+				err          error
+			}
+			done := make(chan result, 1)
+			go func() {
+				stdout, logs, err := clitest.Run(t, list.NewCommand, "list", "--spec-dir", dir)
+				done <- result{stdout, logs, err}
+			}()
+			select {
+			case r := <-done:
+				require.NoError(t, r.err)
+				require.Equal(t, "list.xpu-cdi.test/xpu=0\n", r.stdout)
+				require.Contains(t, r.logs, filepath.Join(dir, "other.yaml"))
+				require.Contains(t, r.logs, "not a regular file")
+			case <-time.After(10 * time.Second):
+				t.Fatal("list blocks")
+			}
+		})
+	}
 }
