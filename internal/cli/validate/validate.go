@@ -15,6 +15,7 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
@@ -71,41 +72,41 @@ Exit status 1 when any spec fails.`,
 }
 
 // findSpecs returns the spec files of a kind in dirs: the files the CDI
-// library reads, in its order (cdicompat.SpecFiles). A directory that
-// does not exist or cannot be listed, and a file that cannot be read or
-// parsed, give no spec.
+// library reads, in its order (cdicompat.SpecFiles), read as xpu-cdi reads
+// every spec file (cdicompat.ReadSpecFiles: bounded, without blocking). A
+// directory that does not exist or cannot be listed, and a file that
+// cannot be read or parsed, give no spec.
 func findSpecs(dirs []string, kind string) []string {
 	var out []string
 	for _, d := range cdicompat.SpecDirs(dirs) {
 		// One directory at a time: one that cannot be listed ends the
 		// library's walk, not this search.
-		_ = cdicompat.SpecFiles([]string{d}, func(dir, name string, err error) error {
-			if err != nil {
-				return nil
+		files, _ := cdicompat.ReadSpecFiles([]string{d})
+		for _, f := range files {
+			if f.Err != nil {
+				continue
 			}
-			m := filepath.Join(dir, name)
-			data, err := os.ReadFile(m)
-			if err != nil {
-				return nil
+			if raw, err := cdispec.Parse(f.Data); err == nil && raw.Kind == kind {
+				out = append(out, f.Path())
 			}
-			if raw, err := cdispec.Parse(data); err == nil && raw.Kind == kind {
-				out = append(out, m)
-			}
-			return nil
-		})
+		}
 	}
 	return out
 }
 
-// check validates one file and prints its verdict; it reports success.
+// check validates one file and prints its verdict; it reports success. The
+// file is read once, bounded and without blocking (a FIFO or a link to a
+// device is a FAIL at once), and validated as the library loads it
+// (cdicompat.ResolveSpecs).
 func check(w io.Writer, path string) bool {
-	if err := cdispec.ValidateFile(path); err != nil {
+	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, cdicompat.MaxSpecSize)
+	if err != nil {
 		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
+	file := cdicompat.SpecFile{Dir: filepath.Dir(path), Name: filepath.Base(path), Data: data}
+	if err := cdicompat.ResolveSpecs([]cdicompat.SpecFile{file}).Err(); err != nil {
+		fmt.Fprintf(w, "FAIL %s: invalid CDI spec: %v\n", path, err)
 		return false
 	}
 	raw, err := cdispec.Parse(data)
