@@ -114,7 +114,7 @@ func (l *lazyEdits) encoded() (json.RawMessage, error) {
 // the snapshot and the resolution are of those bytes, so an entry always
 // holds the edits of the content its snapshot names. beforeParse, when not
 // nil, runs after the read, just before the resolution.
-func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCacheEntry, error) {
+func (c *specCache) resolve(log logger.Interface, beforeParse func()) *specCacheEntry {
 	files, readErr := cdicompat.ReadSpecFiles(c.dirs)
 	var snap []byte
 	if c.dir != "" {
@@ -125,7 +125,7 @@ func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCach
 			log.Warnf("spec cache not used: %v", err)
 		} else if e != nil {
 			log.Debugf("spec cache hit: %s", c.path())
-			return e, nil
+			return e
 		}
 	}
 	if beforeParse != nil {
@@ -136,7 +136,7 @@ func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCach
 		e.Errors = append(e.Errors, fmt.Sprintf("reading the CDI specs in %s: %v", strings.Join(c.dirs, ", "), readErr))
 	}
 	if snap == nil {
-		return e, nil
+		return e
 	}
 	switch err := c.store(snap, e); {
 	case err == nil:
@@ -147,7 +147,7 @@ func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCach
 	default:
 		log.Warnf("spec cache not written: %v", err)
 	}
-	return e, nil
+	return e
 }
 
 // specCache is the cache of one kind and list of spec directories.
