@@ -4,15 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio/fdiotest"
 )
 
 func TestList(t *testing.T) {
@@ -41,36 +40,24 @@ func TestListNothing(t *testing.T) {
 // /dev/zero, in a spec directory is a warning naming it, at once; the
 // other specs are listed.
 func TestListHostileSpecFiles(t *testing.T) {
-	for _, tc := range []struct {
-		description string
-		plant       func(path string) error
-	}{
-		{description: "a FIFO", plant: func(path string) error { return unix.Mkfifo(path, 0o644) }},
-		{description: "a link to /dev/zero", plant: func(path string) error { return os.Symlink("/dev/zero", path) }},
-	} {
-		t.Run(tc.description, func(t *testing.T) {
+	for _, tc := range fdiotest.HostileFiles() {
+		t.Run(tc.Description, func(t *testing.T) {
 			dir := t.TempDir()
 			spec := "cdiVersion: 0.6.0\nkind: list.xpu-cdi.test/xpu\ndevices:\n- name: \"0\"\n  containerEdits:\n    env: [\"A=1\"]\n"
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "x.yaml"), []byte(spec), 0o644))
-			require.NoError(t, tc.plant(filepath.Join(dir, "other.yaml")))
+			require.NoError(t, tc.Plant(filepath.Join(dir, "other.yaml")))
 			type result struct {
 				stdout, logs string
 				err          error
 			}
-			done := make(chan result, 1)
-			go func() {
+			r := fdiotest.Within(t, "list", func() result {
 				stdout, logs, err := clitest.Run(t, list.NewCommand, "list", "--spec-dir", dir)
-				done <- result{stdout, logs, err}
-			}()
-			select {
-			case r := <-done:
-				require.NoError(t, r.err)
-				require.Equal(t, "list.xpu-cdi.test/xpu=0\n", r.stdout)
-				require.Contains(t, r.logs, filepath.Join(dir, "other.yaml"))
-				require.Contains(t, r.logs, "not a regular file")
-			case <-time.After(10 * time.Second):
-				t.Fatal("list blocks")
-			}
+				return result{stdout, logs, err}
+			})
+			require.NoError(t, r.err)
+			require.Equal(t, "list.xpu-cdi.test/xpu=0\n", r.stdout)
+			require.Contains(t, r.logs, filepath.Join(dir, "other.yaml"))
+			require.Contains(t, r.logs, "not a regular file")
 		})
 	}
 }

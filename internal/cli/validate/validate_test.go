@@ -5,16 +5,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/validate"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio/fdiotest"
 )
 
 func run(t *testing.T, args ...string) (string, string, error) {
@@ -121,36 +120,24 @@ func TestValidateReadsTheFilesTheLibraryReads(t *testing.T) {
 // TestValidateHostileFiles: a FIFO or a link to /dev/zero, given as FILE or
 // lying in a spec directory, is a FAIL (or no spec) at once, not a hang.
 func TestValidateHostileFiles(t *testing.T) {
-	for _, tc := range []struct {
-		description string
-		plant       func(path string) error
-	}{
-		{description: "a FIFO", plant: func(path string) error { return unix.Mkfifo(path, 0o644) }},
-		{description: "a link to /dev/zero", plant: func(path string) error { return os.Symlink("/dev/zero", path) }},
-	} {
-		t.Run(tc.description, func(t *testing.T) {
+	for _, tc := range fdiotest.HostileFiles() {
+		t.Run(tc.Description, func(t *testing.T) {
 			dir := t.TempDir()
 			bad := filepath.Join(dir, "baidu.com-xpu.yaml")
-			require.NoError(t, tc.plant(bad))
+			require.NoError(t, tc.Plant(bad))
 			type result struct {
 				stdout          string
 				errFile, errDir error
 			}
-			done := make(chan result, 1)
-			go func() {
+			r := fdiotest.Within(t, "validate", func() result {
 				var r result
 				r.stdout, _, r.errFile = run(t, bad)
 				_, _, r.errDir = run(t, "--spec-dir", dir)
-				done <- r
-			}()
-			select {
-			case r := <-done:
-				require.ErrorIs(t, r.errFile, validate.ErrInvalid)
-				require.Contains(t, r.stdout, "FAIL "+bad+": "+bad+": not a regular file")
-				require.ErrorContains(t, r.errDir, "no baidu.com/xpu spec found")
-			case <-time.After(20 * time.Second):
-				t.Fatal("validate blocks")
-			}
+				return r
+			})
+			require.ErrorIs(t, r.errFile, validate.ErrInvalid)
+			require.Contains(t, r.stdout, "FAIL "+bad+": "+bad+": not a regular file")
+			require.ErrorContains(t, r.errDir, "no baidu.com/xpu spec found")
 		})
 	}
 }
