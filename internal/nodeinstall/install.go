@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
@@ -457,8 +458,11 @@ func (in *Installer) readMarker(dir *os.File) ([]byte, error) {
 	if err := checkPath(in.root, in.o.hookDir); err != nil {
 		return nil, fmt.Errorf("not removing the directories listed in %s: hook directory %s: %w", markerPath, in.onHost(in.o.hookDir), err)
 	}
-	if owner := st.Uid == 0 || int64(st.Uid) == int64(os.Geteuid()); !owner || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("not removing the directories listed in %s (owner %d, mode %#o): %w: it must be a regular file that only root can write", markerPath, st.Uid, st.Mode, ErrUntrustedDir)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("not removing the directories listed in %s: %w", markerPath, fdio.ErrNotRegular)
+	}
+	if err := checkTrusted(markerPath, dirInfo{uid: st.Uid, gid: st.Gid, mode: st.Mode}, os.Geteuid()); err != nil {
+		return nil, fmt.Errorf("not removing the directories listed in it: %w", err)
 	}
 	return readAt(dir, createdMarker, 64<<10)
 }

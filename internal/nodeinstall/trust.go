@@ -23,7 +23,7 @@ type dirInfo struct {
 }
 
 // checkTrusted applies the rule of sshd's StrictModes to the directory
-// hostPath: it must be owned by root (or by the installer's own user, euid:
+// (or the installer's own record) hostPath: it must be owned by root (or by the installer's own user, euid:
 // a test run as a user, where nobody else is concerned) and writable by
 // its owner only. A sticky directory writable by others (/tmp) is refused
 // too: in it, whoever gets to a missing name first owns it, and the
@@ -41,14 +41,14 @@ func checkTrusted(hostPath string, st dirInfo, euid int) error {
 			why = "writable by everyone (sticky, as /tmp)"
 		}
 	}
-	return fmt.Errorf("%s (owner %d:%d, mode %s): %w: %s, and whoever can write it replaces what xpu-cdi install puts below it, which runs as root at every container start; give a directory owned by root and writable only by root (chown root:root, chmod go-w) or another path", hostPath, st.uid, st.gid, modeString(st.mode), ErrUntrustedDir, why)
+	return fmt.Errorf("%s (owner %d:%d, mode %s): %w: %s, and whoever can write it can replace what xpu-cdi install writes there (the hook runs as root at every container start); give a path owned by root and writable only by root (chown root:root, chmod go-w)", hostPath, st.uid, st.gid, modeString(st.mode), ErrUntrustedDir, why)
 }
 
-// modeString shows a directory's permission bits as ls and stat(1) do,
-// with the octal value: drwxrwxrwt (1777).
+// modeString shows permission bits as ls and stat(1) do, with the octal
+// value: drwxrwxrwt (1777).
 func modeString(mode uint32) string {
 	var b strings.Builder
-	b.WriteByte('d')
+	b.WriteByte(map[bool]byte{true: 'd', false: '-'}[mode&unix.S_IFMT == unix.S_IFDIR])
 	const rwx = "rwxrwxrwx"
 	for i := range 9 {
 		bit := uint32(1) << (8 - i)
