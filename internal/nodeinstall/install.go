@@ -133,6 +133,11 @@ func (in *Installer) InstallHook() (bool, error) {
 		return false, err
 	}
 	defer dir.Close()
+	// Again, now that the missing directories exist: in a sticky parent,
+	// someone else may have made one first.
+	if err := checkPath(in.root, in.o.hookDir); err != nil {
+		return false, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.hookDir), err)
+	}
 	if err := recordCreated(dir, created); err != nil {
 		return false, in.notWritable(err)
 	}
@@ -285,6 +290,9 @@ func (in *Installer) writeSpec(data []byte) (SpecState, error) {
 		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.specPath)), err)
 	}
 	defer dir.Close()
+	if err := checkPath(in.root, path.Dir(in.o.specPath)); err != nil { // as in InstallHook
+		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.specPath)), err)
+	}
 	if len(created) > 0 {
 		in.mu.Lock()
 		hookDir, _, err := in.openHookDir(false)
