@@ -99,8 +99,8 @@ func (r *editsResolver) inject(spec *oci.Spec, names []string) (*cdiapi.Containe
 type resolverOptions struct {
 	log          logger.Interface
 	discoverOpts []discover.Option
-	// beforeParse runs between the spec cache's snapshot and the CDI
-	// library's parse (tests: a spec changed in between).
+	// beforeParse runs between the read of the spec files and their
+	// resolution (tests: a spec changed in between).
 	beforeParse func()
 }
 

@@ -37,9 +37,10 @@ import (
 // the library's order. A create reads those files again and compares them
 // with the snapshot byte for byte, which is much cheaper than parsing them;
 // any change of a byte, a name or a directory makes a miss, and a miss
-// parses with the library as before and replaces the entry. So a hit gives
-// the edits the library would give for the same files, and the cache needs
-// no invalidation.
+// resolves the bytes just read (cdicompat.ResolveSpecs, the library's
+// parse and resolution; the library's own reads would block on a FIFO)
+// and replaces the entry. So a hit gives the edits the library would give
+// for the same files, and the cache needs no invalidation.
 //
 // The directory is root's (0700) and an entry is used only when it and the
 // directory are owned by the shim's user and not writable by others: an
@@ -47,7 +48,7 @@ import (
 
 // specCacheFormat changes whenever the entry layout or the meaning of a
 // key changes.
-const specCacheFormat = "xpu-container-runtime spec cache 1"
+const specCacheFormat = "xpu-container-runtime spec cache 2"
 
 // specCacheEntry is what the CDI library resolved for one kind.
 //
