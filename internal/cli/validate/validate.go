@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -95,18 +94,17 @@ func findSpecs(dirs []string, kind string) []string {
 }
 
 // check validates one file and prints its verdict; it reports success. The
-// file is read once, bounded and without blocking (a FIFO or a link to a
-// device is a FAIL at once), and validated as the library loads it
-// (cdicompat.ResolveSpecs).
+// file is read bounded and without blocking (a FIFO or a link to a device
+// is a FAIL at once), and validated as the library loads it
+// (cdispec.ValidateFile).
 func check(w io.Writer, path string) bool {
-	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, cdicompat.MaxSpecSize)
-	if err != nil {
+	if err := cdispec.ValidateFile(path); err != nil {
 		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false
 	}
-	file := cdicompat.SpecFile{Dir: filepath.Dir(path), Name: filepath.Base(path), Data: data}
-	if err := cdicompat.ResolveSpecs([]cdicompat.SpecFile{file}).Err(); err != nil {
-		fmt.Fprintf(w, "FAIL %s: invalid CDI spec: %v\n", path, err)
+	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, cdicompat.MaxSpecSize)
+	if err != nil {
+		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false
 	}
 	raw, err := cdispec.Parse(data)

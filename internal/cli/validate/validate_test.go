@@ -136,7 +136,7 @@ func TestValidateHostileFiles(t *testing.T) {
 				return r
 			})
 			require.ErrorIs(t, r.errFile, validate.ErrInvalid)
-			require.Contains(t, r.stdout, "FAIL "+bad+": "+bad+": not a regular file")
+			require.Contains(t, r.stdout, "FAIL "+bad+": invalid CDI spec "+bad+": "+bad+": not a regular file")
 			require.ErrorContains(t, r.errDir, "no baidu.com/xpu spec found")
 		})
 	}
