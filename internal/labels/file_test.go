@@ -4,12 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio/fdiotest"
 )
 
 // TestWriteFileHostileOldFile: a FIFO at the feature file's path, or a
@@ -17,30 +16,18 @@ import (
 // reading the old file blocked on the FIFO, and read /dev/zero until the
 // memory ran out), and it is left as it was.
 func TestWriteFileHostileOldFile(t *testing.T) {
-	for _, tc := range []struct {
-		description string
-		plant       func(path string) error
-	}{
-		{description: "a FIFO", plant: func(path string) error { return unix.Mkfifo(path, 0o644) }},
-		{description: "a link to /dev/zero", plant: func(path string) error { return os.Symlink("/dev/zero", path) }},
-	} {
-		t.Run(tc.description, func(t *testing.T) {
+	for _, tc := range fdiotest.HostileFiles() {
+		t.Run(tc.Description, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "xpu-cdi")
-			require.NoError(t, tc.plant(path))
+			require.NoError(t, tc.Plant(path))
 			before, err := os.Lstat(path)
 			require.NoError(t, err)
-			done := make(chan error, 1)
-			go func() {
+			err = fdiotest.Within(t, "WriteFile", func() error {
 				_, err := WriteFile(path, []Label{{Present, "true"}}, "test")
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				require.ErrorIs(t, err, fdio.ErrNotRegular)
-				require.ErrorContains(t, err, "reading feature file "+path)
-			case <-time.After(10 * time.Second):
-				t.Fatal("WriteFile blocks on the old file")
-			}
+				return err
+			})
+			require.ErrorIs(t, err, fdio.ErrNotRegular)
+			require.ErrorContains(t, err, "reading feature file "+path)
 			after, err := os.Lstat(path)
 			require.NoError(t, err)
 			require.Equal(t, before.Mode(), after.Mode(), "left as it was")

@@ -14,9 +14,10 @@
 // that cannot be written, is refused before anything is written anywhere,
 // and so is a hook, spec or labels directory that someone other than root
 // may change: it, a parent of it, or a directory a symlink on its way leads
-// to, owned by another user or writable by its group or by everyone,
-// sticky or not (checkPath); the directories it creates are 0755
-// root:root whatever the umask;
+// to, owned by another user or writable by its group or by everyone (a
+// sticky one only as a parent whose entry on the path is root's;
+// checkPath); the directories it creates are 0755 root:root whatever the
+// umask;
 // the spec follows the host (driver reloads, devices appearing or going) at
 // each poll and is removed while the host has no usable XPU; Uninstall
 // removes the spec (if it is one of its kind), the hook, and the

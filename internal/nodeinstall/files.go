@@ -3,12 +3,12 @@ package nodeinstall
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 )
 
@@ -54,27 +54,9 @@ func lstatAt(dir *os.File, name string) (unix.Stat_t, error) {
 }
 
 // readAt reads the regular file name in dir (not following a symlink),
-// at most limit bytes; os.ErrNotExist when absent.
+// at most limit bytes, as every host file is read (fdio: non-blocking, a
+// regular file on an ordinary file system); os.ErrNotExist when absent.
 func readAt(dir *os.File, name string, limit int64) ([]byte, error) {
-	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: dir.Name() + "/" + name, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), dir.Name()+"/"+name)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", f.Name())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", f.Name(), err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", f.Name(), limit)
-	}
-	return data, nil
+	data, _, err := fdio.ReadFileAt(int(dir.Fd()), name, dir.Name()+"/"+name, unix.O_NOFOLLOW, limit)
+	return data, err
 }

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
@@ -132,6 +133,11 @@ func (in *Installer) InstallHook() (bool, error) {
 		return false, err
 	}
 	defer dir.Close()
+	// Again, now that the missing directories exist: in a sticky parent,
+	// someone else may have made one first.
+	if err := checkPath(in.root, in.o.HookDir); err != nil {
+		return false, fmt.Errorf("hook directory %s: %w", in.onHost(in.o.HookDir), err)
+	}
 	if err := recordCreated(dir, created); err != nil {
 		return false, in.notWritable(err)
 	}
@@ -284,6 +290,9 @@ func (in *Installer) writeSpec(data []byte) (SpecState, error) {
 		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.SpecPath)), err)
 	}
 	defer dir.Close()
+	if err := checkPath(in.root, path.Dir(in.o.SpecPath)); err != nil { // as in InstallHook
+		return "", fmt.Errorf("CDI spec directory %s: %w", in.onHost(path.Dir(in.o.SpecPath)), err)
+	}
 	if len(created) > 0 {
 		in.mu.Lock()
 		hookDir, _, err := in.openHookDir(false)
@@ -457,8 +466,11 @@ func (in *Installer) readMarker(dir *os.File) ([]byte, error) {
 	if err := checkPath(in.root, in.o.HookDir); err != nil {
 		return nil, fmt.Errorf("not removing the directories listed in %s: hook directory %s: %w", markerPath, in.onHost(in.o.HookDir), err)
 	}
-	if owner := st.Uid == 0 || int64(st.Uid) == int64(os.Geteuid()); !owner || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("not removing the directories listed in %s (owner %d, mode %#o): %w: it must be a regular file that only root can write", markerPath, st.Uid, st.Mode, ErrUntrustedDir)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("not removing the directories listed in %s: %w", markerPath, fdio.ErrNotRegular)
+	}
+	if err := checkTrusted(markerPath, dirInfo{uid: st.Uid, gid: st.Gid, mode: st.Mode}, os.Geteuid()); err != nil {
+		return nil, fmt.Errorf("not removing the directories listed in it: %w", err)
 	}
 	return readAt(dir, createdMarker, 64<<10)
 }

@@ -2,6 +2,7 @@ package nodeinstall
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -52,6 +53,18 @@ func hostTree(t *testing.T, h fakehost.Host) *fakehost.Tree {
 	require.NoError(t, os.MkdirAll(tree.Path("/run"), 0o755))
 	require.NoError(t, os.MkdirAll(tree.Path("/var"), 0o755))
 	require.NoError(t, os.Symlink("/run", tree.Path("/var/run")))
+	// As on a host, no directory is writable by its group or by others,
+	// whatever the umask the tests run under: install refuses such ones.
+	require.NoError(t, filepath.WalkDir(tree.Root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, info.Mode().Perm()&^0o022)
+	}))
 	return tree
 }
 

@@ -23,32 +23,46 @@ type dirInfo struct {
 }
 
 // checkTrusted applies the rule of sshd's StrictModes to the directory
-// hostPath: it must be owned by root (or by the installer's own user, euid:
-// a test run as a user, where nobody else is concerned) and writable by
-// its owner only. A sticky directory writable by others (/tmp) is refused
-// too: in it, whoever gets to a missing name first owns it, and the
-// installer's paths go missing (uninstall, first install); the hook and the
-// spec named by the spec must sit where no one but root creates names.
+// (or the installer's own record) hostPath: it must be owned by root (or
+// by the installer's own user, euid: a test run as a user, where nobody
+// else is concerned) and writable by its owner only. checkPath lets a
+// sticky directory (/tmp) through as a parent on conditions of its own
+// (stickyParent); as the directory written to it is refused: others can
+// add files there (a spec offering devices, say).
 func checkTrusted(hostPath string, st dirInfo, euid int) error {
-	owner := st.uid == 0 || int64(st.uid) == int64(euid)
-	if owner && st.mode&0o022 == 0 {
+	if trustedOwner(st.uid, euid) && st.mode&0o022 == 0 {
 		return nil
 	}
 	why := "owned by uid " + fmt.Sprint(st.uid)
-	if owner {
+	if trustedOwner(st.uid, euid) {
 		why = "writable by its group or by everyone"
 		if st.mode&0o002 != 0 && st.mode&unix.S_ISVTX != 0 {
 			why = "writable by everyone (sticky, as /tmp)"
 		}
 	}
-	return fmt.Errorf("%s (owner %d:%d, mode %s): %w: %s, and whoever can write it replaces what xpu-cdi install puts below it, which runs as root at every container start; give a directory owned by root and writable only by root (chown root:root, chmod go-w) or another path", hostPath, st.uid, st.gid, modeString(st.mode), ErrUntrustedDir, why)
+	return fmt.Errorf("%s (owner %d:%d, mode %s): %w: %s, and whoever can write it can replace what xpu-cdi install writes there (the hook runs as root at every container start); give a path owned by root and writable only by root (chown root:root, chmod go-w)", hostPath, st.uid, st.gid, modeString(st.mode), ErrUntrustedDir, why)
 }
 
-// modeString shows a directory's permission bits as ls and stat(1) do,
-// with the octal value: drwxrwxrwt (1777).
+// trustedOwner reports whether uid is root or the installer's own user.
+func trustedOwner(uid uint32, euid int) bool { return uid == 0 || int64(uid) == int64(euid) }
+
+// stickyParent reports whether st is a sticky directory of a trusted
+// owner that others may write (/tmp, 1777). Such a directory is a safe
+// parent when the entry looked up in it is a trusted owner's: the sticky
+// bit keeps others from renaming or removing that entry, so the path
+// below cannot be swapped. An entry another user made there (a directory,
+// or a symlink leading anywhere) is refused; a missing one is created by
+// the installer and checked again once it exists, so a name taken first
+// by someone else is refused, never used.
+func stickyParent(st dirInfo, euid int) bool {
+	return trustedOwner(st.uid, euid) && st.mode&unix.S_ISVTX != 0
+}
+
+// modeString shows permission bits as ls and stat(1) do, with the octal
+// value: drwxrwxrwt (1777).
 func modeString(mode uint32) string {
 	var b strings.Builder
-	b.WriteByte('d')
+	b.WriteByte(map[bool]byte{true: 'd', false: '-'}[mode&unix.S_IFMT == unix.S_IFDIR])
 	const rwx = "rwxrwxrwx"
 	for i := range 9 {
 		bit := uint32(1) << (8 - i)
@@ -77,27 +91,38 @@ const maxLinks = 40
 // is looked up in, the directories symlinks on the way lead to, and p
 // itself. The lookup follows symlinks inside the host root as rootfs
 // does. It stops, without an error, at the first name missing (the
-// installer creates it, in a directory just checked) or not a directory
-// (the caller reports it).
+// installer creates it, in a directory just checked, and checks again:
+// recheck) or not a directory (the caller reports it).
 func checkPath(r *rootfs.Root, p string) error {
 	euid := os.Geteuid()
-	check := func(fd int, hostPath string) error {
+	// check checks the directory fd; sticky reports that it is a sticky
+	// directory let through as a parent (stickyParent), in which the next
+	// name looked up must be a trusted owner's.
+	check := func(fd int, hostPath string, final bool) (sticky bool, err error) {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return &os.PathError{Op: "stat", Path: hostPath, Err: err}
+			return false, &os.PathError{Op: "stat", Path: hostPath, Err: err}
 		}
-		return checkTrusted(hostPath, dirInfo{uid: st.Uid, gid: st.Gid, mode: st.Mode}, euid)
+		info := dirInfo{uid: st.Uid, gid: st.Gid, mode: st.Mode}
+		if err := checkTrusted(hostPath, info, euid); err != nil {
+			if !final && stickyParent(info, euid) {
+				return true, nil
+			}
+			return false, err
+		}
+		return false, nil
 	}
-	if err := check(r.Fd(), "/"); err != nil {
+	rootSticky, err := check(r.Fd(), "/", p == "/")
+	if err != nil {
 		return err
 	}
 	// stack holds the directories walked so far, the host root first.
 	type dir struct {
-		fd   int
-		path string
+		fd     int
+		path   string
+		sticky bool
 	}
-	root := dir{fd: r.Fd(), path: "/"}
-	stack := []dir{root}
+	stack := []dir{{fd: r.Fd(), path: "/", sticky: rootSticky}}
 	defer func() {
 		for _, d := range stack[1:] {
 			_ = unix.Close(d.fd)
@@ -109,15 +134,12 @@ func checkPath(r *rootfs.Root, p string) error {
 			stack = stack[:len(stack)-1]
 		}
 	}
-	rest := strings.Split(strings.Trim(p, "/"), "/")
+	rest := components(p)
 	links := 0
 	for len(rest) > 0 {
 		name := rest[0]
 		rest = rest[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
+		if name == ".." {
 			pop()
 			continue
 		}
@@ -130,6 +152,9 @@ func checkPath(r *rootfs.Root, p string) error {
 		}
 		if err != nil {
 			return &os.PathError{Op: "lstat", Path: hostPath, Err: err}
+		}
+		if cur.sticky && !trustedOwner(st.Uid, euid) {
+			return fmt.Errorf("%s (owner %d:%d) in the sticky directory %s: %w: its owner can replace it, and so what xpu-cdi install writes below it; remove it or give another path", hostPath, st.Uid, st.Gid, cur.path, ErrUntrustedDir)
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFLNK:
@@ -146,7 +171,7 @@ func checkPath(r *rootfs.Root, p string) error {
 					pop()
 				}
 			}
-			rest = append(strings.Split(target, "/"), rest...)
+			rest = append(components(target), rest...)
 			continue
 		case unix.S_IFDIR:
 		default:
@@ -156,12 +181,25 @@ func checkPath(r *rootfs.Root, p string) error {
 		if err != nil {
 			return &os.PathError{Op: "open", Path: hostPath, Err: err}
 		}
-		stack = append(stack, dir{fd: fd, path: hostPath})
-		if err := check(fd, hostPath); err != nil {
+		sticky, err := check(fd, hostPath, len(rest) == 0)
+		stack = append(stack, dir{fd: fd, path: hostPath, sticky: sticky})
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// components splits p into its names, without empty ones and ".", so that
+// the last one is the last directory of the path.
+func components(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func readlinkAt(dirfd int, name, hostPath string) (string, error) {

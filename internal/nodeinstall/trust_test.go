@@ -61,9 +61,30 @@ func TestInstallRefusesUntrustedDirs(t *testing.T) {
 			wantErr:     "hook directory /opt/xpu-cdi/bin (through %s/opt/xpu-cdi/bin): /opt (owner %s, mode drwxrwxrwx (0777)): writable by someone other than root",
 		},
 		{
-			description: "a sticky world-writable parent, as /tmp",
-			setup:       func(t *testing.T, tree *fakehost.Tree) { mkdir(t, tree, "/opt", 0o1777) },
-			wantErr:     "/opt (owner %s, mode drwxrwxrwt (1777))",
+			description: "a sticky world-writable hook directory, as /tmp",
+			setup:       func(t *testing.T, tree *fakehost.Tree) { mkdir(t, tree, "/opt/xpu-cdi/bin", 0o1777) },
+			wantErr:     "/opt/xpu-cdi/bin (owner %s, mode drwxrwxrwt (1777))",
+		},
+		{
+			description: "another user's directory in a sticky parent",
+			root:        true,
+			setup: func(t *testing.T, tree *fakehost.Tree) {
+				mkdir(t, tree, "/opt", 0o1777)
+				mkdir(t, tree, "/opt/xpu-cdi", 0o755)
+				require.NoError(t, os.Chown(tree.Path("/opt/xpu-cdi"), 65534, 65534))
+			},
+			wantErr: "/opt/xpu-cdi (owner 65534:65534) in the sticky directory /opt: writable by someone other than root",
+		},
+		{
+			description: "another user's symlink in a sticky parent",
+			root:        true,
+			setup: func(t *testing.T, tree *fakehost.Tree) {
+				mkdir(t, tree, "/opt", 0o1777)
+				mkdir(t, tree, "/usr/lib/xpu", 0o755)
+				require.NoError(t, os.Symlink("/usr/lib/xpu", tree.Path("/opt/xpu-cdi")))
+				require.NoError(t, os.Lchown(tree.Path("/opt/xpu-cdi"), 65534, 65534))
+			},
+			wantErr: "/opt/xpu-cdi (owner 65534:65534) in the sticky directory /opt",
 		},
 		{
 			description: "a group-writable hook directory",
@@ -224,4 +245,19 @@ func TestUninstallForgedMarker(t *testing.T) {
 		require.ErrorIs(t, err, ErrUntrustedDir)
 		require.DirExists(t, tree.Path("/opt/xpu-cdi/bin"))
 	})
+}
+
+// TestInstallBelowStickyDir: a sticky world-writable directory (/tmp) is a
+// safe parent for directories install creates in it, root's and 0755:
+// nobody else can rename or remove them.
+func TestInstallBelowStickyDir(t *testing.T) {
+	tree := hostTree(t, fakehost.P800x8())
+	mkdir(t, tree, "/tmp", 0o1777)
+	in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.HookDir = "/tmp/xpu-cdi/bin" })
+	_, err := in.InstallHook()
+	require.NoError(t, err)
+	require.FileExists(t, tree.Path("/tmp/xpu-cdi/bin/"+HookName))
+	st, err := os.Stat(tree.Path("/tmp/xpu-cdi"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), st.Mode().Perm())
 }

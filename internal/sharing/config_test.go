@@ -4,12 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio/fdiotest"
 )
 
 const res = "baidu.com/xpu"
@@ -149,28 +148,16 @@ func FuzzParse(f *testing.F) {
 // /dev/zero, is an error naming the file at once (before, Load blocked on
 // the FIFO until a writer came).
 func TestLoadHostileFile(t *testing.T) {
-	for _, tc := range []struct {
-		description string
-		plant       func(path string) error
-	}{
-		{description: "a FIFO", plant: func(path string) error { return unix.Mkfifo(path, 0o644) }},
-		{description: "a link to /dev/zero", plant: func(path string) error { return os.Symlink("/dev/zero", path) }},
-	} {
-		t.Run(tc.description, func(t *testing.T) {
+	for _, tc := range fdiotest.HostileFiles() {
+		t.Run(tc.Description, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "config.yaml")
-			require.NoError(t, tc.plant(path))
-			done := make(chan error, 1)
-			go func() {
+			require.NoError(t, tc.Plant(path))
+			err := fdiotest.Within(t, "Load", func() error {
 				_, err := Load(path, res)
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				require.ErrorIs(t, err, fdio.ErrNotRegular)
-				require.ErrorContains(t, err, path)
-			case <-time.After(10 * time.Second):
-				t.Fatal("Load blocks")
-			}
+				return err
+			})
+			require.ErrorIs(t, err, fdio.ErrNotRegular)
+			require.ErrorContains(t, err, path)
 		})
 	}
 }

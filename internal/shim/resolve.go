@@ -99,8 +99,8 @@ func (r *editsResolver) inject(spec *oci.Spec, names []string) (*cdiapi.Containe
 type resolverOptions struct {
 	log          logger.Interface
 	discoverOpts []discover.Option
-	// beforeParse runs between the spec cache's snapshot and the CDI
-	// library's parse (tests: a spec changed in between).
+	// beforeParse runs between the read of the spec files and their
+	// resolution (tests: a spec changed in between).
 	beforeParse func()
 }
 
@@ -111,10 +111,7 @@ type resolverOptions struct {
 func newResolver(c *config.Config, o resolverOptions, names []string) (*editsResolver, error) {
 	mode := c.Mode
 	if mode == config.ModeCDI || mode == config.ModeAuto {
-		r, specErrs, err := newCDIResolver(c, o)
-		if err != nil {
-			return nil, err
-		}
+		r, specErrs := newCDIResolver(c, o)
 		var problems error
 		if len(specErrs) > 0 {
 			problems = fmt.Errorf("problems in the spec files: %s", strings.Join(specErrs, "; "))
@@ -154,12 +151,9 @@ func (r *editsResolver) checkNames(names []string, askedBy string) error {
 // spec cache (specCache.resolve). It returns a nil resolver when the
 // directories hold no device of the kind, and the library's messages about
 // spec files it could not use.
-func newCDIResolver(c *config.Config, o resolverOptions) (*editsResolver, []string, error) {
-	e, err := newSpecCache(c.CacheDir, c.Kind(), c.SpecDirs).resolve(o.log, o.beforeParse)
-	if err != nil {
-		return nil, nil, err
-	}
-	return entryResolver(c, e), e.Errors, nil
+func newCDIResolver(c *config.Config, o resolverOptions) (*editsResolver, []string) {
+	e := newSpecCache(c.CacheDir, c.Kind(), c.SpecDirs).resolve(o.log, o.beforeParse)
+	return entryResolver(c, e), e.Errors
 }
 
 func entryResolver(c *config.Config, e *specCacheEntry) *editsResolver {

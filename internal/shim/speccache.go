@@ -37,9 +37,10 @@ import (
 // the library's order. A create reads those files again and compares them
 // with the snapshot byte for byte, which is much cheaper than parsing them;
 // any change of a byte, a name or a directory makes a miss, and a miss
-// parses with the library as before and replaces the entry. So a hit gives
-// the edits the library would give for the same files, and the cache needs
-// no invalidation.
+// resolves the bytes just read (cdicompat.ResolveSpecs, the library's
+// parse and resolution; the library's own reads would block on a FIFO)
+// and replaces the entry. So a hit gives the edits the library would give
+// for the same files, and the cache needs no invalidation.
 //
 // The directory is root's (0700) and an entry is used only when it and the
 // directory are owned by the shim's user and not writable by others: an
@@ -47,7 +48,7 @@ import (
 
 // specCacheFormat changes whenever the entry layout or the meaning of a
 // key changes.
-const specCacheFormat = "xpu-container-runtime spec cache 1"
+const specCacheFormat = "xpu-container-runtime spec cache 2"
 
 // specCacheEntry is what the CDI library resolved for one kind.
 //
@@ -114,7 +115,7 @@ func (l *lazyEdits) encoded() (json.RawMessage, error) {
 // the snapshot and the resolution are of those bytes, so an entry always
 // holds the edits of the content its snapshot names. beforeParse, when not
 // nil, runs after the read, just before the resolution.
-func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCacheEntry, error) {
+func (c *specCache) resolve(log logger.Interface, beforeParse func()) *specCacheEntry {
 	files, readErr := cdicompat.ReadSpecFiles(c.dirs)
 	var snap []byte
 	if c.dir != "" {
@@ -125,7 +126,7 @@ func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCach
 			log.Warnf("spec cache not used: %v", err)
 		} else if e != nil {
 			log.Debugf("spec cache hit: %s", c.path())
-			return e, nil
+			return e
 		}
 	}
 	if beforeParse != nil {
@@ -136,7 +137,7 @@ func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCach
 		e.Errors = append(e.Errors, fmt.Sprintf("reading the CDI specs in %s: %v", strings.Join(c.dirs, ", "), readErr))
 	}
 	if snap == nil {
-		return e, nil
+		return e
 	}
 	switch err := c.store(snap, e); {
 	case err == nil:
@@ -147,7 +148,7 @@ func (c *specCache) resolve(log logger.Interface, beforeParse func()) (*specCach
 	default:
 		log.Warnf("spec cache not written: %v", err)
 	}
-	return e, nil
+	return e
 }
 
 // specCache is the cache of one kind and list of spec directories.

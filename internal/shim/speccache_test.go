@@ -7,15 +7,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/config"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio/fdiotest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 )
@@ -403,38 +402,22 @@ func TestSpecCacheEntryIsOfWhatWasRead(t *testing.T) {
 // /dev/zero in a spec directory neither blocks a create nor stops the
 // other specs from resolving; no entry is stored for such a directory.
 func TestSpecCacheHostileSpecFiles(t *testing.T) {
-	for _, tc := range []struct {
-		description string
-		plant       func(path string) error
-	}{
-		{description: "a FIFO", plant: func(path string) error { return unix.Mkfifo(path, 0o644) }},
-		{description: "a link to /dev/zero", plant: func(path string) error { return os.Symlink("/dev/zero", path) }},
-	} {
-		t.Run(tc.description, func(t *testing.T) {
+	for _, tc := range fdiotest.HostileFiles() {
+		t.Run(tc.Description, func(t *testing.T) {
 			specDir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(specDir, "xpu.yaml"), []byte(testSpec("a", "0")), 0o644))
-			require.NoError(t, tc.plant(filepath.Join(specDir, "other.yaml")))
+			require.NoError(t, tc.Plant(filepath.Join(specDir, "other.yaml")))
 			c := cdiConfig(t, specDir)
 			type result struct {
-				env []string
+				got *oci.Spec
 				err error
 			}
-			done := make(chan result, 1)
-			go func() {
+			r := fdiotest.Within(t, "a create", func() result {
 				got, _, err := modify(t, c, "0")
-				if err != nil {
-					done <- result{err: err}
-					return
-				}
-				done <- result{env: got.Process.Env}
-			}()
-			select {
-			case r := <-done:
-				require.NoError(t, r.err)
-				require.Contains(t, r.env, "DEV_0=a")
-			case <-time.After(10 * time.Second):
-				t.Fatal("a create blocks on a spec file")
-			}
+				return result{got, err}
+			})
+			require.NoError(t, r.err)
+			require.Contains(t, r.got.Process.Env, "DEV_0=a")
 			entries, _ := filepath.Glob(filepath.Join(c.CacheDir, "cdi-*.json"))
 			require.Empty(t, entries)
 		})

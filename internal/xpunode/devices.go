@@ -16,27 +16,32 @@ const (
 	Unhealthy = "Unhealthy"
 )
 
-// unhealthyStates are the procfs states (/proc/xpu/devN/state) in which a
-// device cannot run work: the error states of both generations (Kunlun2
-// ERROR, INVALID; Kunlun1 ERROR, UNKNOWN, PROBE_ERROR) and the states of a
-// device being reset or recovered (IN_RESET, RECOVERING). RUNNING, the Kunlun1
-// power states (LOWPOWER, PAUSE), an unreadable state and states this table
-// does not know are Healthy: the driver has not reported an error.
-var unhealthyStates = map[string]bool{
-	"ERROR":       true,
-	"INVALID":     true,
-	"UNKNOWN":     true,
-	"PROBE_ERROR": true,
-	"IN_RESET":    true,
-	"RECOVERING":  true,
+// healthyStates are the procfs states (/proc/xpu/devN/state) in which a
+// device can run work: RUNNING (both generations) and the Kunlun1 power
+// states (LOWPOWER, PAUSE). Every other value is Unhealthy: the error
+// states of both generations (Kunlun2 ERROR, INVALID; Kunlun1 ERROR,
+// UNKNOWN, PROBE_ERROR), the states of a device being reset or recovered
+// (IN_RESET, RECOVERING), and a value this table does not know, which
+// cannot be taken for a working device. No state at all (driver 5.x has no
+// /proc/xpu; an unreadable state file is a problem of its own) is Healthy:
+// the driver has not reported an error.
+var healthyStates = map[string]bool{
+	"RUNNING":  true,
+	"LOWPOWER": true,
+	"PAUSE":    true,
 }
 
-// HealthOf returns the health of a device whose driver reports state.
+// HealthOf returns the health of a device whose driver reports state; only
+// its first line counts ("ERROR\n..." is ERROR).
 func HealthOf(state string) string {
-	if unhealthyStates[strings.ToUpper(strings.TrimSpace(state))] {
-		return Unhealthy
+	if i := strings.IndexAny(state, "\r\n"); i >= 0 {
+		state = state[:i]
 	}
-	return Healthy
+	state = strings.ToUpper(strings.TrimSpace(state))
+	if state == "" || healthyStates[state] {
+		return Healthy
+	}
+	return Unhealthy
 }
 
 // Device is one offered XPU.

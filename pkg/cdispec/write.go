@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 // Format is the encoding of a spec file.
@@ -65,9 +68,16 @@ func Encode(spec *specs.Spec, f Format) ([]byte, error) {
 }
 
 // ValidateFile checks a spec file the way CDI runtimes load it: strict
-// parsing, version check against its content, names and edits.
+// parsing, version check against its content, names and edits
+// (cdicompat.ResolveSpecs, the library's loading). The file is read as
+// every spec file is (bounded, without blocking: a FIFO is an error).
 func ValidateFile(path string) error {
-	if _, err := cdiapi.ReadSpec(path, 0); err != nil {
+	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, cdicompat.MaxSpecSize)
+	if err == nil {
+		f := cdicompat.SpecFile{Dir: filepath.Dir(path), Name: filepath.Base(path), Data: data}
+		err = cdicompat.ResolveSpecs([]cdicompat.SpecFile{f}).Err()
+	}
+	if err != nil {
 		return fmt.Errorf("invalid CDI spec %s: %w", path, err)
 	}
 	return nil

@@ -18,8 +18,8 @@ type NodeInfo struct {
 	// Symlink: the path is a symlink (not followed; never a node).
 	Symlink bool
 	Char    bool
-	Major uint32
-	Minor uint32
+	Major   uint32
+	Minor   uint32
 	// Mode holds the permission bits only.
 	Mode os.FileMode
 	UID  uint32

@@ -65,7 +65,7 @@ func parseProcInfo(data []byte) (procInfo, error) {
 		default:
 			continue
 		}
-		*field = value
+		*field = CleanText(value)
 		known++
 	}
 	if err := sc.Err(); err != nil {
@@ -168,7 +168,14 @@ func (s *procSource) device(procDir string, d *Device) {
 		d.problemf("procfs: %v", trimPathError(err, filepath.Join(dirPath, "state")))
 		return
 	}
-	d.State = strings.TrimSpace(string(state))
+	// The state is the first line: "ERROR\n..." is ERROR. A file whose
+	// first line is empty keeps its text (escaped): a value no table
+	// knows, not "no state".
+	line := firstLine(state)
+	if line == "" {
+		line = strings.TrimRight(string(state), " \t\r\n")
+	}
+	d.State = CleanText(line)
 	// mminfo is optional (Kunlun1 has none): its absence is not a problem.
 	if data, err := dir.read("mminfo"); err == nil {
 		d.MemoryMiB = parseMainMemory(data)
@@ -197,13 +204,14 @@ func parseMainMemory(data []byte) int64 {
 	return 0
 }
 
-// readTrimmed reads a one-value kernel text file.
+// readTrimmed reads a one-value kernel text file: its first line,
+// through CleanText.
 func readTrimmed(path string) (string, error) {
 	data, err := readSmall(path)
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(data)), nil
+	return CleanText(firstLine(data)), nil
 }
 
 // trimPathError turns "open /x: no such file or directory" into

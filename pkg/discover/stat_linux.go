@@ -20,10 +20,10 @@ func (statNode) StatNode(hostPath string) (NodeInfo, error) {
 	return NodeInfo{
 		Symlink: st.Mode&unix.S_IFMT == unix.S_IFLNK,
 		Char:    st.Mode&unix.S_IFMT == unix.S_IFCHR,
-		Major: unix.Major(st.Rdev),
-		Minor: unix.Minor(st.Rdev),
-		Mode:  os.FileMode(st.Mode & 0o777),
-		UID:   st.Uid,
-		GID:   st.Gid,
+		Major:   unix.Major(st.Rdev),
+		Minor:   unix.Minor(st.Rdev),
+		Mode:    os.FileMode(st.Mode & 0o777),
+		UID:     st.Uid,
+		GID:     st.Gid,
 	}, nil
 }

@@ -167,3 +167,28 @@ func TestInfoFacts(t *testing.T) {
 	require.Equal(t, fakehost.DriverVersionKunlun2, v.Devices[0].DriverVersion)
 	require.Zero(t, v.Devices[0].MemoryMiB)
 }
+
+// TestInfoEscapesHostText: escape sequences in the host's procfs files
+// reach the terminal escaped (discover.CleanText), never raw.
+func TestInfoEscapesHostText(t *testing.T) {
+	tree := clitest.FakeTree(t, fakehost.R200SRIOV())
+	info := tree.Path("/proc/xpu/dev0/info")
+	data, err := os.ReadFile(info)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(info))
+	require.NoError(t, os.WriteFile(info, []byte(strings.Replace(string(data), "DeviceSN:", "DeviceSN:\x1b]0;owned\x07\x1b[2J", 1)), 0o444))
+	state := tree.Path("/proc/xpu/dev1/state")
+	require.NoError(t, os.Remove(state))
+	require.NoError(t, os.WriteFile(state, []byte("ERROR\x1b[8m\nRUNNING\n"), 0o444))
+	for _, tc := range []struct {
+		args []string
+		bs   string // a backslash as the output writes it
+	}{{nil, `\`}, {[]string{"--json"}, `\\`}} {
+		stdout, stderr, err := run(t, tree.Root, tc.args...)
+		require.NoError(t, err)
+		require.NotContains(t, stdout+stderr, "\x1b", "no raw escape character")
+		require.NotContains(t, stdout+stderr, "\x07")
+		require.Contains(t, stdout, tc.bs+`x1b]0;owned`)
+		require.Contains(t, stdout, `ERROR`+tc.bs+`x1b[8m`)
+	}
+}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 )
 
@@ -28,11 +28,15 @@ their devices are what a runtime would call "unresolvable CDI devices".`,
 		Flags: []cli.Flag{o.specDirs.Flag("spec-dir", "CDI spec directory, later ones have priority")},
 		Action: func(c *cli.Context) error {
 			dirs := o.specDirs.Dirs()
-			cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
+			// Read as every spec reader of xpu-cdi reads (cdicompat): a FIFO
+			// or a link to a device in a spec directory is a warning, not a
+			// hang.
+			files, err := cdicompat.ReadSpecFiles(cdicompat.SpecDirs(dirs))
 			if err != nil {
-				log.Debugf("loading CDI specs: %v", err)
+				log.Warnf("reading the CDI spec directories: %v", err)
 			}
-			errs := cache.GetErrors()
+			cache := cdicompat.ResolveSpecs(files)
+			errs := cache.Errors
 			paths := make([]string, 0, len(errs))
 			for p := range errs {
 				paths = append(paths, p)

@@ -11,6 +11,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio/fdiotest"
 )
 
 func TestList(t *testing.T) {
@@ -33,4 +34,30 @@ func TestListNothing(t *testing.T) {
 	require.NoError(t, err, "an empty directory is not an error")
 	require.Empty(t, stdout)
 	require.Contains(t, logs, "no CDI device found in ["+dir+"]")
+}
+
+// TestListHostileSpecFiles: a FIFO named other.yaml, or a link to
+// /dev/zero, in a spec directory is a warning naming it, at once; the
+// other specs are listed.
+func TestListHostileSpecFiles(t *testing.T) {
+	for _, tc := range fdiotest.HostileFiles() {
+		t.Run(tc.Description, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := "cdiVersion: 0.6.0\nkind: list.xpu-cdi.test/xpu\ndevices:\n- name: \"0\"\n  containerEdits:\n    env: [\"A=1\"]\n"
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "x.yaml"), []byte(spec), 0o644))
+			require.NoError(t, tc.Plant(filepath.Join(dir, "other.yaml")))
+			type result struct {
+				stdout, logs string
+				err          error
+			}
+			r := fdiotest.Within(t, "list", func() result {
+				stdout, logs, err := clitest.Run(t, list.NewCommand, "list", "--spec-dir", dir)
+				return result{stdout, logs, err}
+			})
+			require.NoError(t, r.err)
+			require.Equal(t, "list.xpu-cdi.test/xpu=0\n", r.stdout)
+			require.Contains(t, r.logs, filepath.Join(dir, "other.yaml"))
+			require.Contains(t, r.logs, "not a regular file")
+		})
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cdicompat"
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
@@ -65,39 +65,38 @@ Exit status 1 when any spec fails.`,
 }
 
 // findSpecs returns the spec files of a kind in dirs: the files the CDI
-// library reads, in its order (cdicompat.SpecFiles). A directory that
-// does not exist or cannot be listed, and a file that cannot be read or
-// parsed, give no spec.
+// library reads, in its order (cdicompat.SpecFiles), read as xpu-cdi reads
+// every spec file (cdicompat.ReadSpecFiles: bounded, without blocking). A
+// directory that does not exist or cannot be listed, and a file that
+// cannot be read or parsed, give no spec.
 func findSpecs(dirs []string, kind string) []string {
 	var out []string
 	for _, d := range cdicompat.SpecDirs(dirs) {
 		// One directory at a time: one that cannot be listed ends the
 		// library's walk, not this search.
-		_ = cdicompat.SpecFiles([]string{d}, func(dir, name string, err error) error {
-			if err != nil {
-				return nil
+		files, _ := cdicompat.ReadSpecFiles([]string{d})
+		for _, f := range files {
+			if f.Err != nil {
+				continue
 			}
-			m := filepath.Join(dir, name)
-			data, err := os.ReadFile(m)
-			if err != nil {
-				return nil
+			if raw, err := cdispec.Parse(f.Data); err == nil && raw.Kind == kind {
+				out = append(out, f.Path())
 			}
-			if raw, err := cdispec.Parse(data); err == nil && raw.Kind == kind {
-				out = append(out, m)
-			}
-			return nil
-		})
+		}
 	}
 	return out
 }
 
-// check validates one file and prints its verdict; it reports success.
+// check validates one file and prints its verdict; it reports success. The
+// file is read bounded and without blocking (a FIFO or a link to a device
+// is a FAIL at once), and validated as the library loads it
+// (cdispec.ValidateFile).
 func check(w io.Writer, path string) bool {
 	if err := cdispec.ValidateFile(path); err != nil {
 		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false
 	}
-	data, err := os.ReadFile(path)
+	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, cdicompat.MaxSpecSize)
 	if err != nil {
 		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false

@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/validate"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio/fdiotest"
 )
 
 func run(t *testing.T, args ...string) (string, string, error) {
@@ -114,4 +115,29 @@ func TestValidateReadsTheFilesTheLibraryReads(t *testing.T) {
 		got = append(got, f[1])
 	}
 	require.Equal(t, want, got)
+}
+
+// TestValidateHostileFiles: a FIFO or a link to /dev/zero, given as FILE or
+// lying in a spec directory, is a FAIL (or no spec) at once, not a hang.
+func TestValidateHostileFiles(t *testing.T) {
+	for _, tc := range fdiotest.HostileFiles() {
+		t.Run(tc.Description, func(t *testing.T) {
+			dir := t.TempDir()
+			bad := filepath.Join(dir, "baidu.com-xpu.yaml")
+			require.NoError(t, tc.Plant(bad))
+			type result struct {
+				stdout          string
+				errFile, errDir error
+			}
+			r := fdiotest.Within(t, "validate", func() result {
+				var r result
+				r.stdout, _, r.errFile = run(t, bad)
+				_, _, r.errDir = run(t, "--spec-dir", dir)
+				return r
+			})
+			require.ErrorIs(t, r.errFile, validate.ErrInvalid)
+			require.Contains(t, r.stdout, "FAIL "+bad+": invalid CDI spec "+bad+": "+bad+": not a regular file")
+			require.ErrorContains(t, r.errDir, "no baidu.com/xpu spec found")
+		})
+	}
 }
