@@ -149,3 +149,49 @@ func TestPodAuthorCannotTakeXPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestPodAuthorHostPathForgery (issue 28 finding 9) on CRI-O, containerd
+// 1.6 and 2.x with the shim as default runtime under its default
+// configuration: a pod's hostPath mount of a symlink to /dev/null at
+// /var/run/xpu-container-devices/all (the engine resolves the link, so the
+// shim sees what the device plugin's volume-mounts answer looks like) does
+// not start, and the shim says why; the plugin's own answer (/dev/null)
+// is refused the same way, naming accept-device-plugin-mounts.
+func TestPodAuthorHostPathForgery(t *testing.T) {
+	harness.RequiresTool(t, filepath.Join(harness.ToolsBin(), "crictl"))
+	tree := FakeHost(t, fakehost.P800x8())
+	link := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.Symlink("/dev/null", link))
+	for _, engine := range podAuthorEngines {
+		t.Run(engine.name, func(t *testing.T) {
+			vendor := harness.UniqueVendor(t)
+			shim, shimLog := shimRuntime(t, tree, fmt.Sprintf("vendor = %q\naccept-device-plugin-mounts = false\n", vendor))
+			cri := engine.start(t, shim)
+			if engine.specDir {
+				cri.WriteSpec(t, GenerateSpec(t, tree, vendor), vendor)
+			}
+			harness.PrepareCRI(t, cri)
+			rootfs := t.TempDir()
+			harness.BuildBusyboxRootfs(t, rootfs)
+			image := cri.ImportCRIImage(t, rootfs, "xpu-e2e-busybox", harness.WithImageCmd("sh"))
+			for i, tc := range []struct {
+				description, source, id string
+			}{
+				{"a hostPath symlink to /dev/null at .../all", link, "all"},
+				{"the device plugin's answer", "/dev/null", "3"},
+			} {
+				t.Run(tc.description, func(t *testing.T) {
+					r := harness.CRIRun(t, cri, harness.CRIContainer{
+						Name: fmt.Sprintf("xpu-forge-%d", i), Image: image, Command: []string{"sh", "-c", listXPUs},
+						Mounts: []harness.CRIMount{{ContainerPath: "/var/run/xpu-container-devices/" + tc.id, HostPath: tc.source, ReadOnly: true}},
+					})
+					require.False(t, r.Success(), "the container started:\n%s", r)
+					log, err := os.ReadFile(shimLog)
+					require.NoError(t, err)
+					require.Contains(t, string(log), fmt.Sprintf("the container asks for XPUs through mounts at /var/run/xpu-container-devices/ (%s/xpu=%s)", vendor, tc.id))
+					require.Contains(t, string(log), "set accept-device-plugin-mounts = true in ")
+				})
+			}
+		})
+	}
+}
