@@ -97,22 +97,40 @@ func nodeStatus(xpus int64) corev1.NodeStatus {
 func (f *fleet) createNodes(ctx context.Context) error {
 	return forEach(len(f.nodes), func(i int) error {
 		name := f.nodes[i].name
-		n, err := f.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		_, err := f.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name:   name,
 			Labels: map[string]string{corev1.LabelHostname: name, "baidu.com/xpu.present": "true"},
 		}}, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("creating node %s: %w", name, err)
 		}
-		n.Status = nodeStatus(0)
-		if n, err = f.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		// Controllers (TTL, attach-detach) annotate a new node: read it
+		// again on a conflict.
+		if err := f.updateNode(ctx, name, true, func(n *corev1.Node) { n.Status = nodeStatus(0) }); err != nil {
 			return fmt.Errorf("making node %s Ready: %w", name, err)
 		}
-		n.Spec.Taints = nil
-		if _, err := f.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		if err := f.updateNode(ctx, name, false, func(n *corev1.Node) { n.Spec.Taints = nil }); err != nil {
 			return fmt.Errorf("removing the taints of node %s: %w", name, err)
 		}
 		return nil
+	})
+}
+
+// updateNode applies change to the node (its status when status) and
+// writes it, again on a conflict.
+func (f *fleet) updateNode(ctx context.Context, name string, status bool, change func(*corev1.Node)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := f.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(n)
+		if status {
+			_, err = f.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		} else {
+			_, err = f.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		}
+		return err
 	})
 }
 
@@ -121,20 +139,15 @@ func (f *fleet) createNodes(ctx context.Context) error {
 func (f *fleet) setCapacity(ctx context.Context, xpus int64) error {
 	return forEach(len(f.nodes), func(i int) error {
 		name := f.nodes[i].name
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			n, err := f.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
+		err := f.updateNode(ctx, name, true, func(n *corev1.Node) {
 			conds := n.Status.Conditions
 			n.Status = nodeStatus(xpus)
 			n.Status.Conditions = conds
-			_, err = f.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-			if err != nil {
-				return fmt.Errorf("setting %s of node %s to %d: %w", ExtendedResource, name, xpus, err)
-			}
-			return nil
 		})
+		if err != nil {
+			return fmt.Errorf("setting %s of node %s to %d: %w", ExtendedResource, name, xpus, err)
+		}
+		return nil
 	})
 }
 

@@ -27,7 +27,7 @@ func etcdDBSize(ctx context.Context, url string) (total, inUse int64, err error)
 	if err != nil {
 		return 0, 0, fmt.Errorf("asking etcd for its metrics: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return 0, 0, fmt.Errorf("GET %s/metrics: %s", url, resp.Status)
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
 )
 
 // HealthCase is the case name of the entries of the health change.
@@ -91,35 +93,11 @@ func (r *Report) Write(dir string) error {
 	if err != nil {
 		return fmt.Errorf("encoding the results: %w", err)
 	}
-	if err := writeReplacing(filepath.Join(dir, "scale-results.json"), append(js, '\n')); err != nil {
+	// Replaced whole: a reader never sees half a report.
+	if err := atomicfile.WriteFile(filepath.Join(dir, "scale-results.json"), append(js, '\n'), atomicfile.WithPerm(0o644)); err != nil {
 		return err
 	}
-	return writeReplacing(filepath.Join(dir, "scale-results.md"), []byte(r.Markdown()))
-}
-
-// writeReplacing writes data to a temporary file next to path and renames
-// it over path: a reader never sees half a report.
-func writeReplacing(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if err := f.Chmod(0o644); werr == nil {
-		werr = err
-	}
-	if err := f.Close(); werr == nil {
-		werr = err
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, werr)
-	}
-	return nil
+	return atomicfile.WriteFile(filepath.Join(dir, "scale-results.md"), []byte(r.Markdown()), atomicfile.WithPerm(0o644))
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }

@@ -334,7 +334,6 @@ func (c *Cluster) startControlPlane(t testing.TB, o *clusterOptions, bins map[st
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(schedPort),
 		"--leader-elect=false", "--profiling=false", "--v=1",
 	}, append(gates, o.flags["kube-scheduler"]...)...), env, httpReady("https://127.0.0.1:"+strconv.Itoa(schedPort)+"/healthz", nil))
-
 }
 
 // mountNamespaced is a CRI engine that runs in a mount namespace of its own
