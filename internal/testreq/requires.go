@@ -59,6 +59,31 @@ func Tool(t testing.TB, name string) string {
 	return path
 }
 
+// DefaultToolsBin is where hack/install-deps.sh installs the Go-built tools
+// (containerd 2.x, ctr, crictl, CRI-O, helm, golangci-lint).
+const DefaultToolsBin = "/usr/local/lib/xpu-cdi-tools/bin"
+
+// ToolsBinEnv overrides DefaultToolsBin (the variable the install script reads).
+const ToolsBinEnv = "XPU_CDI_TOOLS_BIN"
+
+// ToolsBin returns the directory holding the Go-built tools.
+func ToolsBin() string {
+	if dir := os.Getenv(ToolsBinEnv); dir != "" {
+		return dir
+	}
+	return DefaultToolsBin
+}
+
+// InstalledTool is Tool for a tool make deps builds: the one in ToolsBin
+// when it is there, else PATH's.
+func InstalledTool(t testing.TB, name string) string {
+	t.Helper()
+	if path, err := lookTool(filepath.Join(ToolsBin(), name)); err == nil {
+		return path
+	}
+	return Tool(t, name)
+}
+
 func lookTool(name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
