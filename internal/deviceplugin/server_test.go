@@ -15,9 +15,11 @@ import (
 func TestSocketModeIgnoresUmask(t *testing.T) {
 	for _, umask := range []int{0o000, 0o077, 0o777} {
 		t.Run(fmt.Sprintf("umask %03o", umask), func(t *testing.T) {
+			// The directory first: under umask 777 it would be 0000, which
+			// only root may create a socket in.
+			path := filepath.Join(shortDir(t), "p.sock")
 			old := syscall.Umask(umask)
 			defer syscall.Umask(old)
-			path := filepath.Join(shortDir(t), "p.sock")
 			l, err := listenPrivate(path)
 			require.NoError(t, err)
 			defer l.Close()
