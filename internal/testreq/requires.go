@@ -15,6 +15,7 @@ const StrictEnv = "XPU_E2E_REQUIRE"
 const (
 	installHint = "run hack/install-deps.sh as root to install the test prerequisites"
 	rootHint    = "run the tests as root, e.g. sudo go test"
+	hostHint    = "run the tests on a machine where it is not in use, such as CI's"
 )
 
 // Strict reports whether missing prerequisites must fail tests instead of
@@ -36,6 +37,13 @@ func missing(t testing.TB, hint, format string, args ...any) {
 		t.Fatalf("test prerequisite missing (CI=true or "+StrictEnv+"=1 forbids skipping; "+hint+"): "+format, args...)
 	}
 	t.Skipf("test prerequisite missing ("+hint+"): "+format, args...)
+}
+
+// HostInUse skips the test, or fails it in strict mode, because running it
+// would disturb something this host uses (format and args say what).
+func HostInUse(t testing.TB, format string, args ...any) {
+	t.Helper()
+	missing(t, hostHint, format, args...)
 }
 
 // Root skips the test when it does not run as root (fails it in strict

@@ -64,6 +64,11 @@ func TestStrictness(t *testing.T) {
 			require.Equal(t, tc.wantFatal, ft.fatal)
 			require.Equal(t, !tc.wantFatal, ft.skipped)
 			require.Contains(t, ft.msg, "no /etc/ld.so.cache on this host")
+
+			ft = call(t, func(tb testing.TB) { HostInUse(tb, "systemd runs here") })
+			require.Equal(t, tc.wantFatal, ft.fatal)
+			require.Equal(t, !tc.wantFatal, ft.skipped)
+			require.Contains(t, ft.msg, "systemd runs here")
 		})
 	}
 }
@@ -85,4 +90,15 @@ func TestPresentPrerequisites(t *testing.T) {
 		require.Contains(t, ft.msg, "testing Root")
 		require.Contains(t, ft.msg, "run the tests as root")
 	}
+}
+
+// InstalledTool prefers make deps's build in ToolsBin to PATH's.
+func TestInstalledTool(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(dir+"/sh", []byte("#!/bin/sh\n"), 0o755))
+	t.Setenv(ToolsBinEnv, dir)
+	require.Equal(t, dir, ToolsBin())
+	require.Equal(t, dir+"/sh", InstalledTool(t, "sh"))
+	t.Setenv(ToolsBinEnv, t.TempDir())
+	require.NotEqual(t, dir+"/sh", InstalledTool(t, "sh"), "PATH's when ToolsBin has none")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -19,7 +20,7 @@ func TestMakeDemo(t *testing.T) {
 	harness.RequiresRoot(t)
 	harness.RequiresTool(t, "podman")
 	if _, err := os.Stat("/var/run/cdi/baidu.com-xpu-demo.yaml"); err == nil {
-		t.Skip("a demo spec is already installed on this host; not touching it")
+		testreq.HostInUse(t, "a demo spec, /var/run/cdi/baidu.com-xpu-demo.yaml, is installed on this host")
 	}
 	cmd := exec.Command("make", "--no-print-directory", "demo")
 	cmd.Dir = moduleRoot(t)
