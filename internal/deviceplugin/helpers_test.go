@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -41,15 +41,8 @@ func writeSpec(t *testing.T, tree *fakehost.Tree, dir string) string {
 	return path
 }
 
-// shortDir is a temporary directory with a path short enough for unix
-// sockets (t.TempDir() paths carry the test name).
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "xdp")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
+// shortDir is a temporary directory with a path short enough for unix sockets.
+func shortDir(t *testing.T) string { return testutil.ShortDir(t, "xdp") }
 
 // newPlugin builds a plugin on tree with a spec of its devices in a
 // temporary spec directory and fast intervals.
