@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -29,18 +27,6 @@ func discoverTree(tree *fakehost.Tree) DiscoverFunc {
 	return func() (*discover.Host, error) { return discover.Discover(tree.DiscoverOptions()...) }
 }
 
-// writeSpec writes the spec xpu-cdi generate would write for tree into dir.
-func writeSpec(t *testing.T, tree *fakehost.Tree, dir string) string {
-	t.Helper()
-	h, err := discover.Discover(tree.DiscoverOptions()...)
-	require.NoError(t, err)
-	spec, _, err := cdispec.New(h, cdispec.Settings{NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}, NoHooks: true})
-	require.NoError(t, err)
-	path := filepath.Join(dir, "baidu.com-xpu.yaml")
-	require.NoError(t, cdispec.WriteFile(path, spec, cdispec.FormatYAML))
-	return path
-}
-
 // shortDir is a temporary directory with a path short enough for unix sockets.
 func shortDir(t *testing.T) string { return testutil.ShortDir(t, "xdp") }
 
@@ -49,7 +35,7 @@ func shortDir(t *testing.T) string { return testutil.ShortDir(t, "xdp") }
 func newPlugin(t *testing.T, tree *fakehost.Tree, log *logtest.Recorder, opts ...Option) (*Plugin, string) {
 	t.Helper()
 	specDir := t.TempDir()
-	writeSpec(t, tree, specDir)
+	fakehosttest.WriteSpec(t, tree, specDir)
 	base := []Option{
 		WithDiscover(discoverTree(tree)),
 		WithSpecDirs(specDir),

@@ -198,7 +198,7 @@ func TestDevicesAppear(t *testing.T) {
 	tree := fakehosttest.Build(t, h)
 	empty := t.TempDir()
 	specDir := t.TempDir()
-	writeSpec(t, tree, specDir)
+	fakehosttest.WriteSpec(t, tree, specDir)
 	var mu sync.Mutex
 	root := empty
 	d, err := New(WithNodeName("node-1"), WithSpecDirs(specDir), WithDiscover(func() (*xpuHost, error) {
