@@ -184,9 +184,9 @@ func checkClassSelection(t *testing.T, classes map[string]resourceapi.DeviceClas
 	}
 }
 
-// The claims docs/kubernetes.md shows decode strictly, and their CEL compiles.
+// The claims docs/dra.md shows decode strictly, and their CEL compiles.
 func TestDocumentedClaims(t *testing.T) {
-	data, err := os.ReadFile("../docs/kubernetes.md")
+	data, err := os.ReadFile("../docs/dra.md")
 	require.NoError(t, err)
 	var blocks []string
 	for _, part := range strings.Split(string(data), "```yaml\n")[1:] {
