@@ -27,6 +27,7 @@ func TestMakeDemo(t *testing.T) {
 	cmd.Env = append(os.Environ(), "XPU_DEMO_NO_INSTALL=1")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	text := string(out)
 	// What the container printed comes after the podman step's header.
 	_, inside, found := strings.Cut(string(out), "==> podman run")
 	require.True(t, found, "%s", out)
@@ -39,8 +40,16 @@ func TestMakeDemo(t *testing.T) {
 	require.Contains(t, inside, "libcuda.so.1")
 	require.Contains(t, inside, "XPU-SMI 5")
 	require.Contains(t, inside, "1 device(s) found", "xpu-smi (linked against libxpuml.so.1 and libxpunvidia-ml.so.1) ran in the container")
-	// info says why the host has no /proc/xpu and no PCI addresses, in a
-	// note, not as a problem.
+	// The p800-sysfs shape: /dev/xpu0 is the card at 0000:82:00.0, found
+	// through /sys/dev/char, and the demo asks for it by that address.
+	require.Contains(t, text, "--device baidu.com/xpu-demo=0000:82:00.0")
+	require.Regexp(t, `(?m)^XPU_CDI_DEVICE_0=0000:82:00\.0$`, inside)
+	require.NotContains(t, inside, "=unknown")
+	// It builds the two binaries it runs, not the daemons.
+	require.Contains(t, text, "go build xpu-cdi ")
+	require.Contains(t, text, "go build xpu-runtime-hook ")
+	require.Equal(t, 2, strings.Count(text, "go build "), "%s", text)
+	// info says why the host has no /proc/xpu, in a note, not as a problem.
 	require.Contains(t, string(out), "runtime library: /usr/local/xpu/so/libxpurt.so.2")
 	require.NotContains(t, string(out), "does not seem to be loaded")
 	require.NoFileExists(t, "/var/run/cdi/baidu.com-xpu-demo.yaml", "the demo cleans up")
