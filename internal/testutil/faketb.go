@@ -12,7 +12,7 @@ import (
 type FakeTB struct {
 	testing.TB
 	DidSkip, DidFail bool
-	Msg            string
+	Msg              string
 }
 
 // Helper does nothing: the FakeTB is not a test.
