@@ -467,23 +467,7 @@ func TestDRADriver(t *testing.T) {
 			})
 
 			t.Run("baidu.com/xpu: 1 through the extended resource", func(t *testing.T) {
-				d.Apply(t, `apiVersion: v1
-kind: Pod
-metadata:
-  name: dra-extended
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 0
-  containers:
-    - name: main
-      image: `+img+`
-      imagePullPolicy: Never
-      command: ["sleep", "2147483647"]
-      resources:
-        limits:
-          baidu.com/xpu: 1
-`)
+				d.Apply(t, limitsPod("dra-extended", img, "baidu.com/xpu"))
 				d.WaitPodRunning(t, "default", "dra-extended", podTimeout)
 				idx := d.allocated(t, "dra-extended")
 				require.Len(t, idx, 1)
