@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
-	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 const chartDir = "helm/xpu-cdi"
@@ -34,13 +34,8 @@ const kubeVersion = "1.37.2"
 // helm returns the helm binary: the one make deps builds, else PATH's.
 func helm(t *testing.T) string {
 	t.Helper()
-	if p := filepath.Join(harness.ToolsBin(), "helm"); fileExists(p) {
-		return p
-	}
-	return harness.RequiresTool(t, "helm")
+	return testreq.InstalledTool(t, "helm")
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // rendered is the output of helm template, decoded strictly.
 type rendered struct {
@@ -238,7 +233,7 @@ var (
 		return envNames(t, append([]string{"../cmd/xpu-device-plugin/main.go"}, daemonFlagGroups...)...)
 	}
 	exporterReads = func(t *testing.T) []string {
-		return envNames(t, "../cmd/xpu-exporter/main.go", "../internal/cli/common/host.go")
+		return envNames(t, append([]string{"../cmd/xpu-exporter/main.go"}, daemonFlagGroups...)...)
 	}
 	draReads = func(t *testing.T) []string {
 		// and client-go's in-cluster configuration

@@ -188,9 +188,9 @@ func checkClassSelection(t *testing.T, classes map[string]resourceapi.DeviceClas
 	}
 }
 
-// The claims docs/kubernetes.md shows decode strictly, and their CEL compiles.
+// The claims docs/dra.md shows decode strictly, and their CEL compiles.
 func TestDocumentedClaims(t *testing.T) {
-	data, err := os.ReadFile("../docs/kubernetes.md")
+	data, err := os.ReadFile("../docs/dra.md")
 	require.NoError(t, err)
 	var blocks []string
 	for _, part := range strings.Split(string(data), "```yaml\n")[1:] {
@@ -202,36 +202,48 @@ func TestDocumentedClaims(t *testing.T) {
 	}
 	require.NotEmpty(t, blocks)
 	kinds := map[string]int{}
-	compiler := cel.GetCompiler(cel.Features{})
 	for _, block := range blocks {
-		for i, doc := range documents([]byte(block)) {
-			var tm struct {
-				Kind string `json:"kind"`
-			}
-			require.NoError(t, yaml.Unmarshal(doc, &tm))
-			kinds[tm.Kind]++
-			var requests []resourceapi.DeviceRequest
-			switch tm.Kind {
-			case "ResourceClaimTemplate":
-				var o resourceapi.ResourceClaimTemplate
-				require.NoError(t, yaml.UnmarshalStrict(doc, &o), "document %d", i)
-				requests = o.Spec.Spec.Devices.Requests
-			case "ResourceClaim":
-				var o resourceapi.ResourceClaim
-				require.NoError(t, yaml.UnmarshalStrict(doc, &o), "document %d", i)
-				requests = o.Spec.Devices.Requests
-			case "Pod":
-				require.NoError(t, yaml.UnmarshalStrict(doc, &corev1.Pod{}), "document %d", i)
-			default:
-				t.Fatalf("document %d: %s not expected in the claims example", i, tm.Kind)
-			}
-			for _, r := range requests {
-				require.NotNil(t, r.Exactly, r.Name)
-				for _, s := range r.Exactly.Selectors {
-					require.Nil(t, compiler.CompileCELExpression(s.CEL.Expression, cel.Options{}).Error, s.CEL.Expression)
-				}
-			}
+		for k, n := range decodeClaimsAndPods(t, []byte(block)) {
+			kinds[k] += n
 		}
 	}
 	require.Equal(t, 4, kinds["ResourceClaimTemplate"]+kinds["ResourceClaim"], "%v", kinds)
+}
+
+// decodeClaimsAndPods decodes every document of data strictly as a
+// ResourceClaimTemplate, ResourceClaim or Pod (anything else fails),
+// compiles the CEL selectors of the claims' requests, and counts the kinds.
+func decodeClaimsAndPods(t *testing.T, data []byte) map[string]int {
+	t.Helper()
+	kinds := map[string]int{}
+	compiler := cel.GetCompiler(cel.Features{})
+	for i, doc := range documents(data) {
+		var tm struct {
+			Kind string `json:"kind"`
+		}
+		require.NoError(t, yaml.Unmarshal(doc, &tm))
+		kinds[tm.Kind]++
+		var requests []resourceapi.DeviceRequest
+		switch tm.Kind {
+		case "ResourceClaimTemplate":
+			var o resourceapi.ResourceClaimTemplate
+			require.NoError(t, yaml.UnmarshalStrict(doc, &o), "document %d", i)
+			requests = o.Spec.Spec.Devices.Requests
+		case "ResourceClaim":
+			var o resourceapi.ResourceClaim
+			require.NoError(t, yaml.UnmarshalStrict(doc, &o), "document %d", i)
+			requests = o.Spec.Devices.Requests
+		case "Pod":
+			require.NoError(t, yaml.UnmarshalStrict(doc, &corev1.Pod{}), "document %d", i)
+		default:
+			t.Fatalf("document %d: %s is not a claim, a claim template or a pod", i, tm.Kind)
+		}
+		for _, r := range requests {
+			require.NotNil(t, r.Exactly, r.Name)
+			for _, s := range r.Exactly.Selectors {
+				require.Nil(t, compiler.CompileCELExpression(s.CEL.Expression, cel.Options{}).Error, s.CEL.Expression)
+			}
+		}
+	}
+	return kinds
 }

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # demo.sh: what xpu-cdi does, on a machine without any XPU.
 #
-# Builds xpu-cdi, creates a fake 8-device P800 Kunlun host as P800 hosts are
-# today (driver and XRE 5.x: char nodes 195:N and xpuctrl 195:255,
-# /proc/kunlun, no /proc/xpu or /sys/class/xpu, XRE 5 libraries in
-# /usr/local/xpu/so that are real ELF files, a dynamically linked xpu-smi)
-# under a temporary directory, runs `xpu-cdi info` and `xpu-cdi generate` on
-# it, and, when Podman is available, starts a container (busybox plus the
-# host's glibc) with one XPU from that spec and shows /dev/xpu0 and xpu-smi
-# inside it. Everything is removed at the end; the
+# Builds the two binaries it runs (xpu-cdi and the hook the spec names),
+# creates a fake 8-device P800 Kunlun host as P800 hosts are today (the
+# p800-sysfs shape: driver and XRE 5.x, char nodes 195:N and xpuctrl
+# 195:255, /proc/kunlun, no /proc/xpu or /sys/class/xpu, the nodes' PCI
+# functions found through /sys/dev/char, XRE 5 libraries in /usr/local/xpu/so
+# that are real ELF files, a dynamically linked xpu-smi) under a temporary
+# directory, runs `xpu-cdi info` and `xpu-cdi generate` on it, and, when
+# Podman is available, starts a container (busybox plus the host's glibc)
+# with the XPU named by its PCI address from that spec and shows /dev/xpu0,
+# its XPU_CDI_DEVICE_0 and xpu-smi inside it. Everything is removed at the
+# end; the
 # spec uses the kind baidu.com/xpu-demo so a real baidu.com/xpu spec is never
 # touched.
 set -euo pipefail
@@ -30,17 +33,20 @@ trap cleanup EXIT
 
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
-step "make build"
-make --no-print-directory build BINDIR="$work/bin"
+step "make build (xpu-cdi, xpu-runtime-hook)"
+make --no-print-directory build BINDIR="$work/bin" COMMANDS="xpu-cdi xpu-runtime-hook"
 xpu_cdi="$work/bin/xpu-cdi"
 "$xpu_cdi" --version
 
 step "a fake Kunlun host: 8 x P800, driver and XRE 5.x, under $work/host"
-go run ./internal/cmd/xpu-fakehost --shape p800-xre5 --root "$work/host"
+go run ./internal/cmd/xpu-fakehost --shape p800-sysfs --root "$work/host"
 ls -l "$work/host/dev"
 
 step "xpu-cdi info --dev-root $work/host --driver-root $work/host"
-"$xpu_cdi" info --dev-root "$work/host" --driver-root "$work/host"
+"$xpu_cdi" info --dev-root "$work/host" --driver-root "$work/host" | tee "$work/info"
+# /dev/xpu0's PCI address: the spec names each XPU by index and by address.
+bdf=$(awk '$1 == "0" && $2 == "/dev/xpu0" { print $4 }' "$work/info")
+[[ $bdf =~ ^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$ ]] || { echo "demo: no PCI address for /dev/xpu0 in xpu-cdi info" >&2; exit 1; }
 
 step "xpu-cdi generate --class xpu-demo --output $spec"
 "$xpu_cdi" generate --dev-root "$work/host" --driver-root "$work/host" --class xpu-demo \
@@ -82,8 +88,8 @@ for lib in /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/libc.so.6; do
 	fi
 done
 
-step "podman run --device baidu.com/xpu-demo=0 (busybox + glibc rootfs) ls -l /dev/xpu* ; xpu-smi"
-podman --root "$work/storage" --runroot "$work/run" run --rm --device baidu.com/xpu-demo=0 \
+step "podman run --device baidu.com/xpu-demo=$bdf (busybox + glibc rootfs) ls -l /dev/xpu* ; xpu-smi"
+podman --root "$work/storage" --runroot "$work/run" run --rm --network none --device "baidu.com/xpu-demo=$bdf" \
 	--rootfs "$rootfs" /bin/sh -c 'ls -l /dev/xpu*; env | grep ^XPU_; ls /usr/local/xpu/so; xpu-smi'
 podman --root "$work/storage" --runroot "$work/run" system reset --force >/dev/null 2>&1 || true
 

@@ -53,10 +53,12 @@ readonly APT_ENGINES=(podman runc busybox-static docker.io conmon containernetwo
 # Build, packaging and measuring tools: no recommends (devscripts alone would pull in hundreds of MB).
 # prometheus: the real server (and promtool) the exporter's end-to-end test starts with its own config.
 readonly APT_TOOLS=(gcc libc6-dev make git lintian debhelper devscripts rpm rpmlint systemd hyperfine valgrind prometheus)
-# What `make demo` (hack/demo.sh) runs, and nothing else: Podman with runc for the container, busybox for its
-# image; make, git and gcc for the build and the fake host's ELF files.
-readonly APT_DEMO_ENGINES=(podman runc busybox-static conmon containernetworking-plugins)
-readonly APT_DEMO_TOOLS=(gcc libc6-dev make git)
+# What `make demo` (hack/demo.sh) runs, and nothing else, without recommended packages: Podman with runc for
+# the container (as root, on a root filesystem of its own, without network: no fuse-overlayfs, slirp4netns,
+# buildah or CNI plugins), busybox for its image, gcc for the fake host's ELF files (make is what started the
+# demo; conmon comes with podman).
+readonly APT_DEMO_ENGINES=()
+readonly APT_DEMO_TOOLS=(podman runc busybox-static gcc libc6-dev)
 # The aarch64 tests: the user-mode emulator (static, so binfmt_misc's F flag can register it), the arm64 C
 # library (a real aarch64 loader and libc for the test roots) and the cross compiler of the fake aarch64 XRE
 # with its C library (a Recommends of the compiler, which --no-install-recommends leaves out).
@@ -80,7 +82,7 @@ Installs, only when missing:
   kubernetes: only the Kubernetes commands and etcd (part of go; their first build takes many minutes;
            "kubelet" is an older name for this group)
   helm:    only helm (part of go)
-  demo:    only what make demo runs: ${APT_DEMO_ENGINES[*]} ${APT_DEMO_TOOLS[*]}
+  demo:    only what make demo runs: ${APT_DEMO_TOOLS[*]} (without recommends)
 
   --only GROUP   install only that group
   --quiet        print only what was installed (and errors)

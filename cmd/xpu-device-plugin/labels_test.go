@@ -16,6 +16,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 )
 
 // TestWritesNodeLabels: the plugin keeps the NFD feature file equal to the
@@ -23,9 +24,7 @@ import (
 func TestWritesNodeLabels(t *testing.T) {
 	testreq.Root(t, "the fake host's device nodes are made with mknod")
 	tree := fakehosttest.Build(t, fakehost.P800x8())
-	pluginDir, err := os.MkdirTemp("", "xdp")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(pluginDir) })
+	pluginDir := testutil.ShortDir(t, "xdp")
 	k, err := kubelettest.Start(pluginDir)
 	require.NoError(t, err)
 	t.Cleanup(k.Stop)

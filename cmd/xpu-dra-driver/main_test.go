@@ -17,6 +17,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 func run(t *testing.T, args ...string) (string, error) {
@@ -70,6 +71,7 @@ func TestBadFlags(t *testing.T) {
 // print-slice prints the slice of a fake host, decodable strictly as a
 // ResourceSlice (the golden files of package dra hold the whole text).
 func TestPrintSlice(t *testing.T) {
+	testreq.Root(t, "discovery stats real device nodes, made with mknod")
 	tree := fakehosttest.Build(t, fakehost.Degraded())
 	out, err := run(t, "print-slice", "--dev-root", tree.Root, "--driver-root", tree.Root, "--node-name", "gpu-7", "--cdi-spec-dir", t.TempDir())
 	require.NoError(t, err)

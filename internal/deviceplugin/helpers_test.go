@@ -2,8 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,7 +12,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -29,34 +27,15 @@ func discoverTree(tree *fakehost.Tree) DiscoverFunc {
 	return func() (*discover.Host, error) { return discover.Discover(tree.DiscoverOptions()...) }
 }
 
-// writeSpec writes the spec xpu-cdi generate would write for tree into dir.
-func writeSpec(t *testing.T, tree *fakehost.Tree, dir string) string {
-	t.Helper()
-	h, err := discover.Discover(tree.DiscoverOptions()...)
-	require.NoError(t, err)
-	spec, _, err := cdispec.New(h, cdispec.Settings{NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}, NoHooks: true})
-	require.NoError(t, err)
-	path := filepath.Join(dir, "baidu.com-xpu.yaml")
-	require.NoError(t, cdispec.WriteFile(path, spec, cdispec.FormatYAML))
-	return path
-}
-
-// shortDir is a temporary directory with a path short enough for unix
-// sockets (t.TempDir() paths carry the test name).
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "xdp")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
+// shortDir is a temporary directory with a path short enough for unix sockets.
+func shortDir(t *testing.T) string { return testutil.ShortDir(t, "xdp") }
 
 // newPlugin builds a plugin on tree with a spec of its devices in a
 // temporary spec directory and fast intervals.
 func newPlugin(t *testing.T, tree *fakehost.Tree, log *logtest.Recorder, mods ...func(*Config)) (*Plugin, string) {
 	t.Helper()
 	specDir := t.TempDir()
-	writeSpec(t, tree, specDir)
+	fakehosttest.WriteSpec(t, tree, specDir)
 	cfg := Config{
 		Discover:       discoverTree(tree),
 		SpecDirs:       []string{specDir},

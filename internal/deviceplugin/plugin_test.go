@@ -19,6 +19,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin/kubelettest"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -382,7 +383,7 @@ func TestSpecChecks(t *testing.T) {
 		require.Contains(t, log.String(), "error: no CDI spec of kind baidu.com/xpu in "+specDir)
 		require.Contains(t, log.String(), "create it with: xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml")
 
-		writeSpec(t, tree, specDir)
+		fakehosttest.WriteSpec(t, tree, specDir)
 		_, err = r.reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool {
 			for _, x := range d {
 				if x.Health != pluginapi.Healthy {
@@ -409,7 +410,7 @@ func TestSpecChecks(t *testing.T) {
 	t.Run("spec without some devices", func(t *testing.T) {
 		log := &logtest.Recorder{}
 		specDir := t.TempDir()
-		path := writeSpec(t, tree, specDir)
+		path := fakehosttest.WriteSpec(t, tree, specDir)
 		data, err := os.ReadFile(path)
 		require.NoError(t, err)
 		// Another kind in the same directory does not count.
@@ -427,7 +428,7 @@ func TestSpecChecks(t *testing.T) {
 	t.Run("stale spec: warning naming xpu-cdi validate", func(t *testing.T) {
 		log := &logtest.Recorder{}
 		specDir := t.TempDir()
-		path := writeSpec(t, tree, specDir)
+		path := fakehosttest.WriteSpec(t, tree, specDir)
 		data, err := os.ReadFile(path)
 		require.NoError(t, err)
 		// The driver was reloaded with another major since the spec was written.

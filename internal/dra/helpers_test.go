@@ -12,7 +12,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
-	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -21,18 +20,6 @@ var testClock = func() time.Time { return time.Date(2026, 12, 1, 8, 0, 0, 0, tim
 
 func discoverTree(tree *fakehost.Tree) DiscoverFunc {
 	return func() (*discover.Host, error) { return discover.Discover(tree.DiscoverOptions()...) }
-}
-
-// writeSpec writes the spec xpu-cdi generate would write for tree into dir.
-func writeSpec(t testing.TB, tree *fakehost.Tree, dir string) string {
-	t.Helper()
-	h, err := discover.Discover(tree.DiscoverOptions()...)
-	require.NoError(t, err)
-	spec, _, err := cdispec.New(h, cdispec.Settings{NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}, NoHooks: true})
-	require.NoError(t, err)
-	path := filepath.Join(dir, "baidu.com-xpu.yaml")
-	require.NoError(t, cdispec.WriteFile(path, spec, cdispec.FormatYAML))
-	return path
 }
 
 // fixture is a driver on a fake host with its node spec written.
@@ -47,7 +34,7 @@ type fixture struct {
 func newFixture(t testing.TB, h fakehost.Host, mods ...func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{tree: fakehosttest.Build(t, h), specDir: t.TempDir(), stateDir: filepath.Join(t.TempDir(), "claims"), log: &logtest.Recorder{}}
-	writeSpec(t, f.tree, f.specDir)
+	fakehosttest.WriteSpec(t, f.tree, f.specDir)
 	f.d = f.driver(t, mods...)
 	return f
 }

@@ -20,6 +20,7 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 )
 
 // kubelet is the kubelet's side of the driver: the plugin helper started
@@ -31,13 +32,7 @@ type kubelet struct {
 }
 
 // shortDir is a temporary directory with a path short enough for unix sockets.
-func shortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "xdra")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
+func shortDir(t testing.TB) string { return testutil.ShortDir(t, "xdra") }
 
 func startKubelet(t testing.TB, d *Driver, objs ...runtime.Object) *kubelet {
 	t.Helper()

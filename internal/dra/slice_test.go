@@ -2,7 +2,6 @@ package dra
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,10 +16,9 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // The slice of every fake host shape, as print-slice prints it, against
 // testdata/<shape>.yaml (review the diff after go test -update).
@@ -28,13 +26,7 @@ func TestSliceGolden(t *testing.T) {
 	forEachShape(t, func(t *testing.T, shape string, f *fixture) {
 		got, err := yaml.Marshal(f.d.Slices()[0])
 		require.NoError(t, err)
-		golden := filepath.Join("testdata", shape+".yaml")
-		if *update {
-			require.NoError(t, os.WriteFile(golden, got, 0o644))
-		}
-		want, err := os.ReadFile(golden)
-		require.NoError(t, err, "run go test -update to create it")
-		require.Equal(t, string(want), string(got))
+		testutil.Golden(t, shape+".yaml", got)
 		// What the API server would get decodes strictly.
 		var back resourceapi.ResourceSlice
 		require.NoError(t, yaml.UnmarshalStrict(got, &back))
@@ -197,7 +189,7 @@ func TestDevicesAppear(t *testing.T) {
 	tree := fakehosttest.Build(t, h)
 	empty := t.TempDir()
 	specDir := t.TempDir()
-	writeSpec(t, tree, specDir)
+	fakehosttest.WriteSpec(t, tree, specDir)
 	var mu sync.Mutex
 	root := empty
 	d, err := New(Config{NodeName: "node-1", SpecDirs: []string{specDir}, Discover: func() (*xpuHost, error) {

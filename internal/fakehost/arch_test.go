@@ -12,7 +12,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/ldcache"
-	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 func elfMachine(t *testing.T, path string) elf.Machine {
@@ -29,7 +29,7 @@ func elfMachine(t *testing.T, path string) elf.Machine {
 // real ones, and ld.so.cache carries aarch64's flags.
 func TestR200Arm64(t *testing.T) {
 	if runtime.GOARCH != "arm64" {
-		harness.RequiresTool(t, "aarch64-linux-gnu-gcc")
+		testreq.Tool(t, "aarch64-linux-gnu-gcc")
 	}
 	cache := t.TempDir()
 	tr, err := fakehost.Build(t.TempDir(), fakehost.R200Arm64(), fakehost.WithCacheDir(cache), fakehost.WithoutMknod())

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 // realisticRoot lays out a glibc image: the host's ld.so.cache (a few
@@ -16,7 +18,7 @@ func realisticRoot(b *testing.B, n int) string {
 	b.Helper()
 	hostCache, err := os.ReadFile("/etc/ld.so.cache")
 	if err != nil {
-		b.Skip("no host ld.so.cache")
+		testreq.Missing(b, "no host ld.so.cache: %v", err)
 	}
 	root := b.TempDir()
 	lib := filepath.Join(b.TempDir(), "lib.so")

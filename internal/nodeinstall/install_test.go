@@ -21,9 +21,9 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
-	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
 // staticHook is xpu-runtime-hook built as the image ships it.
@@ -275,7 +275,7 @@ func TestInstallRefuses(t *testing.T) {
 		require.Equal(t, before, files(t, tree.Root))
 	})
 	t.Run("hook dir not writable", func(t *testing.T) {
-		harness.RequiresRoot(t)
+		testreq.Root(t, "a read-only bind mount")
 		tree := hostTree(t, fakehost.P800x8())
 		ro := tree.Path("/opt/ro")
 		require.NoError(t, os.MkdirAll(ro, 0o755))

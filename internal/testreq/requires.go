@@ -15,6 +15,7 @@ const StrictEnv = "XPU_E2E_REQUIRE"
 const (
 	installHint = "run hack/install-deps.sh as root to install the test prerequisites"
 	rootHint    = "run the tests as root, e.g. sudo go test"
+	hostHint    = "run the tests on a machine where it is not in use, such as CI's"
 )
 
 // Strict reports whether missing prerequisites must fail tests instead of
@@ -38,6 +39,13 @@ func missing(t testing.TB, hint, format string, args ...any) {
 	t.Skipf("test prerequisite missing ("+hint+"): "+format, args...)
 }
 
+// HostInUse skips the test, or fails it in strict mode, because running it
+// would disturb something this host uses (format and args say what).
+func HostInUse(t testing.TB, format string, args ...any) {
+	t.Helper()
+	missing(t, hostHint, format, args...)
+}
+
 // Root skips the test when it does not run as root (fails it in strict
 // mode); why says what needs root, for the message.
 func Root(t testing.TB, why string) {
@@ -57,6 +65,31 @@ func Tool(t testing.TB, name string) string {
 		Missing(t, "tool %s not found: %v", name, err)
 	}
 	return path
+}
+
+// DefaultToolsBin is where hack/install-deps.sh installs the Go-built tools
+// (containerd 2.x, ctr, crictl, CRI-O, helm, golangci-lint).
+const DefaultToolsBin = "/usr/local/lib/xpu-cdi-tools/bin"
+
+// ToolsBinEnv overrides DefaultToolsBin (the variable the install script reads).
+const ToolsBinEnv = "XPU_CDI_TOOLS_BIN"
+
+// ToolsBin returns the directory holding the Go-built tools.
+func ToolsBin() string {
+	if dir := os.Getenv(ToolsBinEnv); dir != "" {
+		return dir
+	}
+	return DefaultToolsBin
+}
+
+// InstalledTool is Tool for a tool make deps builds: the one in ToolsBin
+// when it is there, else PATH's.
+func InstalledTool(t testing.TB, name string) string {
+	t.Helper()
+	if path, err := lookTool(filepath.Join(ToolsBin(), name)); err == nil {
+		return path
+	}
+	return Tool(t, name)
 }
 
 func lookTool(name string) (string, error) {

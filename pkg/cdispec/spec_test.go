@@ -2,8 +2,6 @@ package cdispec_test
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,11 +12,10 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // goldenRoot replaces the temporary root of a fake host in golden files.
 const goldenRoot = "/HOST"
@@ -57,13 +54,7 @@ func TestGolden(t *testing.T) {
 			require.NoError(t, err)
 			requireRoundTrip(t, spec, data)
 			got := bytes.ReplaceAll(data, []byte(tree.Root), []byte(goldenRoot))
-			golden := filepath.Join("testdata", tc.name+".yaml")
-			if *update {
-				require.NoError(t, os.WriteFile(golden, got, 0o644))
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "run go test ./pkg/cdispec -update to create it")
-			require.Equal(t, string(want), string(got))
+			testutil.Golden(t, tc.name+".yaml", got)
 		})
 	}
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
-	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
 // buildArm64 builds the aarch64 R200 host (its ELF files come from
@@ -22,7 +22,7 @@ import (
 func buildArm64(t *testing.T) *fakehost.Tree {
 	t.Helper()
 	if runtime.GOARCH != "arm64" {
-		harness.RequiresTool(t, "aarch64-linux-gnu-gcc")
+		testreq.Tool(t, "aarch64-linux-gnu-gcc")
 	}
 	return fakehosttest.Build(t, fakehost.R200Arm64())
 }
@@ -87,7 +87,7 @@ func TestArm64Host(t *testing.T) {
 // an arm64 host and not for an x86-64 one.
 func TestArm64SystemLibrary(t *testing.T) {
 	if runtime.GOARCH != "arm64" {
-		harness.RequiresTool(t, "aarch64-linux-gnu-gcc")
+		testreq.Tool(t, "aarch64-linux-gnu-gcc")
 	}
 	h := fakehost.R200Arm64()
 	sys := fakehost.SystemLibDirFor("arm64")

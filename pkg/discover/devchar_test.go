@@ -148,10 +148,10 @@ func TestKunlunBindings(t *testing.T) {
 	tree := build(t, host)
 	drv := "/sys/bus/pci/drivers/kunlun/"
 	// xpu1 (0000:03:00.0): another vendor's ID, bound to kunlun.
-	require.NoError(t, os.WriteFile(tree.Path(drv+"0000:03:00.0/vendor"), []byte("0x10de\n"), 0o444))
+	require.NoError(t, tree.WriteFile(drv+"0000:03:00.0/vendor", []byte("0x10de\n")))
 	// xpu2 (0000:84:00.0): not bound. xpu5 (0000:02:00.0): another
 	// vendor's, not bound.
-	require.NoError(t, os.WriteFile(tree.Path(drv+"0000:02:00.0/vendor"), []byte("0x10de\n"), 0o444))
+	require.NoError(t, tree.WriteFile(drv+"0000:02:00.0/vendor", []byte("0x10de\n")))
 	require.NoError(t, os.Remove(tree.Path(drv+"0000:84:00.0")))
 	require.NoError(t, os.Remove(tree.Path(drv+"0000:02:00.0")))
 

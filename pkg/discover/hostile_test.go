@@ -189,7 +189,7 @@ func TestDevCharHostileLinks(t *testing.T) {
 		{
 			description: "vendor file of a gigabyte",
 			shape: func(t *testing.T, tree *fakehost.Tree, classDev string) {
-				require.NoError(t, os.Truncate(tree.Path(classDev+"/device/vendor"), 1<<30))
+				require.NoError(t, tree.Truncate(classDev+"/device/vendor", 1<<30))
 			},
 			want: "larger than 65536 bytes",
 		},

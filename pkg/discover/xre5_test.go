@@ -115,7 +115,7 @@ func TestDriverLoaded(t *testing.T) {
 				require.NoError(t, os.RemoveAll(tree.Path(p)))
 			}
 			if tc.devices != "" {
-				require.NoError(t, os.WriteFile(tree.Path("/proc/devices"), []byte(tc.devices), 0o444))
+				require.NoError(t, tree.WriteFile("/proc/devices", []byte(tc.devices)))
 			}
 			h, err := discoverTree(t, tree)
 			require.NoError(t, err)

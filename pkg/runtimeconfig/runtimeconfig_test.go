@@ -2,7 +2,6 @@ package runtimeconfig
 
 import (
 	"bytes"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
+)
 
 // tree is a set of files relative to a test root; content "" with absent
 // true means the file must not exist.
@@ -45,19 +44,6 @@ func snapshot(t *testing.T, root string) files {
 		return nil
 	}))
 	return out
-}
-
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "golden file missing: run go test ./pkg/runtimeconfig -update")
-	require.Equal(t, string(want), string(got), "golden %s differs (run with -update and review the diff)", path)
 }
 
 const containerdV2Main = `# Site containerd config: comments must survive.
@@ -215,7 +201,7 @@ func TestConfigureGoldenRoundTrip(t *testing.T) {
 				golden.WriteString("### " + rel + "\n")
 				golden.WriteString(strings.ReplaceAll(after[rel], root, "/ROOT"))
 			}
-			checkGolden(t, tc.description+".golden", golden.Bytes())
+			testutil.Golden(t, tc.description+".golden", golden.Bytes())
 
 			// Idempotent: a second run plans no change and writes nothing.
 			again, err := c.Configure()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -19,13 +20,14 @@ func TestMakeDemo(t *testing.T) {
 	harness.RequiresRoot(t)
 	harness.RequiresTool(t, "podman")
 	if _, err := os.Stat("/var/run/cdi/baidu.com-xpu-demo.yaml"); err == nil {
-		t.Skip("a demo spec is already installed on this host; not touching it")
+		testreq.HostInUse(t, "a demo spec, /var/run/cdi/baidu.com-xpu-demo.yaml, is installed on this host")
 	}
 	cmd := exec.Command("make", "--no-print-directory", "demo")
 	cmd.Dir = moduleRoot(t)
 	cmd.Env = append(os.Environ(), "XPU_DEMO_NO_INSTALL=1")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	text := string(out)
 	// What the container printed comes after the podman step's header.
 	_, inside, found := strings.Cut(string(out), "==> podman run")
 	require.True(t, found, "%s", out)
@@ -38,8 +40,16 @@ func TestMakeDemo(t *testing.T) {
 	require.Contains(t, inside, "libcuda.so.1")
 	require.Contains(t, inside, "XPU-SMI 5")
 	require.Contains(t, inside, "1 device(s) found", "xpu-smi (linked against libxpuml.so.1 and libxpunvidia-ml.so.1) ran in the container")
-	// info says why the host has no /proc/xpu and no PCI addresses, in a
-	// note, not as a problem.
+	// The p800-sysfs shape: /dev/xpu0 is the card at 0000:82:00.0, found
+	// through /sys/dev/char, and the demo asks for it by that address.
+	require.Contains(t, text, "--device baidu.com/xpu-demo=0000:82:00.0")
+	require.Regexp(t, `(?m)^XPU_CDI_DEVICE_0=0000:82:00\.0$`, inside)
+	require.NotContains(t, inside, "=unknown")
+	// It builds the two binaries it runs, not the daemons.
+	require.Contains(t, text, "go build xpu-cdi ")
+	require.Contains(t, text, "go build xpu-runtime-hook ")
+	require.Equal(t, 2, strings.Count(text, "go build "), "%s", text)
+	// info says why the host has no /proc/xpu, in a note, not as a problem.
 	require.Contains(t, string(out), "runtime library: /usr/local/xpu/so/libxpurt.so.2")
 	require.NotContains(t, string(out), "does not seem to be loaded")
 	require.NoFileExists(t, "/var/run/cdi/baidu.com-xpu-demo.yaml", "the demo cleans up")

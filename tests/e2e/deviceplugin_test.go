@@ -19,6 +19,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin/kubelettest"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -90,13 +91,7 @@ func (p *devicePlugin) stop(t *testing.T) error {
 
 // kubeletDir is a short temporary kubelet device plugin directory (unix
 // socket paths are limited to 108 bytes).
-func kubeletDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "xe2e-kubelet-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
+func kubeletDir(t *testing.T) string { return testutil.ShortDir(t, "xe2e-kubelet-") }
 
 func testCtx(t testing.TB) context.Context {
 	t.Helper()

@@ -344,16 +344,15 @@ func TestDRADriver(t *testing.T) {
 			})
 
 			t.Run("one XPU from a template", func(t *testing.T) {
-				d.Apply(t, claimTemplate("one", 1, false))
-				d.Apply(t, xpuPod("dra-one", img, "template:one"))
-				d.WaitPodRunning(t, "default", "dra-one", podTimeout)
-				idx := d.allocated(t, "dra-one")
+				d.Apply(t, example(t, "dra-one-xpu.yaml", img))
+				d.WaitPodRunning(t, "default", "train-one-xpu", podTimeout)
+				idx := d.allocated(t, "train-one-xpu")
 				require.Len(t, idx, 1)
-				d.seesExactly(t, "dra-one", idx...)
+				d.seesExactly(t, "train-one-xpu", idx...)
 				require.Len(t, d.records(t), 1)
 				// Deleting the pod unprepares: the claim record goes, and
 				// the XPU is free for the next pod that asks for it.
-				d.deletePod(t, "dra-one")
+				d.deletePod(t, "train-one-xpu")
 				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "still prepared: %v", d.records(t))
 				d.Apply(t, claimTemplate("that-one", 1, false, fmt.Sprintf(`device.attributes["xpu.baidu.com"].index == %d`, idx[0])))
 				d.Apply(t, xpuPod("dra-next", img, "template:that-one"))
@@ -368,54 +367,39 @@ func TestDRADriver(t *testing.T) {
 				d.Apply(t, claimTemplate("three-low", 3, false, `device.attributes["xpu.baidu.com"].index < 3`))
 				d.Apply(t, xpuPod("dra-three", img, "template:three-low"))
 				d.WaitPodRunning(t, "default", "dra-three", podTimeout)
-				d.Apply(t, claimTemplate("pair", 2, true))
-				d.Apply(t, xpuPod("dra-pair", img, "template:pair"))
-				d.WaitPodRunning(t, "default", "dra-pair", podTimeout)
-				idx := d.allocated(t, "dra-pair")
+				d.Apply(t, example(t, "dra-two-xpus-one-numa.yaml", img))
+				d.WaitPodRunning(t, "default", "train-two-xpus", podTimeout)
+				idx := d.allocated(t, "train-two-xpus")
 				require.Len(t, idx, 2)
 				require.Equal(t, numaOf(d.tree, idx[0]), numaOf(d.tree, idx[1]), "xpu %v on one NUMA node", idx)
-				d.seesExactly(t, "dra-pair", idx...)
-				d.deletePod(t, "dra-pair")
+				d.seesExactly(t, "train-two-xpus", idx...)
+				d.deletePod(t, "train-two-xpus")
 				d.deletePod(t, "dra-three")
 			})
 
 			t.Run("a CEL selector on the model", func(t *testing.T) {
-				d.Apply(t, claimTemplate("p800", 1, false, `device.attributes["xpu.baidu.com"].model == "P800"`))
-				d.Apply(t, xpuPod("dra-p800", img, "template:p800"))
-				d.WaitPodRunning(t, "default", "dra-p800", podTimeout)
+				d.Apply(t, example(t, "dra-p800.yaml", img))
+				d.WaitPodRunning(t, "default", "train-p800", podTimeout)
 				d.Apply(t, claimTemplate("r200", 1, false, `device.attributes["xpu.baidu.com"].model == "R200"`))
 				d.Apply(t, xpuPod("dra-r200", img, "template:r200"))
 				msg := d.waitPending(t, "dra-r200")
 				require.Contains(t, msg, "cannot allocate all claims", msg)
 				d.deletePod(t, "dra-r200")
-				d.deletePod(t, "dra-p800")
+				d.deletePod(t, "train-p800")
 			})
 
 			t.Run("one claim shared by two pods", func(t *testing.T) {
-				d.Apply(t, `apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata:
-  name: shared
-  namespace: default
-spec:
-  devices:
-    requests:
-      - name: xpu
-        exactly:
-          deviceClassName: xpu.baidu.com
-`)
-				d.Apply(t, xpuPod("dra-share-a", img, "claim:shared"))
-				d.Apply(t, xpuPod("dra-share-b", img, "claim:shared"))
-				d.WaitPodRunning(t, "default", "dra-share-a", podTimeout)
-				d.WaitPodRunning(t, "default", "dra-share-b", podTimeout)
-				a, b := d.allocated(t, "dra-share-a"), d.allocated(t, "dra-share-b")
+				d.Apply(t, example(t, "dra-shared-claim.yaml", img))
+				d.WaitPodRunning(t, "default", "share-a", podTimeout)
+				d.WaitPodRunning(t, "default", "share-b", podTimeout)
+				a, b := d.allocated(t, "share-a"), d.allocated(t, "share-b")
 				require.Len(t, a, 1)
 				require.Equal(t, a, b)
-				d.seesExactly(t, "dra-share-a", a...)
-				d.seesExactly(t, "dra-share-b", a...)
-				d.deletePod(t, "dra-share-a")
-				d.deletePod(t, "dra-share-b")
-				d.MustKubectl(t, "delete", "resourceclaim", "--namespace", "default", "shared")
+				d.seesExactly(t, "share-a", a...)
+				d.seesExactly(t, "share-b", a...)
+				d.deletePod(t, "share-a")
+				d.deletePod(t, "share-b")
+				d.MustKubectl(t, "delete", "resourceclaim", "--namespace", "default", "shared-xpu")
 			})
 
 			t.Run("a request larger than what is free stays Pending", func(t *testing.T) {
@@ -483,23 +467,7 @@ spec:
 			})
 
 			t.Run("baidu.com/xpu: 1 through the extended resource", func(t *testing.T) {
-				d.Apply(t, `apiVersion: v1
-kind: Pod
-metadata:
-  name: dra-extended
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 0
-  containers:
-    - name: main
-      image: `+img+`
-      imagePullPolicy: Never
-      command: ["sleep", "2147483647"]
-      resources:
-        limits:
-          baidu.com/xpu: 1
-`)
+				d.Apply(t, limitsPod("dra-extended", img, "baidu.com/xpu"))
 				d.WaitPodRunning(t, "default", "dra-extended", podTimeout)
 				idx := d.allocated(t, "dra-extended")
 				require.Len(t, idx, 1)

@@ -227,7 +227,7 @@ func TestHelmChart(t *testing.T) {
 				require.NoError(t, err)
 				require.Contains(t, string(labels), "baidu.com/xpu.present=true\nbaidu.com/xpu.count=8\nbaidu.com/xpu.model=P800\n")
 
-				c.Apply(t, limitsPod("xpu-one", busybox, "baidu.com/xpu"))
+				c.Apply(t, example(t, "device-plugin-pod.yaml", busybox))
 				c.WaitPodRunning(t, "default", "xpu-one", podTimeout)
 				idx := xpusOf(t, c, tree, "xpu-one")
 				require.Len(t, idx, 1, "exactly one XPU")
@@ -265,11 +265,9 @@ func TestHelmChart(t *testing.T) {
 				require.Contains(t, string(labels), "baidu.com/xpu.count=1\n")
 				require.Contains(t, string(labels), "baidu.com/xpu.sharing-strategy=time-slicing\nbaidu.com/xpu.replicas=3\n")
 
-				for i := range 3 {
-					c.Apply(t, limitsPod(fmt.Sprintf("shared-%d", i), busybox, "baidu.com/xpu"))
-				}
-				for i := range 3 {
-					name := fmt.Sprintf("shared-%d", i)
+				tasks := []string{"task-a", "task-b", "task-c"}
+				c.Apply(t, example(t, "time-sliced-share.yaml", busybox))
+				for _, name := range tasks {
 					c.WaitPodRunning(t, "default", name, podTimeout)
 					require.Equal(t, []int{0}, xpusOf(t, c, tree, name), "%s shares XPU 0", name)
 				}
@@ -283,8 +281,8 @@ func TestHelmChart(t *testing.T) {
 					return false
 				})
 				require.Equal(t, corev1.PodPending, pod.Status.Phase, "three replicas, three pods")
-				for i := range 4 {
-					c.MustKubectl(t, "delete", "pod", fmt.Sprintf("shared-%d", i), "--namespace", "default", "--wait")
+				for _, name := range append(tasks, "shared-3") {
+					c.MustKubectl(t, "delete", "pod", name, "--namespace", "default", "--wait")
 				}
 
 				rel.uninstall(t)

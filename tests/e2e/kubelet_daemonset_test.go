@@ -96,23 +96,7 @@ func TestKubeletDaemonSet(t *testing.T) {
 				return q.Cmp(resource.MustParse("8")) == 0
 			}, podTimeout, 250*time.Millisecond, "the node does not advertise 8 baidu.com/xpu")
 
-			c.Apply(t, `apiVersion: v1
-kind: Pod
-metadata:
-  name: xpu-one
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 0
-  containers:
-    - name: main
-      image: `+image+`
-      imagePullPolicy: Never
-      command: ["sleep", "2147483647"]
-      resources:
-        limits:
-          baidu.com/xpu: 1
-`)
+			c.Apply(t, example(t, "device-plugin-pod.yaml", image))
 			c.WaitPodRunning(t, "default", "xpu-one", podTimeout)
 			r := c.Exec(t, "default", "xpu-one", "main", "sh", "-c", listXPUs)
 			require.True(t, r.Success(), r.String())

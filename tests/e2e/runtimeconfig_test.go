@@ -11,6 +11,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/runtimeconfig"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
@@ -141,9 +142,7 @@ func TestRuntimeConfigPodmanKnowsRuntime(t *testing.T) {
 	runc := harness.RequiresTool(t, "runc")
 	// Podman refuses a runroot longer than 50 characters: t.TempDir() is
 	// too long.
-	dir, err := os.MkdirTemp("", "xpu-pm")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	dir := testutil.ShortDir(t, "xpu-pm")
 	shim := filepath.Join(dir, "xpu-container-runtime")
 	require.NoError(t, os.Symlink(runc, shim))
 	conf := filepath.Join(dir, "containers.conf")

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 // TestMaintainerScriptsWithoutSystemd runs the .deb's postinst/prerm/postrm
@@ -20,7 +22,7 @@ func TestMaintainerScriptsWithoutSystemd(t *testing.T) {
 	p := packages(t)
 	requireTools(t, "dpkg-deb", "rpm")
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
-		t.Skip("systemd runs on this host: the scripts would start the units")
+		testreq.HostInUse(t, "systemd runs on this host: the scripts would start the units")
 	}
 	host := fakeHost(t)
 	noXPU := t.TempDir()

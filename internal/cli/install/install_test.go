@@ -14,7 +14,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
-	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 func run(t *testing.T, args ...string) (string, error) {
@@ -30,7 +30,7 @@ func run(t *testing.T, args ...string) (string, error) {
 // TestInstallOnceAndUninstall runs the commands on a fake host with real
 // device nodes, as the DaemonSet runs them on /host.
 func TestInstallOnceAndUninstall(t *testing.T) {
-	harness.RequiresRoot(t)
+	testreq.Root(t, "real device nodes made with mknod")
 	hook := filepath.Join(t.TempDir(), "xpu-runtime-hook")
 	cmd := exec.Command("go", "build", "-o", hook, "github.com/xpu-cdi/xpu-cdi/cmd/xpu-runtime-hook")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

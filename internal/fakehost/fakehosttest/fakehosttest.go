@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 // CacheDir returns the cache of compiled ELF templates shared by every test
@@ -59,4 +61,24 @@ func build(t testing.TB, dir string, h fakehost.Host, opts []fakehost.Option) *f
 		t.Fatalf("building the fake %s host: %v", h.Shape, err)
 	}
 	return tree
+}
+
+// WriteSpec writes into dir the spec xpu-cdi generate would write for
+// tree (devices named by index, no hooks) and returns its path: the node
+// spec the device plugin and the DRA driver check their devices against.
+func WriteSpec(t testing.TB, tree *fakehost.Tree, dir string) string {
+	t.Helper()
+	h, err := discover.Discover(tree.DiscoverOptions()...)
+	if err != nil {
+		t.Fatalf("discovering the fake host: %v", err)
+	}
+	spec, _, err := cdispec.New(h, cdispec.Settings{NameStrategies: []cdispec.NameStrategy{cdispec.NameByIndex}, NoHooks: true})
+	if err != nil {
+		t.Fatalf("building the fake host's spec: %v", err)
+	}
+	path := filepath.Join(dir, "baidu.com-xpu.yaml")
+	if err := cdispec.WriteFile(path, spec, cdispec.FormatYAML); err != nil {
+		t.Fatalf("writing the fake host's spec: %v", err)
+	}
+	return path
 }

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"tags.cncf.io/container-device-interface/pkg/parser"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 )
 
 func TestUniqueVendor(t *testing.T) {
@@ -53,12 +54,8 @@ func TestCheckTestVendor(t *testing.T) {
 
 func TestWriteSpecRefusesRealVendor(t *testing.T) {
 	dir := t.TempDir()
-	ft := &fakeTB{TB: t}
-	func() {
-		defer func() { _ = recover() }()
-		WriteSpec(ft, dir, []byte("cdiVersion: 0.5.0\n"), "baidu.com")
-	}()
-	require.True(t, ft.fatal, "writing a baidu.com spec must fail the test")
+	ft := testutil.Call(t, func(tb testing.TB) { WriteSpec(tb, dir, []byte("cdiVersion: 0.5.0\n"), "baidu.com") })
+	require.True(t, ft.DidFail, "writing a baidu.com spec must fail the test")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries)
@@ -101,25 +98,6 @@ func TestUnescapeMountinfo(t *testing.T) {
 	require.Equal(t, "/tmp/tab\there", unescapeMountinfo(`/tmp/tab\011here`))
 	require.Equal(t, "/plain", unescapeMountinfo("/plain"))
 	require.Equal(t, `/trailing\04`, unescapeMountinfo(`/trailing\04`))
-}
-
-// fakeTB records Skipf/Fatalf instead of acting on them; both stop the
-// calling function with a panic, as the real ones stop the goroutine.
-type fakeTB struct {
-	testing.TB
-	skipped, fatal bool
-	msg            string
-}
-
-func (f *fakeTB) Helper() {}
-func (f *fakeTB) Skipf(format string, args ...any) {
-	f.skipped, f.msg = true, fmt.Sprintf(format, args...)
-	panic("skip")
-}
-
-func (f *fakeTB) Fatalf(format string, args ...any) {
-	f.fatal, f.msg = true, fmt.Sprintf(format, args...)
-	panic("fatal")
 }
 
 func TestBusyboxRootfs(t *testing.T) {

@@ -1,26 +1,19 @@
 package harness
 
 import (
-	"os"
 	"testing"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
-// DefaultToolsBin is where hack/install-deps.sh installs Go-built tools
-// (containerd 2.x, ctr, containerd-shim-runc-v2, crictl, golangci-lint).
-const DefaultToolsBin = "/usr/local/lib/xpu-cdi-tools/bin"
+// DefaultToolsBin and ToolsBinEnv: testreq's, kept here for the e2e tests.
+const (
+	DefaultToolsBin = testreq.DefaultToolsBin
+	ToolsBinEnv     = testreq.ToolsBinEnv
+)
 
-// ToolsBinEnv overrides DefaultToolsBin (the same variable the install script reads).
-const ToolsBinEnv = "XPU_CDI_TOOLS_BIN"
-
-// ToolsBin returns the directory holding the Go-built tools.
-func ToolsBin() string {
-	if dir := os.Getenv(ToolsBinEnv); dir != "" {
-		return dir
-	}
-	return DefaultToolsBin
-}
+// ToolsBin returns the directory holding the Go-built tools: testreq.ToolsBin.
+func ToolsBin() string { return testreq.ToolsBin() }
 
 // RequiresRoot skips the test when not running as root (fails it in strict
 // mode): testreq.Root, kept here because every e2e test calls it.
