@@ -171,6 +171,9 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 			t.Fatalf("WithComponentFlags: unknown component %q", name)
 		}
 	}
+	if o.controlPlane && (len(o.nodeLabels) > 0 || o.kubeletExtra != "") {
+		t.Fatalf("WithControlPlaneOnly starts no kubelet: WithNodeLabels and WithKubeletConfig have nothing to configure")
+	}
 	tools := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"}
 	if !o.controlPlane {
 		tools = append(tools, "kubelet")
