@@ -162,6 +162,8 @@ func checkPod(t *testing.T, ds *appsv1.DaemonSet, reads []string) {
 	} else {
 		require.True(t, pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken, "%s needs its account's token", ds.Name)
 	}
+	require.NotNil(t, pod.SecurityContext, "%s: no pod securityContext", ds.Name)
+	require.Equal(t, corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}, *pod.SecurityContext.SeccompProfile, "%s: the runtime's default seccomp filter", ds.Name)
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
 	require.Nil(t, c.SecurityContext.Privileged)
@@ -177,6 +179,34 @@ func checkPod(t *testing.T, ds *appsv1.DaemonSet, reads []string) {
 	}
 	for _, m := range c.VolumeMounts {
 		require.True(t, volumes[m.Name], "%s: mount %s has no volume", ds.Name, m.Name)
+	}
+	checkKubeletMounts(t, ds)
+}
+
+// checkKubeletMounts: of the kubelet's directories, the device plugin
+// mounts only device-plugins, the DRA driver only plugins_registry and its
+// own directory below plugins, the installer none (its / aside).
+func checkKubeletMounts(t *testing.T, ds *appsv1.DaemonSet) {
+	t.Helper()
+	var kubelet []string
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil && strings.Contains(v.HostPath.Path, "kubelet") {
+			kubelet = append(kubelet, filepath.Base(v.HostPath.Path))
+		}
+	}
+	e := env(ds.Spec.Template.Spec.Containers[0])
+	switch ds.Labels["app.kubernetes.io/name"] {
+	case "xpu-device-plugin":
+		require.Equal(t, []string{"device-plugins"}, kubelet, ds.Name)
+	case "xpu-dra-driver":
+		require.Equal(t, []string{"plugins_registry", e["XPU_CDI_DRA_DRIVER_NAME"]}, kubelet, ds.Name)
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.HostPath != nil && filepath.Base(v.HostPath.Path) == "plugins_registry" {
+				require.Equal(t, corev1.HostPathDirectory, *v.HostPath.Type, "the kubelet's registry: not created by the driver")
+			}
+		}
+	default:
+		require.Empty(t, kubelet, ds.Name)
 	}
 }
 
