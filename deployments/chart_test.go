@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -53,6 +52,9 @@ type rendered struct {
 	policies        []*admissionv1.ValidatingAdmissionPolicy
 	policyBindings  []*admissionv1.ValidatingAdmissionPolicyBinding
 	deviceClasses   map[string]resourceapi.DeviceClass // by name
+	// helm test's objects.
+	testPods       []*corev1.Pod
+	claimTemplates []*resourceapi.ResourceClaimTemplate
 }
 
 // helmTemplate runs helm template on the chart (release xpu in xpu-system).
@@ -110,6 +112,14 @@ func render(t *testing.T, args ...string) *rendered {
 			o := &admissionv1.ValidatingAdmissionPolicyBinding{}
 			strict(i, doc, o)
 			r.policyBindings = append(r.policyBindings, o)
+		case "v1/Pod":
+			o := &corev1.Pod{}
+			strict(i, doc, o)
+			r.testPods = append(r.testPods, o)
+		case "resource.k8s.io/v1/ResourceClaimTemplate":
+			o := &resourceapi.ResourceClaimTemplate{}
+			strict(i, doc, o)
+			r.claimTemplates = append(r.claimTemplates, o)
 		case "resource.k8s.io/v1/DeviceClass":
 			var o resourceapi.DeviceClass
 			strict(i, doc, &o)
@@ -391,7 +401,7 @@ func TestChartOptions(t *testing.T) {
 			require.Equal(t, "/etc/nfd/features.d/kunlun", env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])["XPU_CDI_LABELS_FILE"])
 		}},
 		{"installer settings", []string{
-			"installer.hookDir=/usr/local/lib/xpu", "installer.specFile=/etc/cdi/xpu.json", "installer.interval=30s",
+			"installer.hookDir=/usr/local/lib/xpu", "cdi.specFile=/etc/cdi/xpu.json", "installer.interval=30s",
 			"installer.deviceNameStrategies={index,bdf}", "installer.nodesOnly=true", "installer.uninstallOnExit=false", "logLevel=debug", "installer.mountPropagation=",
 		}, func(t *testing.T, r *rendered) {
 			e := env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])
@@ -407,7 +417,7 @@ func TestChartOptions(t *testing.T) {
 			require.Equal(t, "/etc/cdi", env(dp.Spec.Template.Spec.Containers[0])["XPU_CDI_SPEC_DIRS"], "the plugin checks the installer's spec directory")
 			require.Equal(t, "/etc/cdi", hostPaths(dp)["/etc/cdi"])
 		}},
-		{"driver in a tree of its own, host network", []string{"installer.devRoot=/run/kunlun/driver", "installer.driverRoot=/run/kunlun/driver", "hostNetwork=true"}, func(t *testing.T, r *rendered) {
+		{"driver in a tree of its own, host network", []string{"host.devRoot=/run/kunlun/driver", "host.driverRoot=/run/kunlun/driver", "hostNetwork=true"}, func(t *testing.T, r *rendered) {
 			e := env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])
 			require.Equal(t, "/run/kunlun/driver", e["XPU_CDI_DEV_ROOT"])
 			require.Equal(t, "/run/kunlun/driver", e["XPU_CDI_DRIVER_ROOT"])
@@ -420,7 +430,7 @@ func TestChartOptions(t *testing.T) {
 		}},
 		{"device plugin settings", []string{
 			"devicePlugin.resourceName=kunlunxin.com/xpu", "devicePlugin.deviceListStrategy=cdi-annotations",
-			"devicePlugin.healthCheckInterval=5s", "devicePlugin.cdiVendor=example.com", "devicePlugin.cdiClass=npu", "devicePlugin.kubeletDevicePluginDir=/data/kubelet/device-plugins",
+			"devicePlugin.healthCheckInterval=5s", "cdi.vendor=example.com", "cdi.class=npu", "host.kubeletDir=/data/kubelet",
 		}, func(t *testing.T, r *rendered) {
 			dp := r.daemonSets["xpu-device-plugin"]
 			e := env(dp.Spec.Template.Spec.Containers[0])
@@ -477,36 +487,28 @@ func TestChartLint(t *testing.T) {
 	}
 }
 
+// userMaps are the values that hold maps of the user's own (labels,
+// resources, the sharing config, the exporter's section until it is
+// typed), by key or by last component: documented and typed as one key.
+var userMaps = []string{"nodeAffinityLabels", "nodeSelector", "resources", "devicePlugin.config", "exporter"}
+
 // TestChartValuesDocumented: every key of values.yaml is in the chart's
 // README table.
 func TestChartValuesDocumented(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
-	require.NoError(t, err)
-	var values map[string]any
-	require.NoError(t, yaml.Unmarshal(data, &values))
 	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
 	require.NoError(t, err)
-	var keys []string
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		m, ok := v.(map[string]any)
-		// Maps of the user's own (labels, resources, the sharing config)
-		// are documented as one key.
-		if !ok || len(m) == 0 || slices.Contains([]string{"nodeAffinityLabels", "nodeSelector", "installer.resources", "devicePlugin.resources", "devicePlugin.config", "dra.resources"}, prefix) {
-			keys = append(keys, prefix)
-			return
-		}
-		for k, sub := range m {
-			p := k
-			if prefix != "" {
-				p = prefix + "." + k
-			}
-			walk(p, sub)
-		}
-	}
-	walk("", values)
+	keys := valuesKeys(t)
 	require.NotEmpty(t, keys)
 	for _, k := range keys {
 		require.Contains(t, string(readme), "`"+k+"`", "values.yaml key %s is not in the README's table", k)
+	}
+	// And the table has no row for a key values.yaml lacks.
+	_, table, ok := strings.Cut(string(readme), "\n## Values\n")
+	require.True(t, ok, "the README has no Values section")
+	table, _, _ = strings.Cut(table, "\n## ")
+	rows := regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(table, -1)
+	require.NotEmpty(t, rows)
+	for _, row := range rows {
+		require.Contains(t, keys, row[1], "the README's table documents %s, which values.yaml does not have", row[1])
 	}
 }

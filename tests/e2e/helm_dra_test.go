@@ -58,10 +58,10 @@ func TestHelmChartDRA(t *testing.T) {
 
 			rel := &helmRelease{c: c, helm: helm, name: "xpu", values: append(installerPropagation(c),
 				"image.repository=localhost/xpu-cdi", "image.tag=e2e", "image.pullPolicy=Never", "hostNetwork=true",
-				"installer.hookDir="+hookDir, "installer.specFile="+specFile, "installer.interval=1s",
-				"installer.devRoot="+tree.Root, "installer.driverRoot="+tree.Root,
-				"devicePlugin.enabled=false", "devicePlugin.cdiVendor="+vendor, "labels.featuresDir="+features,
-				"dra.enabled=true", "dra.healthCheckInterval=500ms", "dra.kubeletDir="+c.KubeletRootDir,
+				"installer.hookDir="+hookDir, "cdi.specFile="+specFile, "installer.interval=1s",
+				"host.devRoot="+tree.Root, "host.driverRoot="+tree.Root,
+				"devicePlugin.enabled=false", "cdi.vendor="+vendor, "labels.featuresDir="+features,
+				"dra.enabled=true", "dra.healthCheckInterval=500ms", "host.kubeletDir="+c.KubeletRootDir,
 				"dra.apiServer.host=127.0.0.1", "dra.apiServer.port="+strconv.Itoa(c.APIServerPort),
 			)}
 			start := time.Now()
@@ -76,6 +76,14 @@ func TestHelmChartDRA(t *testing.T) {
 				names = append(names, dc.Name)
 			}
 			require.ElementsMatch(t, []string{"xpu.baidu.com", "kunlun1.xpu.baidu.com", "kunlun2.xpu.baidu.com", "kunlun3.xpu.baidu.com"}, names)
+
+			t.Run("helm test", func(t *testing.T) {
+				logs := rel.test(t)
+				require.Contains(t, logs, "ok   1 XPU device node(s) [/dev/xpu")
+				require.Contains(t, logs, "ok   /dev/xpuctrl")
+				require.Contains(t, logs, "ok   xpu-smi ")
+				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "the validator's claim is unprepared")
+			})
 
 			t.Run("claim for one XPU", func(t *testing.T) {
 				c.Apply(t, claimTemplate("one-xpu", 1, false))
