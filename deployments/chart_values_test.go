@@ -143,6 +143,8 @@ func TestChartValidator(t *testing.T) {
 			pod := r.testPods[0]
 			require.Equal(t, "test", pod.Annotations["helm.sh/hook"])
 			require.Equal(t, corev1.RestartPolicyNever, pod.Spec.RestartPolicy)
+			require.Empty(t, pod.Spec.PriorityClassName, "no node-critical priority for a test pod")
+			require.Contains(t, pod.Spec.Tolerations, corev1.Toleration{Key: "baidu.com/xpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}, "the nodes the chart serves")
 			c := pod.Spec.Containers[0]
 			require.Equal(t, []string{"/usr/bin/xpu-cdi", "check-container", "--devices", "1"}, c.Command)
 			require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)

@@ -39,7 +39,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{/* Scheduling of a pod of the chart: (dict "root" $ "component"
 .Values.<component>). The component's nodeSelector, tolerations and
 priorityClassName replace the top-level ones when not empty; the
-nodeAffinity terms (ORed) are the top-level nodeAffinityLabels. */}}
+nodeAffinity terms (ORed) are the top-level nodeAffinityLabels. "noPriority"
+true leaves the priority class out (helm test's pod). */}}
 {{- define "xpu-cdi.scheduling" -}}
 {{- $c := .component -}}
 {{- with .root -}}
@@ -63,8 +64,10 @@ affinity:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- if not $.noPriority }}
 {{- with ($c.priorityClassName | default .Values.priorityClassName) }}
 priorityClassName: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- if .Values.hostNetwork }}
 hostNetwork: true
