@@ -33,7 +33,7 @@ TEST_TIMEOUT ?= 45m
 TESTREQ_STRICT := XPU_E2E_REQUIRE
 
 .DEFAULT_GOAL := help
-.PHONY: help build deps test unit unit-user e2e lint bench bench-scale demo image clean
+.PHONY: help build deps test unit unit-user e2e lint bench bench-scale demo image manifests clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -65,6 +65,9 @@ unit-user: ## Run the unit tests as an unprivileged user (uid 65534) to prove th
 
 e2e: deps ## Run only the end-to-end tests (real engines; root)
 	XPU_E2E_REQUIRE=1 $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -v ./tests/...
+
+manifests: ## Render the plain manifests deployments/*.yaml from the Helm chart (a test fails when they are stale)
+	hack/manifests.sh
 
 lint: ## go vet, gofmt and golangci-lint v2
 	$(GO) vet ./...

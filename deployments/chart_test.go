@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -52,6 +51,9 @@ type rendered struct {
 	// type, not vendored: decoded as a map).
 	services        []*corev1.Service
 	serviceMonitors []map[string]any
+	// helm test's objects.
+	testPods       []*corev1.Pod
+	claimTemplates []*resourceapi.ResourceClaimTemplate
 }
 
 // helmTemplate runs helm template on the chart (release xpu in xpu-system).
@@ -117,6 +119,14 @@ func render(t *testing.T, args ...string) *rendered {
 			var o map[string]any
 			strict(i, doc, &o)
 			r.serviceMonitors = append(r.serviceMonitors, o)
+		case "v1/Pod":
+			o := &corev1.Pod{}
+			strict(i, doc, o)
+			r.testPods = append(r.testPods, o)
+		case "resource.k8s.io/v1/ResourceClaimTemplate":
+			o := &resourceapi.ResourceClaimTemplate{}
+			strict(i, doc, o)
+			r.claimTemplates = append(r.claimTemplates, o)
 		case "resource.k8s.io/v1/DeviceClass":
 			var o resourceapi.DeviceClass
 			strict(i, doc, &o)
@@ -169,6 +179,8 @@ func checkPod(t *testing.T, ds *appsv1.DaemonSet, reads []string) {
 	} else {
 		require.True(t, pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken, "%s needs its account's token", ds.Name)
 	}
+	require.NotNil(t, pod.SecurityContext, "%s: no pod securityContext", ds.Name)
+	require.Equal(t, corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}, *pod.SecurityContext.SeccompProfile, "%s: the runtime's default seccomp filter", ds.Name)
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
 	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
@@ -189,6 +201,37 @@ func checkPod(t *testing.T, ds *appsv1.DaemonSet, reads []string) {
 	}
 	for _, m := range c.VolumeMounts {
 		require.True(t, volumes[m.Name], "%s: mount %s has no volume", ds.Name, m.Name)
+	}
+	checkKubeletMounts(t, ds)
+}
+
+// checkKubeletMounts: of the kubelet's directories, the device plugin
+// mounts only device-plugins, the DRA driver only plugins_registry and its
+// own directory below plugins, the exporter only pod-resources, the
+// installer none (its / aside).
+func checkKubeletMounts(t *testing.T, ds *appsv1.DaemonSet) {
+	t.Helper()
+	var kubelet []string
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil && strings.Contains(v.HostPath.Path, "kubelet") {
+			kubelet = append(kubelet, filepath.Base(v.HostPath.Path))
+		}
+	}
+	e := env(ds.Spec.Template.Spec.Containers[0])
+	switch ds.Labels["app.kubernetes.io/name"] {
+	case "xpu-device-plugin":
+		require.Equal(t, []string{"device-plugins"}, kubelet, ds.Name)
+	case "xpu-dra-driver":
+		require.Equal(t, []string{"plugins_registry", e["XPU_CDI_DRA_DRIVER_NAME"]}, kubelet, ds.Name)
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.HostPath != nil && filepath.Base(v.HostPath.Path) == "plugins_registry" {
+				require.Equal(t, corev1.HostPathDirectory, *v.HostPath.Type, "the kubelet's registry: not created by the driver")
+			}
+		}
+	case "xpu-exporter":
+		require.Equal(t, []string{"pod-resources"}, kubelet, ds.Name)
+	default:
+		require.Empty(t, kubelet, ds.Name)
 	}
 }
 
@@ -379,7 +422,7 @@ func TestChartOptions(t *testing.T) {
 			require.Equal(t, "/etc/nfd/features.d/kunlun", env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])["XPU_CDI_LABELS_FILE"])
 		}},
 		{"installer settings", []string{
-			"installer.hookDir=/usr/local/lib/xpu", "installer.specFile=/etc/cdi/xpu.json", "installer.interval=30s",
+			"installer.hookDir=/usr/local/lib/xpu", "cdi.specFile=/etc/cdi/xpu.json", "installer.interval=30s",
 			"installer.deviceNameStrategies={index,bdf}", "installer.nodesOnly=true", "installer.uninstallOnExit=false", "logLevel=debug", "installer.mountPropagation=",
 		}, func(t *testing.T, r *rendered) {
 			e := env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])
@@ -395,7 +438,7 @@ func TestChartOptions(t *testing.T) {
 			require.Equal(t, "/etc/cdi", env(dp.Spec.Template.Spec.Containers[0])["XPU_CDI_SPEC_DIRS"], "the plugin checks the installer's spec directory")
 			require.Equal(t, "/etc/cdi", hostPaths(dp)["/etc/cdi"])
 		}},
-		{"driver in a tree of its own, host network", []string{"installer.devRoot=/run/kunlun/driver", "installer.driverRoot=/run/kunlun/driver", "hostNetwork=true"}, func(t *testing.T, r *rendered) {
+		{"driver in a tree of its own, host network", []string{"host.devRoot=/run/kunlun/driver", "host.driverRoot=/run/kunlun/driver", "hostNetwork=true"}, func(t *testing.T, r *rendered) {
 			e := env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])
 			require.Equal(t, "/run/kunlun/driver", e["XPU_CDI_DEV_ROOT"])
 			require.Equal(t, "/run/kunlun/driver", e["XPU_CDI_DRIVER_ROOT"])
@@ -408,7 +451,7 @@ func TestChartOptions(t *testing.T) {
 		}},
 		{"device plugin settings", []string{
 			"devicePlugin.resourceName=kunlunxin.com/xpu", "devicePlugin.deviceListStrategy=cdi-annotations",
-			"devicePlugin.healthCheckInterval=5s", "devicePlugin.cdiVendor=example.com", "devicePlugin.cdiClass=npu", "devicePlugin.kubeletDevicePluginDir=/data/kubelet/device-plugins",
+			"devicePlugin.healthCheckInterval=5s", "cdi.vendor=example.com", "cdi.class=npu", "host.kubeletDir=/data/kubelet",
 		}, func(t *testing.T, r *rendered) {
 			dp := r.daemonSets["xpu-device-plugin"]
 			e := env(dp.Spec.Template.Spec.Containers[0])
@@ -465,36 +508,28 @@ func TestChartLint(t *testing.T) {
 	}
 }
 
+// userMaps are the values that hold maps of the user's own (labels,
+// resources, the sharing config, the exporter's section until it is
+// typed), by key or by last component: documented and typed as one key.
+var userMaps = []string{"nodeAffinityLabels", "nodeSelector", "resources", "devicePlugin.config", "exporter.serviceMonitor.labels"}
+
 // TestChartValuesDocumented: every key of values.yaml is in the chart's
 // README table.
 func TestChartValuesDocumented(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
-	require.NoError(t, err)
-	var values map[string]any
-	require.NoError(t, yaml.Unmarshal(data, &values))
 	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
 	require.NoError(t, err)
-	var keys []string
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		m, ok := v.(map[string]any)
-		// Maps of the user's own (labels, resources, the sharing config)
-		// are documented as one key.
-		if !ok || len(m) == 0 || slices.Contains([]string{"nodeAffinityLabels", "nodeSelector", "installer.resources", "devicePlugin.resources", "devicePlugin.config", "dra.resources", "exporter.resources"}, prefix) {
-			keys = append(keys, prefix)
-			return
-		}
-		for k, sub := range m {
-			p := k
-			if prefix != "" {
-				p = prefix + "." + k
-			}
-			walk(p, sub)
-		}
-	}
-	walk("", values)
+	keys := valuesKeys(t)
 	require.NotEmpty(t, keys)
 	for _, k := range keys {
 		require.Contains(t, string(readme), "`"+k+"`", "values.yaml key %s is not in the README's table", k)
+	}
+	// And the table has no row for a key values.yaml lacks.
+	_, table, ok := strings.Cut(string(readme), "\n## Values\n")
+	require.True(t, ok, "the README has no Values section")
+	table, _, _ = strings.Cut(table, "\n## ")
+	rows := regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(table, -1)
+	require.NotEmpty(t, rows)
+	for _, row := range rows {
+		require.Contains(t, keys, row[1], "the README's table documents %s, which values.yaml does not have", row[1])
 	}
 }

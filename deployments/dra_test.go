@@ -77,7 +77,7 @@ func TestDRADriverManifest(t *testing.T) {
 	require.Equal(t, sa.Namespace, ds.Namespace)
 	pod := ds.Spec.Template.Spec
 	require.Equal(t, sa.Name, pod.ServiceAccountName)
-	require.Equal(t, "true", pod.NodeSelector["baidu.com/xpu.present"])
+	require.Contains(t, affinity(&ds), "baidu.com/xpu.present=true")
 	require.Equal(t, "system-node-critical", pod.PriorityClassName)
 	// The new pod answers before the old one stops: the helper's
 	// rolling-update sockets, turned on by the pod's UID.

@@ -45,7 +45,7 @@ func TestChartExporter(t *testing.T) {
 	t.Run("options", func(t *testing.T) {
 		tree := "/var/lib/driver-tree"
 		r := render(t, "--set", "exporter.port=9600,exporter.privileged=false,exporter.serviceMonitor.enabled=true,exporter.serviceMonitor.labels.release=prom,exporter.dashboard.enabled=true",
-			"--set", "installer.devRoot="+tree+",installer.driverRoot="+tree)
+			"--set", "host.devRoot="+tree+",host.driverRoot="+tree)
 		ds := r.daemonSets["xpu-exporter"]
 		checkPod(t, ds, exporterReads(t))
 		c := ds.Spec.Template.Spec.Containers[0]
@@ -72,8 +72,8 @@ func TestChartExporter(t *testing.T) {
 		require.Empty(t, r.services)
 	})
 	t.Run("roots apart", func(t *testing.T) {
-		_, err := helmTemplate(t, "--set", "installer.devRoot=/a,installer.driverRoot=/b")
-		require.ErrorContains(t, err, "installer.devRoot and installer.driverRoot apart")
+		_, err := helmTemplate(t, "--set", "host.devRoot=/a,host.driverRoot=/b")
+		require.ErrorContains(t, err, "host.devRoot and host.driverRoot apart")
 	})
 }
 

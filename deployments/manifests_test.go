@@ -76,7 +76,7 @@ func TestDevicePluginDaemonSet(t *testing.T) {
 		require.Equal(t, v, ds.Spec.Template.Labels[k], "the selector must match the pod template")
 	}
 	pod := ds.Spec.Template.Spec
-	require.Equal(t, "true", pod.NodeSelector["baidu.com/xpu.present"])
+	require.Contains(t, affinity(&ds), "baidu.com/xpu.present=true")
 	require.Equal(t, "system-node-critical", pod.PriorityClassName)
 	require.Empty(t, pod.ServiceAccountName, "the plugin never calls the API server")
 	require.NotNil(t, pod.AutomountServiceAccountToken)

@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/checkcontainer"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/config"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/info"
@@ -72,6 +73,7 @@ in a CDI spec, so that CDI-aware engines can give them to containers:
 			validate.NewCommand(log),
 			runtime.NewCommand(log),
 			config.NewCommand(log),
+			checkcontainer.NewCommand(log),
 		},
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,

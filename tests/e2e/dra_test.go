@@ -84,7 +84,7 @@ func startDRA(t testing.TB, start func(t testing.TB) harness.CRI) *draCluster {
 	ctr := &spec.Containers[0]
 	ctr.Image, ctr.ImagePullPolicy = driverImage, corev1.PullNever
 	ctr.Env = append(ctr.Env, d.InClusterEnv()...)
-	ctr.Env = append(ctr.Env,
+	setEnv(ctr,
 		corev1.EnvVar{Name: "XPU_CDI_VENDOR", Value: d.vendor},
 		corev1.EnvVar{Name: "XPU_CDI_POLL_INTERVAL", Value: "500ms"},
 		corev1.EnvVar{Name: "XPU_CDI_PLUGIN_DATA_DIR", Value: d.dataDir},
@@ -116,6 +116,19 @@ func startDRA(t testing.TB, start func(t testing.TB) harness.CRI) *draCluster {
 	}, podTimeout, 500*time.Millisecond, "the driver did not publish")
 	d.waitSlice(t, func(devs []resourceapi.Device) bool { return len(devs) == 8 })
 	return d
+}
+
+// setEnv sets variables of c, replacing those of the same name (the
+// manifests set some, a name given twice is the API server's warning).
+func setEnv(c *corev1.Container, vars ...corev1.EnvVar) {
+	for _, v := range vars {
+		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == v.Name })
+		if i < 0 {
+			c.Env = append(c.Env, v)
+			continue
+		}
+		c.Env[i] = v
+	}
 }
 
 // waitSlice waits until the node's slice of xpu.baidu.com satisfies ok.

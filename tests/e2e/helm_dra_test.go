@@ -51,6 +51,14 @@ func TestHelmChartDRA(t *testing.T) {
 			}
 			require.ElementsMatch(t, []string{"xpu.baidu.com", "kunlun1.xpu.baidu.com", "kunlun2.xpu.baidu.com", "kunlun3.xpu.baidu.com"}, names)
 
+			t.Run("helm test", func(t *testing.T) {
+				logs := rel.test(t)
+				require.Contains(t, logs, "ok   1 XPU device node(s) [/dev/xpu")
+				require.Contains(t, logs, "ok   /dev/xpuctrl")
+				require.Contains(t, logs, "ok   xpu-smi ")
+				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "the validator's claim is unprepared")
+			})
+
 			t.Run("claim for one XPU", func(t *testing.T) {
 				c.Apply(t, claimTemplate("one-xpu", 1, false))
 				c.Apply(t, xpuPod("dra-one", busybox, "template:one-xpu"))
@@ -126,10 +134,10 @@ func newDRAChart(t *testing.T, c *harness.Cluster, helm string) *draChart {
 	hookDir := filepath.Join(ch.base, "opt", "xpu-cdi", "bin")
 	ch.rel = &helmRelease{c: c, helm: helm, name: "xpu", values: append(installerPropagation(c),
 		"image.repository=localhost/xpu-cdi", "image.tag=e2e", "image.pullPolicy=Never", "hostNetwork=true",
-		"installer.hookDir="+hookDir, "installer.specFile="+specFile, "installer.interval=1s",
-		"installer.devRoot="+ch.tree.Root, "installer.driverRoot="+ch.tree.Root,
-		"devicePlugin.enabled=false", "devicePlugin.cdiVendor="+ch.vendor, "labels.featuresDir="+ch.features,
-		"dra.enabled=true", "dra.healthCheckInterval=500ms", "dra.kubeletDir="+c.KubeletRootDir,
+		"installer.hookDir="+hookDir, "cdi.specFile="+specFile, "installer.interval=1s",
+		"host.devRoot="+ch.tree.Root, "host.driverRoot="+ch.tree.Root,
+		"devicePlugin.enabled=false", "cdi.vendor="+ch.vendor, "labels.featuresDir="+ch.features,
+		"dra.enabled=true", "dra.healthCheckInterval=500ms", "host.kubeletDir="+c.KubeletRootDir,
 		"dra.apiServer.host=127.0.0.1", "dra.apiServer.port="+strconv.Itoa(c.APIServerPort),
 		"exporter.port="+strconv.Itoa(harness.FreePort(t)), "exporter.podResourcesDir="+filepath.Join(c.KubeletRootDir, "pod-resources"),
 	)}

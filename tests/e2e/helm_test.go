@@ -73,6 +73,15 @@ func (r *helmRelease) install(t *testing.T) {
 	})
 }
 
+// test runs helm test (the chart's validator pod) and returns its log:
+// xpu-cdi check-container's lines.
+func (r *helmRelease) test(t *testing.T) string {
+	t.Helper()
+	out := r.run(t, "test", r.name, "--namespace", "xpu-system", "--timeout", "3m", "--logs")
+	require.Contains(t, out, "Phase:          Succeeded", out)
+	return out
+}
+
 func (r *helmRelease) uninstall(t *testing.T) {
 	t.Helper()
 	r.run(t, "uninstall", r.name, "--namespace", "xpu-system", "--wait", "--timeout", "3m")
@@ -202,15 +211,15 @@ func TestHelmChart(t *testing.T) {
 			common := slices.Clip(append(installerPropagation(c),
 				"exporter.port="+strconv.Itoa(exporterPort), "exporter.podResourcesDir="+filepath.Join(c.KubeletRootDir, "pod-resources"),
 				"image.repository=localhost/xpu-cdi", "image.tag=e2e", "image.pullPolicy=Never", "hostNetwork=true",
-				"installer.hookDir="+hookDir, "installer.specFile="+specFile, "installer.interval=1s",
-				"devicePlugin.cdiVendor="+vendor, "devicePlugin.healthCheckInterval=1s", "labels.featuresDir="+features,
+				"installer.hookDir="+hookDir, "cdi.specFile="+specFile, "installer.interval=1s",
+				"cdi.vendor="+vendor, "devicePlugin.healthCheckInterval=1s", "labels.featuresDir="+features,
 			))
 
 			t.Run("one XPU", func(t *testing.T) {
 				tree := FakeHost(t, fakehost.P800x8())
 				before := nodeFiles(t, base, features, c.SpecDir(), tree.Root)
 				rel := &helmRelease{c: c, helm: helm, name: "xpu", values: append(common,
-					"installer.devRoot="+tree.Root, "installer.driverRoot="+tree.Root)}
+					"host.devRoot="+tree.Root, "host.driverRoot="+tree.Root)}
 				rel.install(t)
 				waitAllocatable(t, c, "baidu.com/xpu", "8")
 
@@ -226,6 +235,13 @@ func TestHelmChart(t *testing.T) {
 				labels, err := os.ReadFile(filepath.Join(features, "xpu-cdi"))
 				require.NoError(t, err)
 				require.Contains(t, string(labels), "baidu.com/xpu.present=true\nbaidu.com/xpu.count=8\nbaidu.com/xpu.model=P800\n")
+
+				// helm test: the validator got one XPU, /dev/xpuctrl and xpu-smi
+				// (P800's, linked dynamically: present, not run in the scratch image).
+				logs := rel.test(t)
+				require.Contains(t, logs, "ok   1 XPU device node(s) [/dev/xpu")
+				require.Contains(t, logs, "ok   /dev/xpuctrl")
+				require.Contains(t, logs, "ok   xpu-smi /usr/local/bin/xpu-smi (present; not run: it is linked dynamically and the image has no /lib64/ld-linux-x86-64.so.2)")
 
 				c.Apply(t, example(t, "device-plugin-pod.yaml", busybox))
 				c.WaitPodRunning(t, "default", "xpu-one", podTimeout)
@@ -254,7 +270,7 @@ func TestHelmChart(t *testing.T) {
 				tree := FakeHost(t, h)
 				before := nodeFiles(t, base, features, c.SpecDir(), tree.Root)
 				rel := &helmRelease{c: c, helm: helm, name: "xpu-shared", values: append(common,
-					"installer.devRoot="+tree.Root, "installer.driverRoot="+tree.Root,
+					"host.devRoot="+tree.Root, "host.driverRoot="+tree.Root,
 					"devicePlugin.config.version=v1",
 					"devicePlugin.config.sharing.timeSlicing.resources[0].name=baidu.com/xpu",
 					"devicePlugin.config.sharing.timeSlicing.resources[0].replicas=3")}

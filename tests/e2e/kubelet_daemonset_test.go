@@ -46,6 +46,11 @@ func TestKubeletDaemonSet(t *testing.T) {
 					labels = append(labels, k+"="+v)
 				}
 			}
+			// The label of the first node affinity term (the terms are ORed).
+			if a := ds.Spec.Template.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+				e := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]
+				labels = append(labels, e.Key+"="+e.Values[0])
+			}
 
 			c := harness.NewCluster(t, harness.WithClusterRuntime(rt.start), harness.WithNodeLabels(labels...))
 			vendor := harness.UniqueVendor(t)
@@ -66,7 +71,7 @@ func TestKubeletDaemonSet(t *testing.T) {
 			spec.HostNetwork = true
 			ctr := &spec.Containers[0]
 			ctr.Image, ctr.ImagePullPolicy = pluginImage, corev1.PullNever
-			ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "XPU_CDI_VENDOR", Value: vendor})
+			setEnv(ctr, corev1.EnvVar{Name: "XPU_CDI_VENDOR", Value: vendor})
 			hostPaths := map[string]string{
 				"/dev": tree.Path("/dev"), "/proc": tree.Path("/proc"), "/sys": tree.Path("/sys"),
 				"/etc/cdi": c.SpecDir(), "/var/run/cdi": t.TempDir(),

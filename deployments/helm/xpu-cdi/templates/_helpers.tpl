@@ -1,9 +1,21 @@
-{{/* The chart's name, release-qualified. */}}
+{{/* The chart's name (nameOverride). */}}
+{{- define "xpu-cdi.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every object's name: fullnameOverride, else the name,
+release-qualified. 50 characters at most, so that the longest suffix
+(-dra-driver) keeps a name within 63. */}}
 {{- define "xpu-cdi.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "xpu-cdi.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -24,9 +36,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- printf "%s/%s" (trimSuffix "/" .Values.labels.featuresDir) .Values.labels.fileName -}}
 {{- end -}}
 
-{{/* Scheduling shared by the DaemonSets: nodeAffinity terms ORed. */}}
+{{/* Scheduling of a pod of the chart: (dict "root" $ "component"
+.Values.<component>). The component's nodeSelector, tolerations and
+priorityClassName replace the top-level ones when not empty; the
+nodeAffinity terms (ORed) are the top-level nodeAffinityLabels. "noPriority"
+true leaves the priority class out (helm test's pod). */}}
 {{- define "xpu-cdi.scheduling" -}}
-{{- with .Values.nodeSelector }}
+{{- $c := .component -}}
+{{- with .root -}}
+{{- with ($c.nodeSelector | default .Values.nodeSelector) }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -42,12 +60,14 @@ affinity:
               values: [{{ $value | quote }}]
       {{- end }}
 {{- end }}
-{{- with .Values.tolerations }}
+{{- with ($c.tolerations | default .Values.tolerations) }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.priorityClassName }}
+{{- if not $.noPriority }}
+{{- with ($c.priorityClassName | default .Values.priorityClassName) }}
 priorityClassName: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- if .Values.hostNetwork }}
 hostNetwork: true
@@ -57,13 +77,38 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+{{- end -}}
+
+{{/* The resources of a component's container: (dict "root" $ "component"
+.Values.<component>), its own when set, else the top-level ones. */}}
+{{- define "xpu-cdi.resources" -}}
+{{- with (.component.resources | default .root.Values.resources) }}
+resources:
+  {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/* The spec directories the device plugin and the DRA driver read, as a
+comma-separated list: the installer's, else cdi.specDirs. */}}
+{{- define "xpu-cdi.specDirs" -}}
+{{- if .Values.installer.enabled -}}
+{{- dir .Values.cdi.specFile -}}
+{{- else -}}
+{{- join "," .Values.cdi.specDirs -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The kubelet's root directory on the host, without a trailing slash. */}}
+{{- define "xpu-cdi.kubeletDir" -}}
+{{- trimSuffix "/" .Values.host.kubeletDir -}}
+{{- end -}}
 
 {{/* The sharing configuration is given. */}}
 {{- define "xpu-cdi.sharing" -}}
 {{- if .Values.devicePlugin.config }}true{{ end -}}
 {{- end -}}
 
-{{/* A host path below installer.devRoot. */}}
+{{/* A host path below a root (host.devRoot, host.driverRoot). */}}
 {{- define "xpu-cdi.devPath" -}}
 {{- $root := trimSuffix "/" .root -}}
 {{- printf "%s%s" $root .path -}}
