@@ -151,8 +151,11 @@ func (f *fakeHost) writeSpec(t *testing.T, healthy bool) {
 
 func (f *fakeHost) driver(t *testing.T, node string) *dra.Driver {
 	t.Helper()
-	d, err := dra.New(dra.Config{NodeName: node, SpecDirs: []string{f.specDir},
-		Discover: func() (*discover.Host, error) { return discover.Discover(f.tree.DiscoverOptions()...) }})
+	d, err := dra.New(dra.Config{
+		NodeName: node,
+		SpecDirs: []string{f.specDir},
+		Discover: func() (*discover.Host, error) { return discover.Discover(f.tree.DiscoverOptions()...) },
+	})
 	require.NoError(t, err)
 	return d
 }
