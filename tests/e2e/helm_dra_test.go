@@ -63,8 +63,9 @@ func TestHelmChartDRA(t *testing.T) {
 				"devicePlugin.enabled=false", "devicePlugin.cdiVendor="+vendor, "labels.featuresDir="+features,
 				"dra.enabled=true", "dra.healthCheckInterval=500ms", "dra.kubeletDir="+c.KubeletRootDir,
 				"dra.apiServer.host=127.0.0.1", "dra.apiServer.port="+strconv.Itoa(c.APIServerPort),
-				"exporter.port="+strconv.Itoa(harness.FreePort(t)), "exporter.podResourcesDir="+filepath.Join(c.KubeletRootDir, "pod-resources"),
 			)}
+			exporter, _ := exporterValues(c, harness.FreePort(t))
+			rel.values = append(rel.values, exporter...)
 			start := time.Now()
 			rel.install(t)
 			d := &draCluster{Cluster: c, tree: tree, vendor: vendor, dataDir: filepath.Join(c.PluginsDir(), "xpu.baidu.com")}
