@@ -139,8 +139,9 @@ func newDRAChart(t *testing.T, c *harness.Cluster, helm string) *draChart {
 		"devicePlugin.enabled=false", "cdi.vendor="+ch.vendor, "labels.featuresDir="+ch.features,
 		"dra.enabled=true", "dra.healthCheckInterval=500ms", "host.kubeletDir="+c.KubeletRootDir,
 		"dra.apiServer.host=127.0.0.1", "dra.apiServer.port="+strconv.Itoa(c.APIServerPort),
-		"exporter.port="+strconv.Itoa(harness.FreePort(t)), "exporter.podResourcesDir="+filepath.Join(c.KubeletRootDir, "pod-resources"),
 	)}
+	exporter, _ := exporterValues(c, harness.FreePort(t))
+	ch.rel.values = append(ch.rel.values, exporter...)
 	return ch
 }
 
