@@ -39,10 +39,10 @@ func TestHelmUpgradeDRA(t *testing.T) {
 	const selector = "app.kubernetes.io/name=xpu-dra-driver"
 	old := waitDaemonSetPod(t, c, "xpu-system", selector)
 
-	// Every driver pod seen, and whether two ran at once.
+	// When each driver pod was first seen running, and first seen
+	// deleted: the new one must run before the old one is deleted.
 	var mu sync.Mutex
-	seen := map[types.UID]bool{}
-	overlap := false
+	runningAt, deletedAt := map[types.UID]time.Time{}, map[types.UID]time.Time{}
 	stop := make(chan struct{})
 	watched := make(chan struct{})
 	go func() {
@@ -57,15 +57,16 @@ func TestHelmUpgradeDRA(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			running := 0
+			now := time.Now()
 			mu.Lock()
 			for _, p := range pods.Items {
-				seen[p.UID] = true
-				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-					running++
+				if _, ok := runningAt[p.UID]; !ok && p.Status.Phase == corev1.PodRunning {
+					runningAt[p.UID] = now
+				}
+				if _, ok := deletedAt[p.UID]; !ok && p.DeletionTimestamp != nil {
+					deletedAt[p.UID] = now
 				}
 			}
-			overlap = overlap || running > 1
 			mu.Unlock()
 		}
 	}()
@@ -112,7 +113,10 @@ func TestHelmUpgradeDRA(t *testing.T) {
 	require.NotEqual(t, old.UID, now.UID, "the upgrade rolled the driver's pod")
 	mu.Lock()
 	defer mu.Unlock()
-	require.True(t, overlap, "the new driver pod ran next to the old one (maxSurge 1); pods seen: %d", len(seen))
+	require.Contains(t, runningAt, now.UID)
+	require.Contains(t, deletedAt, old.UID, "the old driver pod was deleted")
+	require.False(t, runningAt[now.UID].After(deletedAt[old.UID]),
+		"the new driver pod ran before the old one was deleted (maxSurge 1): running at %s, old deleted at %s", runningAt[now.UID], deletedAt[old.UID])
 	require.Contains(t, c.Logs(t, "xpu-system", now.Name, "xpu-dra-driver"), "rolling updates on, pod "+string(now.UID))
 
 	// The records are the pods' claims, and go with them.
