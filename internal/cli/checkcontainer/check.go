@@ -55,8 +55,9 @@ for one). It checks:
   - xpu-smi (XPU_CDI_XPU_SMI, else the first of PATH, /usr/local/bin/xpu-smi,
     /usr/local/xpu/bin/xpu-smi and their xpu_smi names): an executable regular file, which is run
     and must exit 0. A dynamically linked xpu-smi (XRE 5's) is run only where its ELF
-    interpreter is in the container: the project's image is FROM scratch and has none, so there
-    the check says that it was not run, and why. --no-xpu-smi leaves xpu-smi out (nodes-only specs).
+    interpreter is in the container (the project's image is FROM scratch: the spec's driver files
+    must bring it); otherwise the check says that it was not run, and why. --no-xpu-smi leaves
+    xpu-smi out (nodes-only specs).
 Each check prints a line; the command fails, naming every check that failed.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "devices", Value: 1, Usage: "number of XPU device nodes the container must see", EnvVars: []string{"XPU_CDI_CHECK_DEVICES"}, Destination: &o.devices},
