@@ -8,10 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -70,6 +73,38 @@ func TestHealthAddressInUse(t *testing.T) {
 	defer h.l.Close()
 	_, err = ListenHealth(h.Addr(), func() error { return nil })
 	require.ErrorContains(t, err, "--health-address "+h.Addr())
+}
+
+// TestStartHealthWaitsForThePort: an address another process holds (the
+// old pod of a rolling update on the host network) is taken once it is
+// free, and said once meanwhile; any other listen error is returned.
+func TestStartHealthWaitsForThePort(t *testing.T) {
+	held, err := ListenHealth("127.0.0.1:0", func() error { return errors.New("the old pod") })
+	require.NoError(t, err)
+	addr := held.Addr()
+	oldCtx, stopOld := context.WithCancel(context.Background())
+	oldDone := make(chan error, 1)
+	go func() { oldDone <- held.Serve(oldCtx) }()
+	log := &logtest.Recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, StartHealth(ctx, addr, func() error { return nil }, log))
+	require.Equal(t, 1, log.Count("trying again"), log.String())
+	code, body := get(t, "http://"+addr+ReadinessPath)
+	require.Equal(t, http.StatusServiceUnavailable, code, "still the old pod's endpoint: %s", body)
+	stopOld()
+	require.NoError(t, <-oldDone)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + ReadinessPath) //nolint:noctx // a test of a loopback server
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 50*time.Millisecond, "the new endpoint took the freed port")
+	require.Equal(t, 1, log.Count("trying again"), "said once")
+
+	require.ErrorContains(t, StartHealth(ctx, "127.0.0.1:not-a-port", nil, log), "--health-address")
 }
 
 // klog's messages reach the logrus logger in its format, filtered by its

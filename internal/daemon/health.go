@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -109,18 +110,47 @@ func HealthFlag(dest *string, defaultAddr string) *cli.StringFlag {
 	}
 }
 
+// healthRetry is how often StartHealth tries an address in use again.
+const healthRetry = time.Second
+
 // StartHealth listens on addr (nothing when empty) and serves the health
-// endpoint until ctx ends; a failure to serve later is logged.
+// endpoint until ctx ends; a failure to serve later is logged. An address
+// in use is not an error: during a DaemonSet's rolling update with
+// maxSurge and hostNetwork, the old pod holds the port until it stops, and
+// the kubelet's probes of the new pod reach the old one's endpoint
+// meanwhile. StartHealth then says so once and tries again every second in
+// the background, until the port is free or ctx ends.
 func StartHealth(ctx context.Context, addr string, ready ReadyFunc, log logger.Interface) error {
 	h, err := ListenHealth(addr, ready)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		log.Warnf("%v; trying again every %s (the other pod of a rolling update on the host network holds it until it stops)", err, healthRetry)
+		go func() {
+			t := time.NewTicker(healthRetry)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				if h, err := ListenHealth(addr, ready); err == nil {
+					serveHealth(ctx, h, log)
+					return
+				}
+			}
+		}()
+		return nil
+	}
 	if err != nil || h == nil {
 		return err
 	}
-	log.Infof("health endpoint on %s (%s, %s)", h.Addr(), LivenessPath, ReadinessPath)
-	go func() {
-		if err := h.Serve(ctx); err != nil {
-			log.Errorf("%v", err)
-		}
-	}()
+	go serveHealth(ctx, h, log)
 	return nil
+}
+
+func serveHealth(ctx context.Context, h *Health, log logger.Interface) {
+	log.Infof("health endpoint on %s (%s, %s)", h.Addr(), LivenessPath, ReadinessPath)
+	if err := h.Serve(ctx); err != nil {
+		log.Errorf("%v", err)
+	}
 }
