@@ -502,7 +502,8 @@ spec:
 `), 0o600))
 				r := d.Kubectl(t, "create", "--as", "system:serviceaccount:kube-system:xpu-dra-driver", "-f", path)
 				require.False(t, r.Success(), r.String())
-				require.Contains(t, r.Stderr, "may only write ResourceSlices of its own node", r.String())
+				// An impersonated account names no node: refused before any field.
+				require.Contains(t, r.Stderr, "may not write ResourceSlices: only a pod's token bound to a node may", r.String())
 				r = d.Kubectl(t, "create", "-f", path)
 				require.True(t, r.Success(), "the admin is not restricted: %s", r.String())
 				d.MustKubectl(t, "delete", "resourceslice", "other-node-xpu")
