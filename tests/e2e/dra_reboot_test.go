@@ -53,6 +53,7 @@ func TestDRADriverReboot(t *testing.T) {
 
 	d.RebootKubelet(t, func() {
 		// The containers of a rebooted node are gone.
+		d.Runtime.MustCrictl(t, "stopp", "--all")
 		d.Runtime.MustCrictl(t, "rmp", "--all", "--force")
 		require.Empty(t, strings.TrimSpace(d.Runtime.MustCrictl(t, "ps", "--all", "--quiet").Stdout))
 		// tmpfs is empty.
