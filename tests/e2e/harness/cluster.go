@@ -691,18 +691,6 @@ func (c *Cluster) RestartKubelet(t testing.TB) {
 	c.waitNodeReady(t)
 }
 
-// RebootKubelet stops the kubelet (SIGTERM), calls down while the node has
-// no kubelet (a test removes there what a reboot removes: containers,
-// tmpfs), and starts the kubelet again with the same configuration and
-// root directory; it returns once the node is Ready again.
-func (c *Cluster) RebootKubelet(t testing.TB, down func()) {
-	t.Helper()
-	c.kubelet.stop(t)
-	down()
-	c.kubelet.start(t)
-	c.waitNodeReady(t)
-}
-
 // KubeletLog is the kubelet's log so far (also APIServerLog, ...: the
 // daemons' logs are printed when a test fails).
 func (c *Cluster) KubeletLog() string { return c.kubelet.Log() }
