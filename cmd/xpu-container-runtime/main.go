@@ -55,7 +55,7 @@ func main() {
 		if bundle == "" {
 			bundle = "."
 		}
-		if _, err := shim.ModifyBundle(bundle, cfg, shim.WithLogger(log), shim.WithConfigError(cfgPath, cfgErr)); err != nil {
+		if _, err := shim.ModifyBundle(bundle, cfg, shim.Settings{Log: log, ConfigPath: cfgPath, ConfigErr: cfgErr}); err != nil {
 			fail(a, log, err)
 		}
 	}

@@ -25,29 +25,28 @@ const MaxConfigSize = 16 << 20
 // errConfig wraps a configuration problem that stops an XPU request.
 var errConfig = errors.New("the shim configuration is unusable")
 
+// Settings are what ModifyBundle takes besides the configuration; the zero
+// value is usable.
+type Settings struct {
+	// Log is the logger (default: discard).
+	Log logger.Interface
+	// ConfigErr is the error met while loading the configuration file
+	// ConfigPath: a container that asks for XPUs then fails with it, a
+	// container that asks for none is not affected.
+	ConfigPath string
+	ConfigErr  error
+
+	// Test seams: options of the jit mode's discovery (a stat seam for fake
+	// hosts), and a call between the read of the spec files and their
+	// resolution (a spec changed in between).
+	discoverOpts []discover.Option
+	beforeParse  func()
+}
+
 type options struct {
 	resolverOptions
 	configErr  error
 	configPath string
-}
-
-// Option configures ModifyBundle.
-type Option func(*options)
-
-// WithLogger sets the logger (default: discard).
-func WithLogger(l logger.Interface) Option { return func(o *options) { o.log = l } }
-
-// WithConfigError passes the error met while loading the configuration
-// (path is the file): a container that asks for XPUs then fails with it, a
-// container that asks for none is not affected.
-func WithConfigError(path string, err error) Option {
-	return func(o *options) { o.configPath, o.configErr = path, err }
-}
-
-// withDiscoverOptions adds options to the jit mode's discovery (tests use
-// a stat seam for fake hosts).
-func withDiscoverOptions(opts ...discover.Option) Option {
-	return func(o *options) { o.discoverOpts = append(o.discoverOpts, opts...) }
 }
 
 // Result says what ModifyBundle did.
@@ -81,12 +80,12 @@ func mayRequest(data []byte) bool {
 // replaces config.json atomically with the members they changed. A bundle
 // that asks for no XPU, or whose request is refused without an error, is
 // left alone. On error config.json is unchanged.
-func ModifyBundle(bundle string, c *config.Config, opts ...Option) (Result, error) {
-	o := &options{}
-	for _, opt := range opts {
-		opt(o)
+func ModifyBundle(bundle string, c *config.Config, s Settings) (Result, error) {
+	o := &options{
+		resolverOptions: resolverOptions{log: logger.OrDiscard(s.Log), discoverOpts: s.discoverOpts, beforeParse: s.beforeParse},
+		configErr:       s.ConfigErr,
+		configPath:      s.ConfigPath,
 	}
-	o.log = logger.OrDiscard(o.log)
 
 	path := ConfigPath(bundle)
 	// Without blocking (a FIFO would hang the engine's create), regular

@@ -17,15 +17,28 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
 // fakeHost builds a fake host with plain files for nodes (so the test does
 // not depend on root) and returns the tree and the discovery seam for it;
 // the roots come from the shim's configuration.
-func fakeHost(t *testing.T, h fakehost.Host) (*fakehost.Tree, Option) {
+func fakeHost(t *testing.T, h fakehost.Host) (*fakehost.Tree, Settings) {
 	t.Helper()
 	tree := fakehosttest.Build(t, h, fakehost.WithoutMknod())
-	return tree, withDiscoverOptions(discover.WithNodeStater(tree.NodeStater()))
+	return tree, Settings{discoverOpts: []discover.Option{discover.WithNodeStater(tree.NodeStater())}}
+}
+
+// logTo is s logging to log.
+func (s Settings) logTo(log logger.Interface) Settings {
+	s.Log = log
+	return s
+}
+
+// configError is s with the configuration error err of the file path.
+func (s Settings) configError(path string, err error) Settings {
+	s.ConfigPath, s.ConfigErr = path, err
+	return s
 }
 
 func jitConfig(root string) *config.Config {
@@ -248,7 +261,7 @@ func TestModifyBundleNothingAsked(t *testing.T) {
 			dir, before := writeBundle(t, tc.spec)
 			c := jitConfig(tree.Root)
 			// Even a broken configuration does not matter here.
-			res, err := ModifyBundle(dir, c, seam, WithConfigError("/etc/x.toml", os.ErrPermission))
+			res, err := ModifyBundle(dir, c, seam.configError("/etc/x.toml", os.ErrPermission))
 			require.NoError(t, err)
 			require.False(t, res.Modified)
 			after, err := os.ReadFile(ConfigPath(dir))
@@ -267,7 +280,7 @@ func TestModifyBundleIgnoresRefusedEnv(t *testing.T) {
 		t.Run(env, func(t *testing.T) {
 			dir, before := writeBundle(t, bundleSpec(false, nil, env))
 			log := &logtest.Recorder{}
-			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log), WithConfigError("/etc/test-config.toml", nil))
+			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam.logTo(log).configError("/etc/test-config.toml", nil))
 			require.NoError(t, err)
 			require.False(t, res.Modified)
 			after, err := os.ReadFile(ConfigPath(dir))
@@ -286,7 +299,8 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 		spec        *oci.Spec
 		raw         []byte
 		config      func(*config.Config)
-		opts        []Option
+		configPath  string
+		configErr   error
 		wantIs      error
 		wantErr     []string
 	}{
@@ -303,17 +317,17 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 		{description: "bad qualified name", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=baidu.com/=0"), wantErr: []string{"not a valid qualified CDI device name"}},
 		{
 			description: "unprivileged env refused with fail-on-refused-envvar", spec: bundleSpec(false, nil, "XPU_VISIBLE_DEVICES=0,3"), wantIs: errUnprivilegedEnv,
-			config:  func(c *config.Config) { c.FailOnRefusedEnvvar = true },
-			wantErr: []string{"is not privileged (its device cgroup rules do not allow every device", "accept-envvar-when-unprivileged = true in /etc/test-config.toml", "fail-on-refused-envvar = false"},
-			opts:    []Option{WithConfigError("/etc/test-config.toml", nil)},
+			config:     func(c *config.Config) { c.FailOnRefusedEnvvar = true },
+			wantErr:    []string{"is not privileged (its device cgroup rules do not allow every device", "accept-envvar-when-unprivileged = true in /etc/test-config.toml", "fail-on-refused-envvar = false"},
+			configPath: "/etc/test-config.toml",
 		},
 		{
 			// What a pod makes with a hostPath volume of a link to /dev/null
 			// (containerd resolves the link): issue 28 finding 9.
 			description: "device plugin mounts of a pod on containerd's CRI, not accepted", wantIs: errPodMounts,
-			spec:    cri(withMounts(bundleSpec(false, nil), "/dev/null", "all")),
-			wantErr: []string{"/var/run/xpu-container-devices/ (baidu.com/xpu=all)", "accept-device-plugin-mounts = true in /etc/test-config.toml"},
-			opts:    []Option{WithConfigError("/etc/test-config.toml", nil)},
+			spec:       cri(withMounts(bundleSpec(false, nil), "/dev/null", "all")),
+			wantErr:    []string{"/var/run/xpu-container-devices/ (baidu.com/xpu=all)", "accept-device-plugin-mounts = true in /etc/test-config.toml"},
+			configPath: "/etc/test-config.toml",
 		},
 		{
 			description: "device plugin mounts of a pod on CRI-O beside an annotation, not accepted", wantIs: errPodMounts,
@@ -324,7 +338,7 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 		{description: "malformed config.json", raw: []byte(`{"process": {"env": ["XPU_VISIBLE_DEVICES=0"]`), wantErr: []string{"parsing the bundle's OCI spec", "config.json"}},
 		{
 			description: "config error with a request", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), wantIs: errConfig,
-			opts: []Option{WithConfigError("/etc/x.toml", os.ErrPermission)}, wantErr: []string{"asks for XPUs (XPU_VISIBLE_DEVICES=0)", "permission denied"},
+			configPath: "/etc/x.toml", configErr: os.ErrPermission, wantErr: []string{"asks for XPUs (XPU_VISIBLE_DEVICES=0)", "permission denied"},
 		},
 		{
 			description: "cdi mode without a spec", spec: bundleSpec(true, nil, "XPU_VISIBLE_DEVICES=0"), config: func(c *config.Config) { c.Mode = config.ModeCDI },
@@ -349,7 +363,7 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 			if tc.config != nil {
 				tc.config(c)
 			}
-			res, err := ModifyBundle(dir, c, append([]Option{seam}, tc.opts...)...)
+			res, err := ModifyBundle(dir, c, seam.configError(tc.configPath, tc.configErr))
 			require.Error(t, err)
 			if tc.wantIs != nil {
 				require.ErrorIs(t, err, tc.wantIs)
@@ -452,7 +466,7 @@ func TestModifyBundlePodAnnotationsOnCRIO(t *testing.T) {
 		t.Run(tc.description, func(t *testing.T) {
 			dir, before := writeBundle(t, tc.spec)
 			log := &logtest.Recorder{}
-			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log))
+			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam.logTo(log))
 			require.NoError(t, err)
 			require.False(t, res.Modified)
 			after, err := os.ReadFile(ConfigPath(dir))
@@ -544,7 +558,7 @@ func TestModifyBundleBoundsItsInput(t *testing.T) {
 	huge := strings.Repeat("9", 800<<10)
 	dir, _ = writeBundle(t, bundleSpec(false, nil, "XPU_VISIBLE_DEVICES="+huge))
 	log := &logtest.Recorder{}
-	_, err = ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log))
+	_, err = ModifyBundle(dir, jitConfig(tree.Root), seam.logTo(log))
 	require.NoError(t, err)
 	for _, l := range log.Lines() {
 		require.Less(t, len(l), 4096, "a log line quotes the variable whole")

@@ -182,7 +182,7 @@ func checkJITMatchesGenerator(t *testing.T, tree *fakehost.Tree, requests []gene
 					}
 					dir, _ := writeBundle(t, bundleSpec(true, req.annotations, req.env...))
 					log := &logtest.Recorder{}
-					res, err := ModifyBundle(dir, c, WithLogger(log))
+					res, err := ModifyBundle(dir, c, Settings{Log: log})
 					require.NoError(t, err, "%s: %s", req.description, mode)
 					wantMode := mode
 					if mode == config.ModeAuto {
@@ -242,7 +242,7 @@ func TestJITIndexRequestsOnEveryShape(t *testing.T) {
 					c.Mode = mode
 					c.SpecDirs = []string{specDir}
 					dir, _ := writeBundle(t, bundleSpec(true, nil, env))
-					_, err := ModifyBundle(dir, c)
+					_, err := ModifyBundle(dir, c, Settings{})
 					if err != nil {
 						require.ErrorIs(t, err, errUnknownDevice, env)
 						results[mode] = strings.Replace(err.Error(), "("+string(mode)+" mode)", "(MODE mode)", 1)

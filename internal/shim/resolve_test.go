@@ -63,7 +63,7 @@ func TestJITNarrowFallsBack(t *testing.T) {
 		t.Run(tc.description, func(t *testing.T) {
 			dir, _ := writeBundle(t, bundleSpec(true, nil, tc.env))
 			log := &logtest.Recorder{}
-			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam, WithLogger(log))
+			res, err := ModifyBundle(dir, jitConfig(tree.Root), seam.logTo(log))
 			if tc.wantErr != "" {
 				require.ErrorIs(t, err, errUnknownDevice)
 				require.EqualError(t, err, tc.wantErr)

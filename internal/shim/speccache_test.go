@@ -50,7 +50,7 @@ func modify(t *testing.T, c *config.Config, names ...string) (*oci.Spec, *logtes
 	}
 	dir, _ := writeBundle(t, bundleSpec(false, ann))
 	log := &logtest.Recorder{}
-	_, err := ModifyBundle(dir, c, WithLogger(log))
+	_, err := ModifyBundle(dir, c, Settings{Log: log})
 	if err != nil {
 		return nil, log, err
 	}
@@ -379,8 +379,8 @@ func TestSpecCacheEntryIsOfWhatWasRead(t *testing.T) {
 
 	// Read "a", then "b" is written before the resolution.
 	dir, _ := writeBundle(t, bundleSpec(false, map[string]string{"cdi.k8s.io/t": "vendor.test/xpu=0"}))
-	_, err := ModifyBundle(dir, c, func(o *options) {
-		o.beforeParse = func() { require.NoError(t, os.WriteFile(spec, []byte(testSpec("b", "0")), 0o644)) }
+	_, err := ModifyBundle(dir, c, Settings{
+		beforeParse: func() { require.NoError(t, os.WriteFile(spec, []byte(testSpec("b", "0")), 0o644)) },
 	})
 	require.NoError(t, err)
 	require.Contains(t, readBundle(t, dir).Process.Env, "DEV_0=a", "the container gets what was read")
