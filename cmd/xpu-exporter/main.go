@@ -156,31 +156,29 @@ func (o *options) validate(c *cli.Context) error {
 
 // collector builds the collector the flags describe.
 func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.PodResources) {
-	opts := []exporter.Option{
-		exporter.WithLogger(log),
-		exporter.WithSpecs(o.kind.String(), o.specDirs.Dirs()),
-		exporter.WithDiscover(func() (*discover.Host, error) { return o.host.Discover(nil) }, o.host.DevRoot),
+	cfg := exporter.Config{
+		Log:      log,
+		Kind:     o.kind.String(),
+		SpecDirs: o.specDirs.Dirs(),
+		Discover: func() (*discover.Host, error) { return o.host.Discover(nil) },
+		DevRoot:  o.host.DevRoot,
+		NoXPUSMI: o.xpuSMI == xpuSMIOff,
+		XPUSMI:   xpusmi.Config{Timeout: o.xpuSMITimeout},
 	}
-	if o.xpuSMI == xpuSMIOff {
-		opts = append(opts, exporter.WithoutXPUSMI())
-	} else {
-		program, chroot := o.xpuSMI, ""
+	if !cfg.NoXPUSMI {
 		if o.host.HostRoot != "" && o.xpuSMIChroot {
-			chroot = o.host.HostRoot
+			cfg.XPUSMIChroot = o.host.HostRoot
 		}
-		if program != "" {
+		if o.xpuSMI != "" {
 			// As the host sees it: below the host root, where the
 			// exporter reads the host.
-			program = path.Join(o.host.DriverRoot, program)
+			cfg.XPUSMIPath = path.Join(o.host.DriverRoot, o.xpuSMI)
 		}
-		opts = append(opts, exporter.WithXPUSMI(program, chroot, xpusmi.WithTimeout(o.xpuSMITimeout)))
 	}
-	var pods *exporter.PodResources
 	if o.podResources != "" {
-		pods = exporter.NewPodResources(o.podResources, exporter.WithResourcePrefix(o.resourcePfx), exporter.WithDRADriver(o.draDriver))
-		opts = append(opts, exporter.WithPodResources(pods))
+		cfg.Pods = exporter.NewPodResources(o.podResources, exporter.PodResourcesConfig{ResourcePrefix: o.resourcePfx, DRADriver: o.draDriver})
 	}
-	return exporter.New(opts...), pods
+	return exporter.New(cfg), cfg.Pods
 }
 
 // handler serves the metrics of c (and the process's own) at the

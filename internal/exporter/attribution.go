@@ -52,61 +52,47 @@ type Owner struct {
 // Owners maps the N of /dev/xpuN to the containers holding it.
 type Owners map[int][]Owner
 
+// PodResourcesConfig configures NewPodResources; zero fields take the
+// defaults.
+type PodResourcesConfig struct {
+	// Timeout bounds one List call (default DefaultPodResourcesTimeout).
+	Timeout time.Duration
+	// MaxMessage bounds the size of one List answer (default
+	// DefaultPodResourcesMaxMessage).
+	MaxMessage int
+	// ResourcePrefix is the prefix of the device plugin's resource names
+	// (default DefaultResourcePrefix).
+	ResourcePrefix string
+	// DRADriver is the DRA driver whose claims count (default
+	// DefaultDRADriver).
+	DRADriver string
+}
+
 // PodResources asks the kubelet which containers hold which XPUs.
 type PodResources struct {
-	socket         string
-	timeout        time.Duration
-	maxMessage     int
-	resourcePrefix string
-	draDriver      string
+	socket string
+	cfg    PodResourcesConfig
 
 	mu   sync.Mutex
 	conn *grpc.ClientConn
 }
 
-// PodResourcesOption configures a PodResources.
-type PodResourcesOption func(*PodResources)
-
-// WithListTimeout bounds one List call.
-func WithListTimeout(d time.Duration) PodResourcesOption {
-	return func(p *PodResources) { p.timeout = d }
-}
-
-// WithMaxMessage bounds the size of one List answer.
-func WithMaxMessage(n int) PodResourcesOption {
-	return func(p *PodResources) { p.maxMessage = n }
-}
-
-// WithResourcePrefix sets the prefix of the device plugin's resource names.
-func WithResourcePrefix(prefix string) PodResourcesOption {
-	return func(p *PodResources) { p.resourcePrefix = prefix }
-}
-
-// WithDRADriver sets the DRA driver whose claims count.
-func WithDRADriver(name string) PodResourcesOption {
-	return func(p *PodResources) { p.draDriver = name }
-}
-
 // NewPodResources returns a client of the kubelet's PodResources socket. It
 // connects on first use and reconnects by itself.
-func NewPodResources(socket string, opts ...PodResourcesOption) *PodResources {
-	p := &PodResources{socket: socket}
-	for _, o := range opts {
-		o(p)
+func NewPodResources(socket string, cfg PodResourcesConfig) *PodResources {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultPodResourcesTimeout
 	}
-	if p.timeout <= 0 {
-		p.timeout = DefaultPodResourcesTimeout
+	if cfg.MaxMessage <= 0 {
+		cfg.MaxMessage = DefaultPodResourcesMaxMessage
 	}
-	if p.maxMessage <= 0 {
-		p.maxMessage = DefaultPodResourcesMaxMessage
+	if cfg.ResourcePrefix == "" {
+		cfg.ResourcePrefix = DefaultResourcePrefix
 	}
-	if p.resourcePrefix == "" {
-		p.resourcePrefix = DefaultResourcePrefix
+	if cfg.DRADriver == "" {
+		cfg.DRADriver = DefaultDRADriver
 	}
-	if p.draDriver == "" {
-		p.draDriver = DefaultDRADriver
-	}
-	return p
+	return &PodResources{socket: socket, cfg: cfg}
 }
 
 func (p *PodResources) client() (podresourcesapi.PodResourcesListerClient, error) {
@@ -115,7 +101,7 @@ func (p *PodResources) client() (podresourcesapi.PodResourcesListerClient, error
 	if p.conn == nil {
 		conn, err := grpc.NewClient("unix://"+p.socket,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxMessage)))
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.cfg.MaxMessage)))
 		if err != nil {
 			return nil, fmt.Errorf("PodResources socket %s: %w", p.socket, err)
 		}
@@ -143,7 +129,7 @@ func (p *PodResources) List(ctx context.Context) (Owners, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	resp, err := c.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
 	if err != nil {
@@ -179,7 +165,7 @@ func (p *PodResources) owners(resp *podresourcesapi.ListPodResourcesResponse) Ow
 			}
 			for _, dr := range c.GetDynamicResources() {
 				for _, cr := range dr.GetClaimResources() {
-					if cr.GetDriverName() != p.draDriver {
+					if cr.GetDriverName() != p.cfg.DRADriver {
 						continue
 					}
 					n, ok := strings.CutPrefix(cr.GetDeviceName(), draDevicePrefix)
@@ -206,6 +192,6 @@ func (p *PodResources) owners(resp *podresourcesapi.ListPodResourcesResponse) Ow
 // ours reports whether a device plugin resource name is the prefix or the
 // prefix followed by a dot (baidu.com/xpu.shared).
 func (p *PodResources) ours(name string) bool {
-	rest, ok := strings.CutPrefix(name, p.resourcePrefix)
+	rest, ok := strings.CutPrefix(name, p.cfg.ResourcePrefix)
 	return ok && (rest == "" || rest[0] == '.')
 }

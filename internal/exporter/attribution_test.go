@@ -67,7 +67,7 @@ func listResponse() *podresourcesapi.ListPodResourcesResponse {
 }
 
 func TestOwners(t *testing.T) {
-	p := NewPodResources("unused")
+	p := NewPodResources("unused", PodResourcesConfig{})
 	got := p.owners(listResponse())
 	require.Equal(t, Owners{
 		0: {{Namespace: "ml", Pod: "train", Container: "main"}},
@@ -87,7 +87,7 @@ func TestCollectAttribution(t *testing.T) {
 	c, tr := hostCollector(t, fakehost.P800x8(), func(tr *fakehost.Tree, s *fakehost.XPUSMIState) {
 		s.Devices[3].UsedMiB = 777
 		busOf3 = s.Devices[3].BusID
-	}, WithPodResources(NewPodResources(sock)))
+	}, Config{Pods: NewPodResources(sock, PodResourcesConfig{})})
 	s := scrape(t, c)
 	require.Equal(t, 1.0, value(t, s, `xpu_exporter_source_up{source="pod-resources"}`))
 	used := named(s, "xpu_memory_used_bytes", `xpu="3"`)
@@ -108,7 +108,7 @@ func TestCollectAttribution(t *testing.T) {
 func TestAttributionBounds(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		sock := servePodResources(t, &podResourcesServer{block: true})
-		c, _ := hostCollector(t, fakehost.P800x8(), nil, WithPodResources(NewPodResources(sock, WithListTimeout(200*time.Millisecond))))
+		c, _ := hostCollector(t, fakehost.P800x8(), nil, Config{Pods: NewPodResources(sock, PodResourcesConfig{Timeout: 200 * time.Millisecond})})
 		start := time.Now()
 		s := scrape(t, c)
 		require.Less(t, time.Since(start), 5*time.Second)
@@ -119,11 +119,11 @@ func TestAttributionBounds(t *testing.T) {
 		big := listResponse()
 		big.PodResources[0].Name = strings.Repeat("p", 64<<10)
 		sock := servePodResources(t, &podResourcesServer{resp: big})
-		_, err := NewPodResources(sock, WithMaxMessage(16<<10)).List(context.Background())
+		_, err := NewPodResources(sock, PodResourcesConfig{MaxMessage: 16 << 10}).List(context.Background())
 		require.ErrorContains(t, err, "larger than max")
 	})
 	t.Run("no socket", func(t *testing.T) {
-		_, err := NewPodResources(t.TempDir()+"/none.sock", WithListTimeout(time.Second)).List(context.Background())
+		_, err := NewPodResources(t.TempDir()+"/none.sock", PodResourcesConfig{Timeout: time.Second}).List(context.Background())
 		require.ErrorContains(t, err, "none.sock")
 	})
 }

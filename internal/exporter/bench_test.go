@@ -35,7 +35,7 @@ func BenchmarkScrape8XPUs(b *testing.B) {
 		resp.PodResources = append(resp.PodResources, &podresourcesapi.PodResources{Name: fmt.Sprintf("pod-%d", i), Namespace: "ml", Containers: []*podresourcesapi.ContainerResources{c}})
 	}
 	sock := servePodResources(b, &podResourcesServer{resp: resp})
-	c, _ := hostCollector(b, fakehost.P800x8(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, WithPodResources(NewPodResources(sock)))
+	c, _ := hostCollector(b, fakehost.P800x8(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, Config{Pods: NewPodResources(sock, PodResourcesConfig{})})
 	reg := prometheus.NewRegistry()
 	require.NoError(b, reg.Register(c))
 	gather := func() time.Duration {

@@ -36,7 +36,7 @@ const (
 // parent_pci_bus_id and a held device's series carry pod labels, which
 // the other series of the same metric do not.
 type Collector struct {
-	o    options
+	o    Config
 	scan *xpunode.Scanner
 
 	mu sync.Mutex // one collection at a time: the index cache and reported
@@ -53,11 +53,11 @@ type Collector struct {
 var _ prometheus.Collector = (*Collector)(nil)
 
 // New returns the collector.
-func New(opts ...Option) *Collector {
-	o := newOptions(opts)
+func New(cfg Config) *Collector {
+	o := cfg.withDefaults()
 	return &Collector{o: o, reported: map[string]map[string]bool{}, scan: xpunode.NewScanner(xpunode.ScannerConfig{
-		Discover: o.discover, Kind: o.kind, SpecDirs: o.specDirs, NoSpecCheck: o.kind == "",
-		Empty: "exporting no XPU", Unusable: "they are exported with xpu_healthy 0", Log: o.log,
+		Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, NoSpecCheck: o.Kind == "",
+		Empty: "exporting no XPU", Unusable: "they are exported with xpu_healthy 0", Log: o.Log,
 	})}
 }
 
@@ -80,7 +80,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	scan := c.scan.Scan()
 	e.up(SourceDiscovery, scan.Err == nil)
 	if scan.Err != nil {
-		if !c.o.smiOff {
+		if !c.o.NoXPUSMI {
 			e.up(SourceXPUSMI, false)
 		}
 		return
@@ -89,7 +89,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	var err error
 
 	var samples map[string]xpusmi.Sample
-	if !c.o.smiOff {
+	if !c.o.NoXPUSMI {
 		var skipped int
 		samples, skipped, err = c.sample(ctx, h)
 		e.up(SourceXPUSMI, err == nil)
@@ -105,8 +105,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	var owners Owners
-	if c.o.pods != nil {
-		owners, err = c.o.pods.List(ctx)
+	if c.o.Pods != nil {
+		owners, err = c.o.Pods.List(ctx)
 		e.up(SourcePodResources, err == nil)
 		if err != nil {
 			c.report(SourcePodResources, fmt.Sprintf("the XPUs' series carry no pod labels: %v", err))
@@ -134,7 +134,7 @@ var errNoXPUSMI = errors.New("xpu-smi not found under the driver root: only what
 
 // runner returns the runner of the host's xpu-smi.
 func (c *Collector) runner(h *discover.Host) (*xpusmi.Runner, error) {
-	program := c.o.smiPath
+	program := c.o.XPUSMIPath
 	if program == "" {
 		for _, name := range []string{"xpu-smi", "xpu_smi"} {
 			for _, t := range h.Tools {
@@ -147,16 +147,16 @@ func (c *Collector) runner(h *discover.Host) (*xpusmi.Runner, error) {
 			return nil, errNoXPUSMI
 		}
 	}
-	opts := c.o.smiOpts
-	if c.o.smiChroot != "" {
-		rel, err := filepath.Rel(c.o.smiChroot, program)
+	cfg := c.o.XPUSMI
+	cfg.Chroot = c.o.XPUSMIChroot
+	if cfg.Chroot != "" {
+		rel, err := filepath.Rel(cfg.Chroot, program)
 		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			return nil, fmt.Errorf("xpu-smi %s is not below the host root %s it is run in", program, c.o.smiChroot)
+			return nil, fmt.Errorf("xpu-smi %s is not below the host root %s it is run in", program, cfg.Chroot)
 		}
 		program = "/" + filepath.ToSlash(rel)
-		opts = append(slices.Clip(opts), xpusmi.WithChroot(c.o.smiChroot))
 	}
-	return xpusmi.NewRunner(program, opts...)
+	return xpusmi.NewRunner(program, cfg)
 }
 
 // sample runs xpu-smi -m and returns the samples by PCI address, and how
@@ -210,12 +210,12 @@ func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]xp
 // hasProc is false on a host without /proc/xpu (driver 5.x); ok is false
 // when a counter the driver has could not be read.
 func (c *Collector) resets(devs []xpunode.Device) (counts map[int]float64, ok, hasProc bool) {
-	if st, err := os.Stat(filepath.Join(c.o.devRoot, "proc", "xpu")); err != nil || !st.IsDir() {
+	if st, err := os.Stat(filepath.Join(c.o.DevRoot, "proc", "xpu")); err != nil || !st.IsDir() {
 		return nil, false, false
 	}
 	counts, ok = map[int]float64{}, true
 	for _, d := range devs {
-		n, err := readResetCount(c.o.devRoot, d.Index)
+		n, err := readResetCount(c.o.DevRoot, d.Index)
 		switch {
 		case err == nil:
 			counts[d.Index] = n
@@ -301,7 +301,7 @@ func (c *Collector) report(source, msg string) {
 	}
 	if !seen[msg] {
 		seen[msg] = true
-		c.o.log.Warnf("%s: %s", source, msg)
+		c.o.Log.Warnf("%s: %s", source, msg)
 	}
 }
 
@@ -309,7 +309,7 @@ func (c *Collector) report(source, msg string) {
 // again when something was.
 func (c *Collector) recovered(source string) {
 	if len(c.reported[source]) > 0 {
-		c.o.log.Infof("%s: readable again", source)
+		c.o.Log.Infof("%s: readable again", source)
 		delete(c.reported, source)
 	}
 }

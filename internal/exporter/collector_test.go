@@ -20,7 +20,7 @@ func TestCollectP800(t *testing.T) {
 		slices.Reverse(s.Devices) // xpu-smi index 0 is /dev/xpu7
 		s.Devices[5].UsedMiB, s.Devices[5].Utilization, s.Devices[5].Temperature, s.Devices[5].Power = 1536, 42, 57, 123.5
 		want = s.Devices[5]
-	})
+	}, Config{})
 	dev := tr.ComputeDevices()[2] // xpu-smi index 5 after the reversal
 	require.Equal(t, want.BusID, dev.BDF)
 	s := scrape(t, c)
@@ -47,7 +47,7 @@ func TestCollectP800(t *testing.T) {
 // is unhealthy with the reason.
 func TestCollectWithoutXPUSMI(t *testing.T) {
 	log := &logtest.Recorder{}
-	c, _ := hostCollector(t, fakehost.Degraded(), nil, WithLogger(log))
+	c, _ := hostCollector(t, fakehost.Degraded(), nil, Config{Log: log})
 	s := scrape(t, c)
 	require.Equal(t, 0.0, value(t, s, `xpu_exporter_source_up{source="xpu-smi"}`))
 	require.Empty(t, named(s, "xpu_memory_used_bytes"))
@@ -64,7 +64,7 @@ func TestCollectWithoutXPUSMI(t *testing.T) {
 func TestCollectVFs(t *testing.T) {
 	c, _ := hostCollector(t, fakehost.R200SRIOV(), func(_ *fakehost.Tree, s *fakehost.XPUSMIState) {
 		s.Devices[len(s.Devices)-1].UsedMiB = 100
-	})
+	}, Config{})
 	s := scrape(t, c)
 	require.Len(t, named(s, "xpu_healthy"), 4, s)
 	require.Empty(t, named(s, "xpu_healthy", `xpu="0"`), "the PF with VFs is not offered")
@@ -78,7 +78,7 @@ func TestCollectResetsAndBadLines(t *testing.T) {
 	h := fakehost.R200SRIOV()
 	h.Devices[1].Resets = 3
 	log := &logtest.Recorder{}
-	c, tr := hostCollector(t, h, nil, WithLogger(log))
+	c, tr := hostCollector(t, h, nil, Config{Log: log})
 	s := scrape(t, c)
 	require.Equal(t, 3.0, value(t, s, `xpu_resets_total{model="R200",pci_bus_id="0000:5e:00.0",xpu="1"}`))
 	require.Equal(t, 1.0, value(t, s, `xpu_exporter_source_up{source="procfs"}`))
@@ -99,7 +99,7 @@ func TestCollectResetsAndBadLines(t *testing.T) {
 // model and memory as its labels and DRA attributes give them, on a
 // driver 5.x host.
 func TestCollectP800VFs(t *testing.T) {
-	c, tr := hostCollector(t, fakehost.P800SRIOV(), nil, WithoutXPUSMI())
+	c, tr := hostCollector(t, fakehost.P800SRIOV(), nil, Config{NoXPUSMI: true})
 	s := scrape(t, c)
 	require.Len(t, named(s, "xpu_healthy"), 3, s)
 	vf := tr.ComputeDevices()[0]
@@ -114,7 +114,7 @@ func TestCollectP800VFs(t *testing.T) {
 // again a minute later.
 func TestCollectRetriesFailedQuery(t *testing.T) {
 	now := time.Now()
-	c, tr := hostCollector(t, fakehost.P800x8(), func(_ *fakehost.Tree, s *fakehost.XPUSMIState) { s.Mode = fakehost.SMINoQ })
+	c, tr := hostCollector(t, fakehost.P800x8(), func(_ *fakehost.Tree, s *fakehost.XPUSMIState) { s.Mode = fakehost.SMINoQ }, Config{})
 	c.o.now = func() time.Time { return now }
 	s := scrape(t, c)
 	require.Equal(t, 1.0, value(t, s, `xpu_exporter_source_up{source="xpu-smi"}`))

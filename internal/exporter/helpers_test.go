@@ -64,8 +64,8 @@ func named(s map[string]float64, name string, with ...string) map[string]float64
 }
 
 // hostCollector builds h, writes state for its fake xpu-smi (when not nil)
-// and returns a collector reading it.
-func hostCollector(t testing.TB, h fakehost.Host, state func(*fakehost.Tree, *fakehost.XPUSMIState), opts ...Option) (*Collector, *fakehost.Tree) {
+// and returns a collector of cfg reading it.
+func hostCollector(t testing.TB, h fakehost.Host, state func(*fakehost.Tree, *fakehost.XPUSMIState), cfg Config) (*Collector, *fakehost.Tree) {
 	t.Helper()
 	tr := fakehosttest.Build(t, h)
 	if state != nil {
@@ -76,7 +76,8 @@ func hostCollector(t testing.TB, h fakehost.Host, state func(*fakehost.Tree, *fa
 	disc := func() (*discover.Host, error) {
 		return discover.Discover(tr.DiscoverOptions()...)
 	}
-	return New(append([]Option{WithDiscover(disc, tr.Root)}, opts...)...), tr
+	cfg.Discover, cfg.DevRoot = disc, tr.Root
+	return New(cfg), tr
 }
 
 // podResourcesServer is a kubelet's PodResources List of the real API types

@@ -13,7 +13,7 @@ import (
 // runs, on a host with every source (xpu-smi, /proc/xpu, attribution).
 func TestCollectorLint(t *testing.T) {
 	sock := servePodResources(t, &podResourcesServer{resp: listResponse()})
-	c, _ := hostCollector(t, fakehost.R200SRIOV(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, WithPodResources(NewPodResources(sock)))
+	c, _ := hostCollector(t, fakehost.R200SRIOV(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, Config{Pods: NewPodResources(sock, PodResourcesConfig{})})
 	problems, err := testutil.CollectAndLint(c)
 	require.NoError(t, err)
 	require.Empty(t, problems)

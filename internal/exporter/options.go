@@ -11,71 +11,49 @@ import (
 // DiscoverFunc reads the host: discover.Discover with the exporter's roots.
 type DiscoverFunc func() (*discover.Host, error)
 
-type options struct {
-	discover DiscoverFunc
-	devRoot  string
+// Config configures New; zero fields take the defaults.
+type Config struct {
+	// Discover reads the host and DevRoot is the dev root /proc/xpu is
+	// read below (default: discover.Discover() and /).
+	Discover DiscoverFunc
+	DevRoot  string
 
-	// xpu-smi: off, the program discovery finds, or smiPath; run in a
-	// chroot into smiChroot when it is set.
-	smiOff    bool
-	smiPath   string
-	smiChroot string
-	smiOpts   []xpusmi.Option
+	// NoXPUSMI turns the xpu-smi source off. Otherwise XPUSMIPath is the
+	// program as the host sees it (empty: the one discovery finds under the
+	// driver root), run inside a chroot into XPUSMIChroot when it is set,
+	// bounded by XPUSMI's Timeout and MaxOutput (its Chroot is
+	// XPUSMIChroot's).
+	NoXPUSMI     bool
+	XPUSMIPath   string
+	XPUSMIChroot string
+	XPUSMI       xpusmi.Config
 
-	pods *PodResources
+	// Pods attributes devices to pods (default: no attribution).
+	Pods *PodResources
 
-	kind     string
-	specDirs []string
+	// Kind and SpecDirs: health is judged as the device plugin and the
+	// DRA driver judge it, against the CDI specs of Kind in SpecDirs (a
+	// device no spec names cannot be given to a container). Without Kind
+	// the specs are not looked at.
+	Kind     string
+	SpecDirs []string
 
-	log logger.Interface
+	// Log is the logger (default: none).
+	Log logger.Interface
+
+	// now is the clock (tests).
 	now func() time.Time
 }
 
-// Option configures a Collector.
-type Option func(*options)
-
-// WithDiscover sets how the host is read and the dev root /proc/xpu is
-// read below (default: discover.Discover() and /).
-func WithDiscover(f DiscoverFunc, devRoot string) Option {
-	return func(o *options) { o.discover, o.devRoot = f, devRoot }
-}
-
-// WithXPUSMI sets the xpu-smi program: path as the host sees it (empty:
-// the one discovery finds under the driver root), run inside a chroot into
-// chroot when it is not empty, with opts.
-func WithXPUSMI(path, chroot string, opts ...xpusmi.Option) Option {
-	return func(o *options) { o.smiPath, o.smiChroot, o.smiOpts = path, chroot, opts }
-}
-
-// WithoutXPUSMI turns the xpu-smi source off.
-func WithoutXPUSMI() Option { return func(o *options) { o.smiOff = true } }
-
-// WithPodResources attributes devices to pods through p (default: no
-// attribution).
-func WithPodResources(p *PodResources) Option { return func(o *options) { o.pods = p } }
-
-// WithSpecs judges health as the device plugin and the DRA driver do,
-// against the CDI specs of kind in dirs (a device no spec names cannot be
-// given to a container). Without it the spec is not looked at.
-func WithSpecs(kind string, dirs []string) Option {
-	return func(o *options) { o.kind, o.specDirs = kind, dirs }
-}
-
-// WithLogger sets the logger (default: none).
-func WithLogger(l logger.Interface) Option { return func(o *options) { o.log = l } }
-
-func newOptions(opts []Option) options {
-	o := options{}
-	for _, opt := range opts {
-		opt(&o)
+// withDefaults returns c with its defaults filled.
+func (c Config) withDefaults() Config {
+	if c.Discover == nil {
+		c.Discover = func() (*discover.Host, error) { return discover.Discover() }
+		c.DevRoot = "/"
 	}
-	if o.discover == nil {
-		o.discover = func() (*discover.Host, error) { return discover.Discover() }
-		o.devRoot = "/"
+	c.Log = logger.OrDiscard(c.Log)
+	if c.now == nil {
+		c.now = time.Now
 	}
-	o.log = logger.OrDiscard(o.log)
-	if o.now == nil {
-		o.now = time.Now
-	}
-	return o
+	return c
 }

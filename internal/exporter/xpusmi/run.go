@@ -37,55 +37,43 @@ var Env = []string{
 	"LANG=C", "LC_ALL=C",
 }
 
-type options struct {
-	root      string
-	timeout   time.Duration
-	maxOutput int
+// Config configures a Runner; zero fields take the defaults.
+type Config struct {
+	// Chroot runs xpu-smi inside a chroot into this root (the host's / as
+	// the exporter's container sees it); the program path is then inside
+	// it. It needs CAP_SYS_CHROOT.
+	Chroot string
+	// Timeout bounds one run (default DefaultTimeout).
+	Timeout time.Duration
+	// MaxOutput bounds the bytes one run may print (default DefaultMaxOutput).
+	MaxOutput int
 }
-
-// Option configures a Runner.
-type Option func(*options)
-
-// WithChroot runs xpu-smi inside a chroot into root (the host's / as the
-// exporter's container sees it); the program path is then inside root.
-// It needs CAP_SYS_CHROOT.
-func WithChroot(root string) Option { return func(o *options) { o.root = root } }
-
-// WithTimeout bounds one run (default DefaultTimeout).
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
-
-// WithMaxOutput bounds the bytes one run may print (default DefaultMaxOutput).
-func WithMaxOutput(n int) Option { return func(o *options) { o.maxOutput = n } }
 
 // Runner runs one xpu-smi program.
 type Runner struct {
 	path string
-	o    options
+	o    Config
 }
 
 // NewRunner returns a runner of the program at path, which must be
-// absolute (inside the chroot's root with WithChroot).
-func NewRunner(program string, opts ...Option) (*Runner, error) {
+// absolute (inside the chroot's root with cfg.Chroot).
+func NewRunner(program string, cfg Config) (*Runner, error) {
 	if !path.IsAbs(program) || path.Clean(program) != program {
 		return nil, fmt.Errorf("xpu-smi path %q: must be an absolute, clean path", program)
 	}
-	o := options{}
-	for _, opt := range opts {
-		opt(&o)
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
 	}
-	if o.timeout <= 0 {
-		o.timeout = DefaultTimeout
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = DefaultMaxOutput
 	}
-	if o.maxOutput <= 0 {
-		o.maxOutput = DefaultMaxOutput
-	}
-	return &Runner{path: program, o: o}, nil
+	return &Runner{path: program, o: cfg}, nil
 }
 
 // String names the program and where it runs, for messages.
 func (r *Runner) String() string {
-	if r.o.root != "" {
-		return r.path + " (in a chroot into " + r.o.root + ")"
+	if r.o.Chroot != "" {
+		return r.path + " (in a chroot into " + r.o.Chroot + ")"
 	}
 	return r.path
 }
@@ -117,12 +105,12 @@ func (r *Runner) Detail(ctx context.Context, index int) (Detail, error) {
 // kills the program's whole process group when the time is up or when it
 // prints more than allowed.
 func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.o.timeout)
+	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.path, args...)
 	cmd.Env = Env
 	cmd.Dir = "/"
-	if err := sysProcAttr(cmd, r.o.root); err != nil {
+	if err := sysProcAttr(cmd, r.o.Chroot); err != nil {
 		return nil, err
 	}
 	cmd.WaitDelay = time.Second
@@ -140,7 +128,7 @@ func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
 		// A child that escaped the process group may hold the pipe open.
 		_ = f.SetReadDeadline(deadline.Add(cmd.WaitDelay))
 	}
-	out, readErr := readBounded(stdout, r.o.maxOutput)
+	out, readErr := readBounded(stdout, r.o.MaxOutput)
 	if readErr != nil {
 		cancel()
 	}
@@ -148,9 +136,9 @@ func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
 	what := r.String() + " " + strings.Join(args, " ")
 	switch {
 	case errors.Is(readErr, ErrOutputTooBig):
-		return nil, fmt.Errorf("%s: %w: more than %d bytes", what, ErrOutputTooBig, r.o.maxOutput)
+		return nil, fmt.Errorf("%s: %w: more than %d bytes", what, ErrOutputTooBig, r.o.MaxOutput)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, fmt.Errorf("%s: %w after %s", what, ErrTimeout, r.o.timeout)
+		return nil, fmt.Errorf("%s: %w after %s", what, ErrTimeout, r.o.Timeout)
 	case readErr != nil:
 		return nil, fmt.Errorf("%s: reading its output: %w", what, readErr)
 	case waitErr != nil:

@@ -25,7 +25,7 @@ func fakeHost(t *testing.T, mode fakehost.XPUSMIMode) (*fakehost.Tree, fakehost.
 
 func TestRunnerFakeXPUSMI(t *testing.T) {
 	tr, s := fakeHost(t, fakehost.SMINormal)
-	r, err := NewRunner(tr.Path(fakehost.XPUSMILink))
+	r, err := NewRunner(tr.Path(fakehost.XPUSMILink), Config{})
 	require.NoError(t, err)
 	samples, lineErrs, err := r.Metrics(context.Background())
 	require.NoError(t, err)
@@ -50,7 +50,7 @@ func TestRunnerBounds(t *testing.T) {
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			tr, _ := fakeHost(t, tc.mode)
-			r, err := NewRunner(tr.Path(fakehost.XPUSMIPath), WithTimeout(300*time.Millisecond), WithMaxOutput(64<<10))
+			r, err := NewRunner(tr.Path(fakehost.XPUSMIPath), Config{Timeout: 300 * time.Millisecond, MaxOutput: 64 << 10})
 			require.NoError(t, err)
 			start := time.Now()
 			_, _, err = r.Metrics(context.Background())
@@ -66,7 +66,7 @@ func TestRunnerBounds(t *testing.T) {
 
 func TestNewRunnerRefusesRelativePaths(t *testing.T) {
 	for _, p := range []string{"xpu-smi", "./xpu-smi", "/usr/local/bin/../bin/xpu-smi", ""} {
-		_, err := NewRunner(p)
+		_, err := NewRunner(p, Config{})
 		require.ErrorContains(t, err, "absolute, clean path", p)
 	}
 }
@@ -74,7 +74,7 @@ func TestNewRunnerRefusesRelativePaths(t *testing.T) {
 // The environment is the runner's alone: nothing of the exporter's.
 func TestRunnerEnvironment(t *testing.T) {
 	t.Setenv("LD_PRELOAD", "/evil.so")
-	r, err := NewRunner("/usr/bin/env")
+	r, err := NewRunner("/usr/bin/env", Config{})
 	require.NoError(t, err)
 	out, err := r.Run(context.Background())
 	require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestRunnerEnvironment(t *testing.T) {
 func TestRunnerChroot(t *testing.T) {
 	testreq.Root(t, "chroot(2) needs CAP_SYS_CHROOT")
 	tr, s := fakeHost(t, fakehost.SMINormal)
-	r, err := NewRunner(fakehost.XPUSMILink, WithChroot(tr.Root))
+	r, err := NewRunner(fakehost.XPUSMILink, Config{Chroot: tr.Root})
 	require.NoError(t, err)
 	require.Contains(t, r.String(), "chroot")
 	samples, lineErrs, err := r.Metrics(context.Background())
