@@ -2,12 +2,15 @@ package dra
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
@@ -43,4 +46,47 @@ func TestSocketsIgnoreUmask(t *testing.T) {
 	for _, s := range socks {
 		require.NoFileExists(t, s, "the helper's Stop removes its sockets")
 	}
+}
+
+// TestRegistrationSocketPathOfMaxLength: with rolling updates and a
+// registry directory for which the helper library's name makes a path of
+// exactly 108 bytes (one more than a unix socket takes), the driver still
+// starts and serves a registration socket in that directory that a client
+// can dial (the kubelet finds it by watching the directory).
+func TestRegistrationSocketPathOfMaxLength(t *testing.T) {
+	f := newFixture(t, fakehost.P800x8())
+	uid := types.UID("1cf3cb70-ce64-49b9-b666-24a2408f20cd")
+	base := f.d.DriverName() + "-" + string(uid) + "-reg.sock"
+	// In /tmp, not TMPDIR: the path must leave room for the padding.
+	regDir, err := os.MkdirTemp("/tmp", "xdra")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(regDir) })
+	pad := unixPathMax + 1 - len(regDir) - 2 - len(base)
+	require.Positive(t, pad, "the temporary directory %s is too long for this test", regDir)
+	regDir = filepath.Join(regDir, strings.Repeat("r", pad))
+	require.NoError(t, os.Mkdir(regDir, 0o700))
+	require.Equal(t, base, kubeletplugin.RollingUpdateRegistrarSocketFile(regDir, f.d.DriverName(), uid), "the library's choice")
+	require.Len(t, filepath.Join(regDir, base), unixPathMax+1)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	helper, err := kubeletplugin.Start(ctx, f.d, append([]kubeletplugin.Option{
+		kubeletplugin.DriverName(f.d.DriverName()),
+		kubeletplugin.NodeName("node-1"),
+		kubeletplugin.KubeClient(fake.NewClientset()),
+		kubeletplugin.PluginDataDirectoryPath(shortDir(t)),
+		kubeletplugin.RegistrarDirectoryPath(regDir),
+		kubeletplugin.RollingUpdate(uid),
+	}, SocketOptions()...)...)
+	require.NoError(t, err)
+	entries, err := os.ReadDir(regDir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	sock := filepath.Join(regDir, entries[0].Name())
+	require.LessOrEqual(t, len(sock), unixPathMax)
+	conn, err := net.Dial("unix", sock)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	helper.Stop()
+	require.NoFileExists(t, sock, "the helper's Stop removes its socket")
 }
