@@ -18,6 +18,23 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/privsock"
 )
 
+// startHelper starts the real helper library for d with the driver's
+// SocketOptions and opts; it stops when the test ends.
+func startHelper(t *testing.T, d *Driver, dataDir, regDir string, opts ...kubeletplugin.Option) *kubeletplugin.Helper {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	helper, err := kubeletplugin.Start(ctx, d, append(append([]kubeletplugin.Option{
+		kubeletplugin.DriverName(d.DriverName()),
+		kubeletplugin.NodeName("node-1"),
+		kubeletplugin.KubeClient(fake.NewClientset()),
+		kubeletplugin.PluginDataDirectoryPath(dataDir),
+		kubeletplugin.RegistrarDirectoryPath(regDir),
+	}, opts...), SocketOptions()...)...)
+	require.NoError(t, err)
+	return helper
+}
+
 // TestSocketsIgnoreUmask starts the real helper library with the driver's
 // SocketOptions under umask 000: dra.sock and the registration socket are
 // 0600 (the library's default listener would make them 0777).
@@ -26,16 +43,7 @@ func TestSocketsIgnoreUmask(t *testing.T) {
 	dataDir, regDir := shortDir(t), shortDir(t)
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	helper, err := kubeletplugin.Start(ctx, f.d, append([]kubeletplugin.Option{
-		kubeletplugin.DriverName(f.d.DriverName()),
-		kubeletplugin.NodeName("node-1"),
-		kubeletplugin.KubeClient(fake.NewClientset()),
-		kubeletplugin.PluginDataDirectoryPath(dataDir),
-		kubeletplugin.RegistrarDirectoryPath(regDir),
-	}, SocketOptions()...)...)
-	require.NoError(t, err)
+	helper := startHelper(t, f.d, dataDir, regDir)
 	socks := []string{filepath.Join(dataDir, "dra.sock"), filepath.Join(regDir, f.d.DriverName()+"-reg.sock")}
 	for _, s := range socks {
 		fi, err := os.Stat(s)
@@ -68,17 +76,7 @@ func TestRegistrationSocketPathOfMaxLength(t *testing.T) {
 	require.Equal(t, base, kubeletplugin.RollingUpdateRegistrarSocketFile(regDir, f.d.DriverName(), uid), "the library's choice")
 	require.Len(t, filepath.Join(regDir, base), unixPathMax+1)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	helper, err := kubeletplugin.Start(ctx, f.d, append([]kubeletplugin.Option{
-		kubeletplugin.DriverName(f.d.DriverName()),
-		kubeletplugin.NodeName("node-1"),
-		kubeletplugin.KubeClient(fake.NewClientset()),
-		kubeletplugin.PluginDataDirectoryPath(shortDir(t)),
-		kubeletplugin.RegistrarDirectoryPath(regDir),
-		kubeletplugin.RollingUpdate(uid),
-	}, SocketOptions()...)...)
-	require.NoError(t, err)
+	helper := startHelper(t, f.d, shortDir(t), regDir, kubeletplugin.RollingUpdate(uid))
 	entries, err := os.ReadDir(regDir)
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
