@@ -36,7 +36,8 @@ func SocketOptions() []kubeletplugin.Option {
 // library picks the name <driver>-<pod UID>-reg.sock whenever the path has
 // at most 108 bytes, one more than a socket takes: with a registry
 // directory of 48 bytes (/tmp/xe2e-k8s-123456789/kubelet/plugins_registry)
-// bind failed with "invalid argument" and the driver exited. The kubelet
+// bind failed with "invalid argument" and the driver exited (kubernetes
+// PR 141815 fixes the library's check for 1.38; v0.37.2 has it). The kubelet
 // finds the socket by watching the directory, whatever its name; the name
 // stays unique per pod (a hash of the library's, which holds the pod UID).
 func listenRegistrar(ctx context.Context, path string) (net.Listener, error) {
