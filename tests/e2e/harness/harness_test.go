@@ -3,9 +3,12 @@ package harness
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -154,6 +157,36 @@ func TestCRIConfigs(t *testing.T) {
 func TestRemoveCgroupTreeRefusesRoot(t *testing.T) {
 	for _, p := range []string{"", "/", "relative"} {
 		require.Error(t, removeCgroupTree(p), p)
+	}
+}
+
+// TestRemoveCgroupTreeKillsWhatIsLeft: a process left in a test's cgroup
+// tree (a container whose shim was killed) is killed and the tree removed.
+func TestRemoveCgroupTreeKillsWhatIsLeft(t *testing.T) {
+	RequiresRoot(t)
+	parent := "/" + filepath.Base(t.TempDir())
+	require.NoError(t, createCgroup(parent))
+	procs, err := filepath.Glob(filepath.Join(cgroupRoot, "*", strings.TrimPrefix(parent, "/"), "cgroup.procs"))
+	require.NoError(t, err)
+	if len(procs) == 0 {
+		procs = []string{filepath.Join(cgroupRoot, parent, "cgroup.procs")}
+	}
+	sleep := exec.Command("sleep", "600")
+	require.NoError(t, sleep.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- sleep.Wait() }()
+	t.Cleanup(func() { _ = sleep.Process.Kill() })
+	require.NoError(t, os.WriteFile(procs[0], []byte(strconv.Itoa(sleep.Process.Pid)), 0o644))
+
+	require.NoError(t, removeCgroupTree(parent))
+	select {
+	case err := <-exited:
+		require.ErrorContains(t, err, "killed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the process left in the cgroup still runs")
+	}
+	for _, p := range procs {
+		require.NoDirExists(t, filepath.Dir(p))
 	}
 }
 
