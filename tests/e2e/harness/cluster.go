@@ -772,6 +772,18 @@ func (c *Cluster) RestartKubelet(t testing.TB) {
 	c.waitNodeReady(t)
 }
 
+// RebootKubelet stops the kubelet (SIGTERM), calls down while the node has
+// no kubelet (a test removes there what a reboot removes: containers,
+// tmpfs), and starts the kubelet again with the same configuration and
+// root directory; it returns once the node is Ready again.
+func (c *Cluster) RebootKubelet(t testing.TB, down func()) {
+	t.Helper()
+	c.kubelet.stop(t)
+	down()
+	c.kubelet.start(t)
+	c.waitNodeReady(t)
+}
+
 // ProcessID is the process ID of a component the harness started
 // ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
 // "kubelet"), 0 when it did not start it or it has exited: benchmarks read
