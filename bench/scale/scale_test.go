@@ -253,6 +253,9 @@ func createDeviceClasses(t *testing.T, client kubernetes.Interface) {
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		var dc resourceapi.DeviceClass
 		require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &dc), "%s", path)
+		if dc.Kind == "" {
+			continue // a document of comments only (make manifests' header)
+		}
 		_, err := client.ResourceV1().DeviceClasses().Create(t.Context(), &dc, metav1.CreateOptions{})
 		require.NoError(t, err, "creating DeviceClass %s", dc.Name)
 	}
