@@ -21,19 +21,24 @@ func TestProbes(t *testing.T) {
 		name string
 		doc  []byte
 		port int32
+		// probePort is how the probes name the port: the DRA driver
+		// declares none (on the host network it would be a host port that
+		// keeps its rolling update's surge pod off the node).
+		ports     []corev1.ContainerPort
+		probePort string
 	}{
-		{name: "xpu-device-plugin", doc: plugin, port: 9508},
-		{name: "xpu-dra-driver", doc: decodeAll(t, "xpu-dra-driver.yaml")["DaemonSet/xpu-dra-driver"], port: 9509},
+		{name: "xpu-device-plugin", doc: plugin, port: 9508, ports: []corev1.ContainerPort{{Name: "health", ContainerPort: 9508}}, probePort: "health"},
+		{name: "xpu-dra-driver", doc: decodeAll(t, "xpu-dra-driver.yaml")["DaemonSet/xpu-dra-driver"], port: 9509, probePort: "9509"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ds appsv1.DaemonSet
 			require.NoError(t, yaml.UnmarshalStrict(tc.doc, &ds))
 			c := ds.Spec.Template.Spec.Containers[0]
-			require.Equal(t, []corev1.ContainerPort{{Name: "health", ContainerPort: tc.port}}, c.Ports)
+			require.Equal(t, tc.ports, c.Ports)
 			for path, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
 				require.NotNil(t, p, path)
 				require.Equal(t, path, p.HTTPGet.Path)
-				require.Equal(t, "health", p.HTTPGet.Port.String())
+				require.Equal(t, tc.probePort, p.HTTPGet.Port.String())
 			}
 			for _, e := range c.Env {
 				require.NotEqual(t, "XPU_CDI_HEALTH_ADDRESS", e.Name, "the probes assume the default port")
