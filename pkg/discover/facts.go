@@ -123,27 +123,17 @@ func generationOf(model, procName string) string {
 	return generations[procName] // K100, K200, Kunlun2
 }
 
-// The public sizes of partitions, in MiB, by the number of VFs of the
-// card: a P800 is cut in halves or quarters (HAMi's partition sizes, the
-// only P800 layouts); an R200 VF is R200-VF-16G, -8G or -5G with 1, 2 or 3
-// VFs (the models of the vendor's xpuml).
-var (
-	p800VFMemoryMiB = map[int]int64{2: 49152, 4: 24576}
-	r200VFMemoryMiB = map[int]int64{1: 16384, 2: 8192, 3: 5120}
-)
-
 // boardMemoryMiB is the memory of a device where a public source gives it
 // for its model: P800 is 96 GiB (HAMi's whole-card share, 98304 MiB), a VF
-// its partition's size. Other boards and VF counts are 0 until a source
-// says.
+// its partition's size (partitionModels). Other boards and VF counts are
+// 0 until a source says.
 func boardMemoryMiB(d *Device) int64 {
 	switch d.Model {
 	case "P800":
 		return 98304
-	case "P800" + vfSuffix:
-		return p800VFMemoryMiB[parentNumVFs(d)]
-	case "R200" + vfSuffix:
-		return r200VFMemoryMiB[parentNumVFs(d)]
+	case "P800" + vfSuffix, "R200" + vfSuffix:
+		m, _ := PartitionModelOf(boardOf(d.Model))
+		return m.VFMemoryMiB[parentNumVFs(d)]
 	}
 	return 0
 }

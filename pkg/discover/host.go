@@ -48,8 +48,11 @@ type PCI struct {
 	Function Function
 	// Parent is the physical function of a VF.
 	Parent string
-	// NumVFs is the number of enabled VFs of a PF.
+	// NumVFs is the number of enabled VFs of a PF (sriov_numvfs).
 	NumVFs int
+	// TotalVFs is the number of VFs a PF supports (sriov_totalvfs); 0 when
+	// the function has no SR-IOV capability.
+	TotalVFs int
 	// ParentNumVFs is, for a VF, the number of enabled VFs of its PF (the
 	// PF's sriov_numvfs): how many partitions the card is cut into. 0 when
 	// sysfs does not say.

@@ -147,6 +147,9 @@ func (s *sysfs) read(fn pciFunction) (*PCI, []string, error) {
 		if n, err := dir.read("sriov_numvfs"); err == nil {
 			p.NumVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
 		}
+		if n, err := dir.read("sriov_totalvfs"); err == nil {
+			p.TotalVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
+		}
 	default:
 		problems = append(problems, err.Error())
 	}

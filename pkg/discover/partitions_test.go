@@ -1,0 +1,31 @@
+package discover
+
+import "testing"
+
+func TestPartitionModels(t *testing.T) {
+	p800, ok := PartitionModelOf("P800")
+	if !ok || !p800.Allows(0) || !p800.Allows(2) || !p800.Allows(4) || p800.Allows(1) || p800.Allows(3) {
+		t.Fatalf("P800 layouts: %+v", p800)
+	}
+	for _, m := range partitionModels {
+		for _, n := range m.VFCounts {
+			if m.VFMemoryMiB[n] <= 0 {
+				t.Errorf("%s: %d VFs have no size", m.Board, n)
+			}
+		}
+	}
+	if _, ok := PartitionModelOf("K200"); ok {
+		t.Error("K200 has no public partitions")
+	}
+	if HandleLimit(GenerationKunlun3) != 32 || HandleLimit(GenerationKunlun2) != 0 {
+		t.Error("handle limits")
+	}
+	for mib, want := range map[int64]string{49152: "48gb", 24576: "24gb", 5120: "5gb", 1536: "1536mb", 0: ""} {
+		if got := PartitionSizeName(mib); got != want {
+			t.Errorf("PartitionSizeName(%d) = %q, want %q", mib, got, want)
+		}
+	}
+	if PartitionFraction(4) != "1/4" || PartitionFraction(0) != "" {
+		t.Error("PartitionFraction")
+	}
+}
