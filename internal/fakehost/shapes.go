@@ -4,20 +4,21 @@ import "fmt"
 
 // Shape names accepted by ShapeByName (and the xpu-fakehost command).
 const (
-	ShapeP800x8    = "p800x8"
-	ShapeP800XRE5  = "p800-xre5"
-	ShapeP800Sysfs = "p800-sysfs"
-	ShapeP800SRIOV = "p800-sriov"
-	ShapeR200SRIOV = "r200-sriov"
-	ShapeK200      = "k200"
-	ShapeDegraded  = "degraded"
-	ShapeScaled    = "scaled"
-	ShapeR200Arm64 = "r200-arm64"
+	ShapeP800x8       = "p800x8"
+	ShapeP800XRE5     = "p800-xre5"
+	ShapeP800Sysfs    = "p800-sysfs"
+	ShapeP800SRIOV    = "p800-sriov"
+	ShapeP800Quarters = "p800-quarters"
+	ShapeR200SRIOV    = "r200-sriov"
+	ShapeK200         = "k200"
+	ShapeDegraded     = "degraded"
+	ShapeScaled       = "scaled"
+	ShapeR200Arm64    = "r200-arm64"
 )
 
 // Shapes lists the valid shape names.
 func Shapes() []string {
-	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeP800SRIOV, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled, ShapeR200Arm64}
+	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeP800SRIOV, ShapeP800Quarters, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled, ShapeR200Arm64}
 }
 
 // ShapeByName returns the named shape; devices and libraries are only used by
@@ -32,6 +33,8 @@ func ShapeByName(name string, devices, libraries int) (Host, error) {
 		return P800Sysfs(), nil
 	case ShapeP800SRIOV:
 		return P800SRIOV(), nil
+	case ShapeP800Quarters:
+		return P800Quarters(), nil
 	case ShapeR200SRIOV:
 		return R200SRIOV(), nil
 	case ShapeK200:
