@@ -1,7 +1,5 @@
 package fakehost
 
-import "fmt"
-
 // p800SysfsOrder gives, for each /dev/xpuN of P800Sysfs, the card's place
 // in PCI address order (0 = 0000:01:00.0 ... 7 = 0000:84:00.0): the driver
 // numbers its nodes in probe order, which need not follow the addresses,
@@ -66,14 +64,8 @@ func p800SRIOV(shape string, vfs int) Host {
 	pf.TotalVFs = 4
 	h.Devices = []Device{pf}
 	for k := range vfs {
-		vf := pf
+		vf := mustVF(pf, k, pf.MemoryMiB/vfs)
 		vf.Index = 1 + k
-		vf.BDF = fmt.Sprintf("0000:03:00.%d", 1+k)
-		vf.Function = FunctionVF
-		vf.PhysFn = pf.BDF
-		vf.TotalVFs = 0
-		vf.MemoryMiB = pf.MemoryMiB / vfs
-		vf.Serial = pf.Serial
 		h.Devices = append(h.Devices, vf)
 	}
 	second := p800Device(1+vfs, 1, "0000:83:00.0", "pci0000:80/0000:80:02.0")
