@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -282,13 +283,35 @@ func TestSRIOVFaults(t *testing.T) {
 	require.Equal(t, []syscall.Errno{syscall.EIO, 0, 0, 0, 0}, errnos)
 }
 
-// TestSRIOVNotRoot: sriov_numvfs is root's to write, as 0644 root:root.
-func TestSRIOVNotRoot(t *testing.T) {
+// TestSRIOVOnlyRootWrites: sriov_numvfs is 0644 root:root; another user's
+// write is refused at open (the caller's fsuid is what FUSE reports).
+func TestSRIOVOnlyRootWrites(t *testing.T) {
 	tree := fakehosttest.Build(t, fakehost.P800SRIOV())
-	fakehosttest.StartSRIOV(t, tree, fakehost.SRIOVOptions{})
-	st, err := os.Stat(numvfs(tree, "0000:83:00.0"))
+	k := fakehosttest.StartSRIOV(t, tree, fakehost.SRIOVOptions{})
+	const pf = "0000:83:00.0"
+	st, err := os.Stat(numvfs(tree, pf))
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o644), st.Mode().Perm())
+
+	dir, err := unix.Open(filepath.Dir(numvfs(tree, pf)), unix.O_PATH|unix.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	defer unix.Close(dir)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread with the changed fsuid ends with the goroutine
+		if err := unix.Setfsuid(65534); err != nil {
+			errc <- err
+			return
+		}
+		fd, err := unix.Openat(dir, "sriov_numvfs", unix.O_WRONLY, 0)
+		if err == nil {
+			_ = unix.Close(fd)
+		}
+		errc <- err
+	}()
+	require.ErrorIs(t, <-errc, unix.EACCES)
+	require.Empty(t, k.Writes())
+	require.NoError(t, writeNumVFs(tree, pf, "2"), "root may")
 }
 
 func TestFakeOpenFD(t *testing.T) {
