@@ -64,7 +64,9 @@
 //
 // Tests inject failures with FailNext: FaultWriteError (the write fails
 // with EIO, changing nothing), FaultNoNodes (the VFs appear, their nodes
-// never do), FaultSlowUdev (the nodes come after SlowUdevDelay). Writes
+// never do), FaultSlowUdev (the nodes come after SlowUdevDelay),
+// FaultEnableError (the next write that would enable VFs fails with EIO,
+// the writes of 0 before it go through). Writes
 // logs every write with its result; Settle waits for udev.
 //
 // It needs root and /dev/fuse (testreq.FUSE). Close unmounts and puts the

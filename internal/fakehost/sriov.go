@@ -61,6 +61,11 @@ const (
 	// or disable) by SRIOVOptions.SlowUdevDelay instead of UdevDelay;
 	// udev handles events in order, so later events wait behind them.
 	FaultSlowUdev
+	// FaultEnableError makes the next write that would enable VFs fail
+	// with EIO and change nothing (the driver's sriov_configure failing
+	// to enable them), letting the writes of 0 before it through: the
+	// second write of a 0-then-N re-layout fails.
+	FaultEnableError
 )
 
 func (f Fault) String() string {
@@ -71,6 +76,8 @@ func (f Fault) String() string {
 		return "no-nodes"
 	case FaultSlowUdev:
 		return "slow-udev"
+	case FaultEnableError:
+		return "enable-error"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -409,6 +416,9 @@ func (k *SRIOVKernel) configure(p *sriovPF, data string) syscall.Errno {
 		return 0
 	case n != 0 && p.num != 0:
 		return syscall.EBUSY
+	}
+	if n != 0 && k.takeFault(p.bdf, func(f Fault) bool { return f == FaultEnableError }) {
+		return syscall.EIO
 	}
 	var err error
 	if n == 0 {

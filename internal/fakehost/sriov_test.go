@@ -3,6 +3,7 @@ package fakehost_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -144,8 +145,14 @@ func TestSRIOVP800(t *testing.T) {
 	require.NoError(t, k.Settle(5*time.Second))
 	require.Equal(t, halves, devices(t, tree))
 
-	// 2 -> 0: all of it goes.
-	require.NoError(t, writeNumVFs(tree, pf, "0"))
+	// Another process is refused as this one: bash's echo (dash says "I/O error" for any failed write).
+	out, err := exec.Command("bash", "-c", `echo 4 > "$1"`, "bash", numvfs(tree, pf)).CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "busy")
+
+	// 2 -> 0 from a shell: all of it goes.
+	out, err = exec.Command("bash", "-c", `echo 0 > "$1"`, "bash", numvfs(tree, pf)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
 	require.False(t, exists(tree, pfDir+"/virtfn0"))
 	require.False(t, exists(tree, "/sys/devices/pci0000:80/0000:80:02.0/0000:83:00.1"))
 	require.False(t, exists(tree, "/sys/bus/pci/devices/0000:83:00.1"))
@@ -185,7 +192,7 @@ func TestSRIOVP800(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		pf + "=2:0", pf + "=4:16", pf + "=5:34", pf + "=two:22", pf + "= 2:22", pf + "=-1:22", pf + "=2:0",
-		pf + "=0:0", pf + "=4:0", "0000:03:00.0=0:0", "0000:03:00.0=4:0",
+		pf + "=4:16", pf + "=0:0", pf + "=4:0", "0000:03:00.0=0:0", "0000:03:00.0=4:0",
 	}, log)
 
 	// Close: no mount left, the tree as the kernel left it.
@@ -276,11 +283,21 @@ func TestSRIOVFaults(t *testing.T) {
 	require.Equal(t, 6, nodeMinor(t, tree, "/dev/xpu6"))
 	require.Equal(t, 7, nodeMinor(t, tree, "/dev/xpu7"))
 
+	// The enabling write fails, the disabling one before it does not;
+	// the previous count goes back in.
+	k.FailNext(pf, fakehost.FaultEnableError)
+	require.NoError(t, writeNumVFs(tree, pf, "0"))
+	require.ErrorIs(t, writeNumVFs(tree, pf, "4"), syscall.EIO)
+	require.Equal(t, 0, k.NumVFs(pf))
+	require.False(t, exists(tree, "/sys/bus/pci/devices/0000:83:00.1"))
+	require.NoError(t, writeNumVFs(tree, pf, "2"))
+	require.Equal(t, 2, k.NumVFs(pf))
+
 	var errnos []syscall.Errno
 	for _, w := range k.Writes() {
 		errnos = append(errnos, w.Errno)
 	}
-	require.Equal(t, []syscall.Errno{syscall.EIO, 0, 0, 0, 0}, errnos)
+	require.Equal(t, []syscall.Errno{syscall.EIO, 0, 0, 0, 0, 0, syscall.EIO, 0}, errnos)
 }
 
 // TestSRIOVOnlyRootWrites: sriov_numvfs is 0644 root:root; another user's
@@ -343,4 +360,45 @@ func TestFakeOpenFD(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(tree.Root, "proc/4242/comm"))
 	require.NoError(t, fakehost.RemoveFakeProcess(tree.Root, 4242), "gone already")
 	require.True(t, exists(tree, "/proc/kunlun/dev1/dma_excp_mask"), "the rest of /proc stays")
+}
+
+// crashRootEnv makes TestSRIOVCrashedChild start a kernel on the tree it
+// names and die without closing it.
+const crashRootEnv = "XPU_FAKEHOST_TEST_CRASH_ROOT"
+
+// TestSRIOVCrash: a test binary killed with its kernel running leaves dead
+// mounts; the next StartSRIOV detaches them, so the tree can be removed.
+func TestSRIOVCrash(t *testing.T) {
+	crashed := fakehosttest.Build(t, fakehost.P800SRIOV())
+	fakehosttest.StartSRIOV(t, fakehosttest.Build(t, fakehost.P800SRIOV()), fakehost.SRIOVOptions{}) // FUSE is here
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSRIOVCrashedChild$")
+	cmd.Env = append(os.Environ(), crashRootEnv+"="+crashed.Root)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, "signal: killed", exit.ProcessState.String(), "%s", out)
+	dead := mounted(t, crashed.Root)
+	require.Len(t, dead, 2, "%s", out)
+	_, err = os.Stat(dead[0])
+	require.ErrorIs(t, err, syscall.ENOTCONN)
+
+	other := fakehosttest.Build(t, fakehost.R200SRIOV())
+	fakehosttest.StartSRIOV(t, other, fakehost.SRIOVOptions{})
+	require.Empty(t, mounted(t, crashed.Root), "detached")
+	require.NoError(t, os.RemoveAll(crashed.Root))
+	require.Len(t, mounted(t, other.Root), 2, "a live kernel's mounts stay")
+}
+
+// TestSRIOVCrashedChild is TestSRIOVCrash's child process; it does nothing
+// in a test run of its own.
+func TestSRIOVCrashedChild(t *testing.T) {
+	root := os.Getenv(crashRootEnv)
+	if root == "" {
+		return
+	}
+	if _, err := fakehost.StartSRIOV(root, fakehost.P800SRIOV(), fakehost.SRIOVOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
 }
