@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -545,7 +546,7 @@ func (k *SRIOVKernel) removeVF(pf Device, n int, vf Device) error {
 	own := []string{pciDir(vf), fmt.Sprintf("/proc/xpu/dev%d", vf.Index), fmt.Sprintf("/proc/kunlun/dev%d", vf.Index)}
 	var errs []error
 	for _, p := range b.made {
-		if !slicesAny(own, func(dir string) bool { return underDir(dir, p) }) {
+		if !slices.ContainsFunc(own, func(dir string) bool { return underDir(dir, p) }) {
 			if err := os.Remove(b.full(p)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
@@ -557,15 +558,6 @@ func (k *SRIOVKernel) removeVF(pf Device, n int, vf Device) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func slicesAny(dirs []string, f func(string) bool) bool {
-	for _, d := range dirs {
-		if f(d) {
-			return true
-		}
-	}
-	return false
 }
 
 // underDir reports whether the in-tree path p is dir or below it.

@@ -210,7 +210,14 @@ func TestSRIOVP800(t *testing.T) {
 // minors 2*slot; R200 allows at most 3 VFs.
 func TestSRIOVR200(t *testing.T) {
 	tree := fakehosttest.Build(t, fakehost.R200SRIOV())
-	k := fakehosttest.StartSRIOV(t, tree, fakehost.SRIOVOptions{UdevDelay: -1})
+	// The state on another file system where there is one (/dev/shm is
+	// tmpfs): the PFs' content is copied there and back.
+	state := t.TempDir()
+	if dir, err := os.MkdirTemp("/dev/shm", "xpu-fake-sriov-test-"); err == nil {
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		state = dir
+	}
+	k := fakehosttest.StartSRIOV(t, tree, fakehost.SRIOVOptions{UdevDelay: -1, StateDir: state})
 	const pf = "0000:5e:00.0"
 	require.ErrorIs(t, writeNumVFs(tree, pf, "4"), syscall.ERANGE)
 	require.NoError(t, writeNumVFs(tree, pf, "0x2"), "kstrtou16 takes hex")
@@ -250,6 +257,26 @@ func TestSRIOVR200(t *testing.T) {
 	require.Len(t, devices(t, tree), 5)
 	h := k.Host()
 	require.Len(t, h.Devices, 5)
+
+	require.NoError(t, k.Close())
+	require.Empty(t, mounted(t, tree.Root))
+	pfDir := tree.Path("/sys/devices/pci0000:00/" + pf)
+	st, err := os.Lstat(filepath.Join(pfDir, "sriov_numvfs"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o444), st.Mode(), "Build's mode back")
+	target, err := os.Readlink(filepath.Join(pfDir, "driver"))
+	require.NoError(t, err)
+	require.Equal(t, "../../../bus/pci/drivers/kunlun", target)
+	require.Equal(t, "3\n", readFile(t, filepath.Join(pfDir, "sriov_totalvfs")))
+	require.Equal(t, "243:2\n", readFile(t, filepath.Join(pfDir, "xpu/xpu1/dev")))
+	require.Len(t, devices(t, tree), 5)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // TestSRIOVFaults: the injected failures, each used once.

@@ -85,8 +85,7 @@ func WriteSpec(t testing.TB, tree *fakehost.Tree, dir string) string {
 }
 
 // StartSRIOV starts the fake SR-IOV kernel (fakehost.StartSRIOV) on tree,
-// a tree Build made, with opts; its state directory is a temporary
-// directory of t and its log t's unless opts say otherwise. It needs root
+// a tree Build made, with opts; it logs to t unless opts say otherwise. It needs root
 // and FUSE (testreq.FUSE: the test skips without them, fails under CI).
 // The kernel is closed at t's cleanup, before the tree's directory is
 // removed; a test binary killed before its cleanups (go test -timeout)
@@ -94,9 +93,6 @@ func WriteSpec(t testing.TB, tree *fakehost.Tree, dir string) string {
 func StartSRIOV(t testing.TB, tree *fakehost.Tree, opts fakehost.SRIOVOptions) *fakehost.SRIOVKernel {
 	t.Helper()
 	testreq.FUSE(t, "the fake SR-IOV kernel")
-	if opts.StateDir == "" {
-		opts.StateDir = t.TempDir()
-	}
 	if opts.Log == nil {
 		opts.Log = t.Logf
 	}
