@@ -207,8 +207,7 @@ func StartSRIOV(root string, h Host, opts SRIOVOptions) (*SRIOVKernel, error) {
 	}
 	for _, p := range pfs {
 		if err := k.mountPF(p); err != nil {
-			k.stopAll()
-			return nil, err
+			return nil, errors.Join(err, k.stopAll())
 		}
 	}
 	go k.udevd()
@@ -230,26 +229,28 @@ func (k *SRIOVKernel) mountPF(p *sriovPF) error {
 		return fmt.Errorf("fake SR-IOV kernel: PF %s: no sriov_numvfs file in %s (%v)", p.bdf, p.mount, err)
 	}
 	p.numMode = nst.Mode().Perm()
-	if b, err := os.ReadFile(num); err != nil || strings.TrimSpace(string(b)) != fmt.Sprint(p.num) {
+	b, err := os.ReadFile(num)
+	if err != nil {
+		return fmt.Errorf("fake SR-IOV kernel: PF %s: %w", p.bdf, err)
+	}
+	if strings.TrimSpace(string(b)) != fmt.Sprint(p.num) {
 		return fmt.Errorf("fake SR-IOV kernel: PF %s: sriov_numvfs reads %q, but the host has %d VFs: was the tree built from this host?", p.bdf, b, p.num)
 	}
-	p.backing = filepath.Join(k.stateDir, p.bdf)
-	if err := moveDir(p.mount, p.backing); err != nil {
+	backing := filepath.Join(k.stateDir, p.bdf)
+	if err := moveDir(p.mount, backing); err != nil {
 		return fmt.Errorf("fake SR-IOV kernel: PF %s: %w", p.bdf, err)
 	}
 	if err := os.Mkdir(p.mount, p.mode); err != nil {
-		_ = moveDir(p.backing, p.mount)
-		return fmt.Errorf("fake SR-IOV kernel: PF %s: %w", p.bdf, err)
+		return errors.Join(fmt.Errorf("fake SR-IOV kernel: PF %s: %w", p.bdf, err), moveDir(backing, p.mount))
 	}
+	p.backing = backing
 	// The kernel's sriov_numvfs is 0644 (DEVICE_ATTR_RW).
 	if err := os.Chmod(filepath.Join(p.backing, "sriov_numvfs"), 0o644); err != nil {
-		_ = k.restorePF(p)
-		return fmt.Errorf("fake SR-IOV kernel: PF %s: %w", p.bdf, err)
+		return errors.Join(fmt.Errorf("fake SR-IOV kernel: PF %s: %w", p.bdf, err), k.restorePF(p))
 	}
 	srv, err := mountLoopback(k, p)
 	if err != nil {
-		_ = k.restorePF(p)
-		return fmt.Errorf("fake SR-IOV kernel: mounting FUSE on %s (needs root and /dev/fuse): %w", p.mount, err)
+		return errors.Join(fmt.Errorf("fake SR-IOV kernel: mounting FUSE on %s (needs root and /dev/fuse): %w", p.mount, err), k.restorePF(p))
 	}
 	p.server = srv
 	return nil

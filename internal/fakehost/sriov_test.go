@@ -16,6 +16,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -428,4 +429,32 @@ func TestSRIOVCrashedChild(t *testing.T) {
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
+}
+
+// TestSRIOVStartFails: a host without SR-IOV or a tree that is not the
+// host's is refused, and a failure on the second PF puts the first back.
+func TestSRIOVStartFails(t *testing.T) {
+	plain := fakehosttest.Build(t, fakehost.P800x8(), fakehost.WithoutMknod())
+	_, err := fakehost.StartSRIOV(plain.Root, plain.Host, fakehost.SRIOVOptions{})
+	require.ErrorContains(t, err, "no PF with SR-IOV")
+
+	quarters := fakehosttest.Build(t, fakehost.P800Quarters(), fakehost.WithoutMknod())
+	_, err = fakehost.StartSRIOV(quarters.Root, fakehost.P800SRIOV(), fakehost.SRIOVOptions{})
+	require.ErrorContains(t, err, `sriov_numvfs reads "4\n", but the host has 2 VFs`)
+	require.Equal(t, "4\n", readNumVFs(t, quarters, "0000:03:00.0"), "nothing moved")
+
+	testreq.FUSE(t, "the fake SR-IOV kernel")
+	tree := fakehosttest.Build(t, fakehost.P800SRIOV())
+	require.NoError(t, os.Remove(numvfs(tree, "0000:83:00.0")))
+	_, err = fakehost.StartSRIOV(tree.Root, tree.Host, fakehost.SRIOVOptions{Log: t.Logf})
+	require.ErrorContains(t, err, "PF 0000:83:00.0: no sriov_numvfs file")
+	require.Empty(t, mounted(t, tree.Root))
+	st, err := os.Lstat(numvfs(tree, "0000:03:00.0"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o444), st.Mode(), "the first PF's directory is back")
+	entries, err := os.ReadDir(filepath.Dir(tree.Root))
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.False(t, strings.HasPrefix(e.Name(), ".xpu-fake-sriov-"), "state directory %s left", e.Name())
+	}
 }
