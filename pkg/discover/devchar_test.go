@@ -89,6 +89,8 @@ func TestP800DeviceIDs(t *testing.T) {
 	}
 	require.False(t, h.Device(3).Compute, "a PF with VFs enabled is management only")
 	require.Equal(t, 2, h.Device(3).PCI.NumVFs)
+	require.Equal(t, 2, h.Device(3).PCI.TotalVFs)
+	require.Zero(t, h.Device(0).PCI.TotalVFs, "no SR-IOV capability")
 	for _, n := range []int{8, 9} {
 		vf := h.Device(n)
 		require.Empty(t, vf.Problems)

@@ -104,6 +104,7 @@ func TestWithIndicesSRIOV(t *testing.T) {
 	pf := h.Device(0)
 	require.Equal(t, discover.FunctionPF, pf.PCI.Function)
 	require.Equal(t, 3, pf.PCI.NumVFs)
+	require.Equal(t, 3, pf.PCI.TotalVFs)
 	require.False(t, pf.Compute, "a PF with VFs enabled is not offered")
 	require.Empty(t, h.ComputeDevices())
 	require.ErrorIs(t, h.CheckUsable(), discover.ErrNoComputeDevice)

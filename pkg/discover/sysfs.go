@@ -144,11 +144,12 @@ func (s *sysfs) read(fn pciFunction) (*PCI, []string, error) {
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		p.Function = FunctionPF
+		// A function without the SR-IOV capability has neither file.
 		if n, err := dir.read("sriov_numvfs"); err == nil {
 			p.NumVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
-		}
-		if n, err := dir.read("sriov_totalvfs"); err == nil {
-			p.TotalVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
+			if n, err := dir.read("sriov_totalvfs"); err == nil {
+				p.TotalVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
+			}
 		}
 	default:
 		problems = append(problems, err.Error())
