@@ -20,15 +20,15 @@ import (
 // are the standard resource.kubernetes.io ones, so that matchAttribute can
 // align XPUs with NICs of other drivers.
 const (
-	AttrIndex         = "index"
-	AttrModel         = "model"
-	AttrFamily        = "family"
-	AttrSRIOVRole     = "sriovRole"
-	AttrParentBusID   = "parentPCIBusID"
+	AttrIndex       = "index"
+	AttrModel       = "model"
+	AttrFamily      = "family"
+	AttrSRIOVRole   = "sriovRole"
+	AttrParentBusID = "parentPCIBusID"
 	// AttrPartition is the share of its card an SR-IOV partition (VF) is:
 	// "1/2", "1/4" (discover.PartitionFraction of the PF's VF count). A
 	// whole card has none.
-	AttrPartition = "partition"
+	AttrPartition     = "partition"
 	AttrSerial        = "serial"
 	AttrDriverVersion = "driverVersion"
 	AttrXREVersion    = "xreVersion"
