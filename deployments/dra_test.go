@@ -272,7 +272,7 @@ func TestDocumentedClaims(t *testing.T) {
 			kinds[k] += n
 		}
 	}
-	require.Equal(t, 4, kinds["ResourceClaimTemplate"]+kinds["ResourceClaim"], "%v", kinds)
+	require.Equal(t, 6, kinds["ResourceClaimTemplate"]+kinds["ResourceClaim"], "%v", kinds)
 }
 
 // decodeClaimsAndPods decodes every document of data strictly as a
