@@ -79,6 +79,13 @@ When the kubelet allocates XPUs to a container the answer depends on --device-li
 The cdi-* strategies need a CDI spec on the node:
   xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml
 
+SR-IOV partitions (VFs of a P800 cut in 2 or 4, of an R200 cut in 1 to 3) follow
+--partition-strategy: mixed (the default) advertises whole cards as --resource-name and each
+partition size as a resource of its own, RESOURCE-SIZE (baidu.com/xpu-48gb, baidu.com/xpu-24gb),
+each registered on its own socket; a size that appears later is registered then, one that goes
+advertises no device. single advertises every device as --resource-name and refuses to start
+unless all are of one size. A node without partitions advertises --resource-name only.
+
 Time-slicing (--replicas, or NVIDIA's sharing.timeSlicing configuration in --config-file)
 advertises each XPU several times, as IDs N::k (replica k of /dev/xpuN); containers that get
 replicas of one XPU share it with NO memory or fault isolation. A container given several
@@ -91,6 +98,8 @@ replicas gets distinct XPUs where it can, each XPU's CDI name once:
       resources:
       - name: baidu.com/xpu
         replicas: 4
+      - name: baidu.com/xpu-24gb        # each resource on its own; --replicas shares all
+        replicas: 2
 
 It waits for the kubelet, registers again when the kubelet restarts, and removes its socket on
 SIGTERM. A node without XPU advertises zero devices (and says why) instead of exiting.`,
