@@ -32,17 +32,13 @@ func p800Quarters() fakehost.Host {
 		h.Devices = append(h.Devices, d)
 	}
 	whole.Index, whole.Minor = 5, 5
-	return append2(h, whole)
+	h.Devices = append(h.Devices, whole)
+	return h
 }
 
 type kubeletPlugin = kubelettest.Plugin
 
-func append2(h fakehost.Host, d fakehost.Device) fakehost.Host {
-	h.Devices = append(h.Devices, d)
-	return h
-}
-
-// ids returns the IDs a resource advertises.
+// idsOfResource returns the IDs a resource advertises.
 func idsOfResource(r *Resource) []string {
 	var out []string
 	for _, d := range r.Devices() {
