@@ -210,9 +210,9 @@ func checkClassSelection(t *testing.T, classes map[string]resourceapi.DeviceClas
 			}
 		}
 	}
-	// The fake hosts' partitions: two P800 halves, three R200 5gb VFs.
+	// The fake hosts' partitions: two P800 halves, four quarters, three R200 5gb VFs.
 	first, rest, _ := strings.Cut(driver, ".")
-	for size, n := range map[string]int{"48gb": 2, "5gb": 3} {
+	for size, n := range map[string]int{"48gb": 2, "24gb": 4, "5gb": 3} {
 		if _, ok := classes[first+"-"+size+"."+rest]; ok {
 			require.Equal(t, n, selected[first+"-"+size+"."+rest], size)
 		}

@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -17,24 +16,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
-
-// p800Quarters is p800-sriov with its first card cut in four: VFs xpu1-4
-// of 24 GiB on PF 0000:03:00.0, the whole P800 as xpu5.
-func p800Quarters() fakehost.Host {
-	h := fakehost.P800SRIOV()
-	pf, vf, whole := h.Devices[0], h.Devices[1], h.Devices[3]
-	h.Devices = []fakehost.Device{pf}
-	for k := range 4 {
-		d := vf
-		d.Index, d.Minor = 1+k, uint32(1+k)
-		d.BDF = fmt.Sprintf("0000:03:00.%d", 1+k)
-		d.MemoryMiB = 24576
-		h.Devices = append(h.Devices, d)
-	}
-	whole.Index, whole.Minor = 5, 5
-	h.Devices = append(h.Devices, whole)
-	return h
-}
 
 type kubeletPlugin = kubelettest.Plugin
 
@@ -97,7 +78,7 @@ func TestMixedResources(t *testing.T) {
 		{"p800-sriov: two halves and a whole card", fakehost.P800SRIOV(), map[string][]string{
 			"baidu.com/xpu": {"3"}, "baidu.com/xpu-48gb": {"1", "2"},
 		}},
-		{"p800 quarters", p800Quarters(), map[string][]string{
+		{"p800 quarters", fakehost.P800Quarters(), map[string][]string{
 			"baidu.com/xpu": {"5"}, "baidu.com/xpu-24gb": {"1", "2", "3", "4"},
 		}},
 		{"r200-sriov: three VFs of 5 GiB and a whole R200", fakehost.R200SRIOV(), map[string][]string{
@@ -142,7 +123,7 @@ func TestSingleStrategy(t *testing.T) {
 		want string
 	}{
 		{fakehost.P800SRIOV(), "this node has 96gb: XPU 3 (whole card); 48gb: XPU 1, 2 (partitions of 0000:03:00.0)"},
-		{p800Quarters(), "this node has 96gb: XPU 5 (whole card); 24gb: XPU 1, 2, 3, 4 (partitions of 0000:03:00.0)"},
+		{fakehost.P800Quarters(), "this node has 96gb: XPU 5 (whole card); 24gb: XPU 1, 2, 3, 4 (partitions of 0000:03:00.0)"},
 	} {
 		t.Run("several sizes: refused", func(t *testing.T) {
 			p, _ := newPlugin(t, fakeTree(t, tc.host), &logtest.Recorder{}, single)
@@ -186,7 +167,7 @@ func TestSingleStrategy(t *testing.T) {
 // resource registers when its VFs appear, the whole card's stream goes on;
 // each resource allocates only its own devices.
 func TestLayoutChangeThroughTheKubelet(t *testing.T) {
-	halves, quarters := fakeTree(t, fakehost.P800SRIOV()), fakeTree(t, p800Quarters())
+	halves, quarters := fakeTree(t, fakehost.P800SRIOV()), fakeTree(t, fakehost.P800Quarters())
 	specDir := t.TempDir()
 	fakehosttest.WriteSpec(t, halves, specDir)
 	var mu sync.Mutex

@@ -1,7 +1,6 @@
 package dra
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,24 +9,6 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 )
-
-// p800Quarters is p800-sriov with its first card cut in four: VFs xpu1-4
-// of 24 GiB on PF 0000:03:00.0, the whole P800 as xpu5.
-func p800Quarters() fakehost.Host {
-	h := fakehost.P800SRIOV()
-	pf, vf, whole := h.Devices[0], h.Devices[1], h.Devices[3]
-	h.Devices = []fakehost.Device{pf}
-	for k := range 4 {
-		d := vf
-		d.Index, d.Minor = 1+k, uint32(1+k)
-		d.BDF = fmt.Sprintf("0000:03:00.%d", 1+k)
-		d.MemoryMiB = 24576
-		h.Devices = append(h.Devices, d)
-	}
-	whole.Index, whole.Minor = 5, 5
-	h.Devices = append(h.Devices, whole)
-	return h
-}
 
 // Each partition (VF) is a device with its size as capacity memory, the
 // fraction of its card as attribute partition and its PF's address; the PF
@@ -47,7 +28,7 @@ func TestPartitionDevices(t *testing.T) {
 			{"xpu-2", "1/2", "0000:03:00.0", "48Gi"},
 			{"xpu-3", "", "", "96Gi"},
 		}},
-		{"p800 quarters", p800Quarters(), []want{
+		{"p800 quarters", fakehost.P800Quarters(), []want{
 			{"xpu-1", "1/4", "0000:03:00.0", "24Gi"},
 			{"xpu-2", "1/4", "0000:03:00.0", "24Gi"},
 			{"xpu-3", "1/4", "0000:03:00.0", "24Gi"},
@@ -101,7 +82,7 @@ func TestMemorySelectorQuantities(t *testing.T) {
 		want []string
 	}{
 		{fakehost.P800SRIOV(), []string{"xpu-1", "xpu-2", "xpu-3"}},
-		{p800Quarters(), []string{"xpu-5"}},
+		{fakehost.P800Quarters(), []string{"xpu-5"}},
 	} {
 		f := newFixture(t, tc.host)
 		f.d.Refresh()

@@ -20,25 +20,6 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
-// p800QuarterCard is p800-sriov with its first card cut in four: VFs
-// xpu1-4 of 24 GiB on PF 0000:03:00.0 (xpu0, not offered), the whole
-// P800 as xpu5.
-func p800QuarterCard() fakehost.Host {
-	h := fakehost.P800SRIOV()
-	pf, vf, whole := h.Devices[0], h.Devices[1], h.Devices[3]
-	h.Devices = []fakehost.Device{pf}
-	for k := range 4 {
-		d := vf
-		d.Index, d.Minor = 1+k, uint32(1+k)
-		d.BDF = fmt.Sprintf("0000:03:00.%d", 1+k)
-		d.MemoryMiB = 24576
-		h.Devices = append(h.Devices, d)
-	}
-	whole.Index, whole.Minor = 5, 5
-	h.Devices = append(h.Devices, whole)
-	return h
-}
-
 // TestDevicePluginPartitions deploys deployments/xpu-device-plugin.yaml
 // (the default partition strategy, mixed) on the private cluster
 // (containerd 2.x) with a fake host whose first P800 is cut in four: the
@@ -49,7 +30,7 @@ func p800QuarterCard() fakehost.Host {
 // changes.
 func TestDevicePluginPartitions(t *testing.T) {
 	harness.RequiresRoot(t)
-	tree := FakeHost(t, p800QuarterCard())
+	tree := FakeHost(t, fakehost.P800Quarters())
 	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deployments", "xpu-device-plugin.yaml"))
 	require.NoError(t, err)
 	var ds appsv1.DaemonSet
