@@ -3,7 +3,7 @@
 # with plain runc and Podman; print one table and write it to bench/results.md (docs/benchmarks.md).
 #
 # Runs as root (runc, Podman, device nodes). Installs what it needs, builds static binaries into a
-# temporary directory, runs the Go benchmarks of pkg/discover, pkg/cdispec, internal/hook and internal/dra
+# temporary directory, runs the Go benchmarks of pkg/discover, pkg/cdispec, internal/hook, internal/partition and internal/dra
 # (the DRA driver's Prepare: median and p99 for claims of 1 and 8 XPUs) and tests/e2e's BenchmarkPodStart (a pod
 # with one XPU through the DRA driver and through the device plugin, on the private test cluster), then
 # bench/cmd/xpu-bench. Everything it creates (containers, bundles, fake hosts, Podman storage, the test
@@ -61,10 +61,10 @@ fi
 only=${XPU_BENCH_ONLY:-}
 gobench=()
 if [[ -z $only || ,$only, == *,gobench,* ]]; then
-	echo "bench: go test -bench (pkg/discover, pkg/cdispec, internal/hook, internal/dra)" >&2
+	echo "bench: go test -bench (pkg/discover, pkg/cdispec, internal/hook, internal/partition, internal/dra)" >&2
 	# The discover and cdi benchmarks build their fake hosts on /dev/shm themselves.
 	if "$GO" test -run '^$' -bench . -benchmem -benchtime 300ms -count 1 \
-		./pkg/discover ./pkg/cdispec ./internal/hook ./internal/dra >"$work/gobench.txt" 2>&1; then
+		./pkg/discover ./pkg/cdispec ./internal/hook ./internal/partition ./internal/dra >"$work/gobench.txt" 2>&1; then
 		gobench=(--gobench "$work/gobench.txt")
 	else
 		cat "$work/gobench.txt" >&2

@@ -1,197 +1,39 @@
 package exporter
 
 import (
-	"context"
-	"fmt"
-	"slices"
-	"strings"
-	"sync"
-	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
-
-	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 )
 
-// Defaults of the attribution.
+// Defaults of the attribution (package podresources holds the client).
 const (
 	// DefaultPodResourcesSocket is the kubelet's PodResources socket.
-	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+	DefaultPodResourcesSocket = podresources.DefaultSocket
 	// DefaultPodResourcesTimeout bounds one List call.
-	DefaultPodResourcesTimeout = 5 * time.Second
-	// DefaultPodResourcesMaxMessage bounds one List answer, as the
-	// kubelet's own client does (16 MiB).
-	DefaultPodResourcesMaxMessage = 16 << 20
+	DefaultPodResourcesTimeout = podresources.DefaultTimeout
+	// DefaultPodResourcesMaxMessage bounds one List answer.
+	DefaultPodResourcesMaxMessage = podresources.DefaultMaxMessage
 	// DefaultResourcePrefix is what the device plugin's resource names
-	// start with: baidu.com/xpu, and baidu.com/xpu.shared when time-sliced
-	// XPUs are renamed.
-	DefaultResourcePrefix = "baidu.com/xpu"
-	// DefaultDRADriver is the DRA driver whose claims are attributed
-	// (dra.DefaultDriverName).
-	DefaultDRADriver = "xpu.baidu.com"
-	// draDevicePrefix is the prefix of the slice's device names, xpu-N
-	// (dra.DeviceName).
-	draDevicePrefix = "xpu-"
-	// replicaSeparator joins an XPU and a replica number in the device
-	// plugin's IDs when XPUs are time-sliced: 3::1
-	// (deviceplugin.ReplicaSeparator).
-	replicaSeparator = "::"
+	// start with.
+	DefaultResourcePrefix = podresources.DefaultResourcePrefix
+	// DefaultDRADriver is the DRA driver whose claims are attributed.
+	DefaultDRADriver = podresources.DefaultDRADriver
 )
 
-// Owner is a container that holds an XPU, as the kubelet reports it. Every
-// field is a name of the pod's own (the kubelet's record of it), never one
-// of its labels or annotations.
-type Owner struct {
-	Namespace, Pod, Container string
-	// Claim and ClaimNamespace are set for an XPU from a DRA claim.
-	Claim, ClaimNamespace string
-}
+// Owner is a container that holds an XPU, as the kubelet reports it.
+type Owner = podresources.Owner
 
 // Owners maps the N of /dev/xpuN to the containers holding it.
-type Owners map[int][]Owner
+type Owners = podresources.Owners
 
 // PodResourcesConfig configures NewPodResources; zero fields take the
 // defaults.
-type PodResourcesConfig struct {
-	// Timeout bounds one List call (default DefaultPodResourcesTimeout).
-	Timeout time.Duration
-	// MaxMessage bounds the size of one List answer (default
-	// DefaultPodResourcesMaxMessage).
-	MaxMessage int
-	// ResourcePrefix is the prefix of the device plugin's resource names
-	// (default DefaultResourcePrefix).
-	ResourcePrefix string
-	// DRADriver is the DRA driver whose claims count (default
-	// DefaultDRADriver).
-	DRADriver string
-}
+type PodResourcesConfig = podresources.Config
 
 // PodResources asks the kubelet which containers hold which XPUs.
-type PodResources struct {
-	socket string
-	cfg    PodResourcesConfig
-
-	mu   sync.Mutex
-	conn *grpc.ClientConn
-}
+type PodResources = podresources.Client
 
 // NewPodResources returns a client of the kubelet's PodResources socket. It
 // connects on first use and reconnects by itself.
 func NewPodResources(socket string, cfg PodResourcesConfig) *PodResources {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultPodResourcesTimeout
-	}
-	if cfg.MaxMessage <= 0 {
-		cfg.MaxMessage = DefaultPodResourcesMaxMessage
-	}
-	if cfg.ResourcePrefix == "" {
-		cfg.ResourcePrefix = DefaultResourcePrefix
-	}
-	if cfg.DRADriver == "" {
-		cfg.DRADriver = DefaultDRADriver
-	}
-	return &PodResources{socket: socket, cfg: cfg}
-}
-
-func (p *PodResources) client() (podresourcesapi.PodResourcesListerClient, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conn == nil {
-		conn, err := grpc.NewClient("unix://"+p.socket,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.cfg.MaxMessage)))
-		if err != nil {
-			return nil, fmt.Errorf("PodResources socket %s: %w", p.socket, err)
-		}
-		p.conn = conn
-	}
-	return podresourcesapi.NewPodResourcesListerClient(p.conn), nil
-}
-
-// Close closes the connection.
-func (p *PodResources) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conn == nil {
-		return nil
-	}
-	err := p.conn.Close()
-	p.conn = nil
-	return err
-}
-
-// List calls the kubelet's List (bounded in time and size) and returns who
-// holds which XPU.
-func (p *PodResources) List(ctx context.Context) (Owners, error) {
-	c, err := p.client()
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
-	resp, err := c.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("PodResources List on %s: %w", p.socket, err)
-	}
-	return p.owners(resp), nil
-}
-
-// owners reads the XPUs of every container of resp: device plugin IDs of
-// the resource names with the prefix (N, or N::k for a replica of N) and
-// DRA devices of the driver (xpu-N). A container holding two replicas of
-// one XPU is one owner of it. IDs of another form are not XPUs of ours.
-func (p *PodResources) owners(resp *podresourcesapi.ListPodResourcesResponse) Owners {
-	out := Owners{}
-	add := func(idx int, o Owner) {
-		if !slices.Contains(out[idx], o) {
-			out[idx] = append(out[idx], o)
-		}
-	}
-	for _, pod := range resp.GetPodResources() {
-		for _, c := range pod.GetContainers() {
-			base := Owner{Namespace: pod.GetNamespace(), Pod: pod.GetName(), Container: c.GetName()}
-			for _, d := range c.GetDevices() {
-				if !p.ours(d.GetResourceName()) {
-					continue
-				}
-				for _, id := range d.GetDeviceIds() {
-					phys, _, _ := strings.Cut(id, replicaSeparator)
-					if idx, ok := discover.ParseIndex(phys); ok {
-						add(idx, base)
-					}
-				}
-			}
-			for _, dr := range c.GetDynamicResources() {
-				for _, cr := range dr.GetClaimResources() {
-					if cr.GetDriverName() != p.cfg.DRADriver {
-						continue
-					}
-					n, ok := strings.CutPrefix(cr.GetDeviceName(), draDevicePrefix)
-					if !ok {
-						continue
-					}
-					if idx, ok := discover.ParseIndex(n); ok {
-						o := base
-						o.Claim, o.ClaimNamespace = dr.GetClaimName(), dr.GetClaimNamespace()
-						add(idx, o)
-					}
-				}
-			}
-		}
-	}
-	for idx := range out {
-		slices.SortFunc(out[idx], func(a, b Owner) int {
-			return strings.Compare(a.Namespace+"/"+a.Pod+"/"+a.Container+"/"+a.Claim, b.Namespace+"/"+b.Pod+"/"+b.Container+"/"+b.Claim)
-		})
-	}
-	return out
-}
-
-// ours reports whether a device plugin resource name is the prefix or the
-// prefix followed by a dot (baidu.com/xpu.shared).
-func (p *PodResources) ours(name string) bool {
-	rest, ok := strings.CutPrefix(name, p.cfg.ResourcePrefix)
-	return ok && (rest == "" || rest[0] == '.')
+	return podresources.New(socket, cfg)
 }

@@ -12,15 +12,14 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin"
 	"github.com/xpu-cdi/xpu-cdi/internal/dra"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
 
-// The local copies of the device plugin's and the DRA driver's names are
-// theirs.
+// The exporter's defaults are the device plugin's and the DRA driver's
+// names (package podresources checks its own copies).
 func TestNamesAreThePluginsAndTheDriversOwn(t *testing.T) {
-	require.Equal(t, deviceplugin.ReplicaSeparator, replicaSeparator)
 	require.Equal(t, dra.DefaultDriverName, DefaultDRADriver)
 	require.Equal(t, deviceplugin.DefaultResourceName, DefaultResourcePrefix)
-	require.Equal(t, dra.DeviceName(7), draDevicePrefix+"7")
 }
 
 func containerWith(name string, devs []*podresourcesapi.ContainerDevices, dyn []*podresourcesapi.DynamicResource) *podresourcesapi.ContainerResources {
@@ -68,7 +67,7 @@ func listResponse() *podresourcesapi.ListPodResourcesResponse {
 
 func TestOwners(t *testing.T) {
 	p := NewPodResources("unused", PodResourcesConfig{})
-	got := p.owners(listResponse())
+	got := p.Owners(listResponse())
 	require.Equal(t, Owners{
 		0: {{Namespace: "ml", Pod: "train", Container: "main"}},
 		1: {{Namespace: "ml", Pod: "train", Container: "main"}},
@@ -82,7 +81,7 @@ func TestOwners(t *testing.T) {
 // device's series carry the pod labels, once per container holding it; a
 // device nobody holds keeps its series without them.
 func TestCollectAttribution(t *testing.T) {
-	sock := servePodResources(t, &podResourcesServer{resp: listResponse()})
+	sock := podresourcestest.Serve(t, podresourcestest.NewServer(listResponse()))
 	var busOf3 string
 	c, tr := hostCollector(t, fakehost.P800x8(), func(tr *fakehost.Tree, s *fakehost.XPUSMIState) {
 		s.Devices[3].UsedMiB = 777
@@ -107,7 +106,7 @@ func TestCollectAttribution(t *testing.T) {
 // answer larger than the bound is refused.
 func TestAttributionBounds(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
-		sock := servePodResources(t, &podResourcesServer{block: true})
+		sock := podresourcestest.Serve(t, &podresourcestest.Server{Block: true})
 		c, _ := hostCollector(t, fakehost.P800x8(), nil, Config{Pods: NewPodResources(sock, PodResourcesConfig{Timeout: 200 * time.Millisecond})})
 		start := time.Now()
 		s := scrape(t, c)
@@ -118,7 +117,7 @@ func TestAttributionBounds(t *testing.T) {
 	t.Run("message size", func(t *testing.T) {
 		big := listResponse()
 		big.PodResources[0].Name = strings.Repeat("p", 64<<10)
-		sock := servePodResources(t, &podResourcesServer{resp: big})
+		sock := podresourcestest.Serve(t, podresourcestest.NewServer(big))
 		_, err := NewPodResources(sock, PodResourcesConfig{MaxMessage: 16 << 10}).List(context.Background())
 		require.ErrorContains(t, err, "larger than max")
 	})

@@ -1,17 +1,12 @@
 package exporter
 
 import (
-	"context"
-	"net"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
@@ -78,35 +73,6 @@ func hostCollector(t testing.TB, h fakehost.Host, state func(*fakehost.Tree, *fa
 	}
 	cfg.Discover, cfg.DevRoot = disc, tr.Root
 	return New(cfg), tr
-}
-
-// podResourcesServer is a kubelet's PodResources List of the real API types
-// on a unix socket.
-type podResourcesServer struct {
-	podresourcesapi.UnimplementedPodResourcesListerServer
-	resp *podresourcesapi.ListPodResourcesResponse
-	// block makes List wait for the caller's deadline.
-	block bool
-}
-
-func (s *podResourcesServer) List(ctx context.Context, _ *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
-	if s.block {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	return s.resp, nil
-}
-
-func servePodResources(t testing.TB, srv *podResourcesServer) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "kubelet.sock")
-	l, err := net.Listen("unix", sock)
-	require.NoError(t, err)
-	g := grpc.NewServer()
-	podresourcesapi.RegisterPodResourcesListerServer(g, srv)
-	go func() { _ = g.Serve(l) }()
-	t.Cleanup(g.Stop)
-	return sock
 }
 
 // value returns the value of the series key of s, which must be there.

@@ -7,12 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
 
 // The collector's series pass promlint, the linter promtool check metrics
 // runs, on a host with every source (xpu-smi, /proc/xpu, attribution).
 func TestCollectorLint(t *testing.T) {
-	sock := servePodResources(t, &podResourcesServer{resp: listResponse()})
+	sock := podresourcestest.Serve(t, podresourcestest.NewServer(listResponse()))
 	c, _ := hostCollector(t, fakehost.R200SRIOV(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, Config{Pods: NewPodResources(sock, PodResourcesConfig{})})
 	problems, err := testutil.CollectAndLint(c)
 	require.NoError(t, err)

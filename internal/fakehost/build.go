@@ -287,14 +287,41 @@ type builder struct {
 	h    Host
 	o    *options
 	t    *Tree
+
+	// The fake SR-IOV kernel's knobs (nil or false for Build): moved maps
+	// an in-tree directory to the host directory that holds its content
+	// (a PF's directory, whose content backs a FUSE mount); dry makes the
+	// writers only record, in made, the in-tree paths they would write.
+	moved map[string]string
+	dry   bool
+	made  []string
 }
 
 // full maps an in-tree path to the host path.
-func (b *builder) full(p string) string { return filepath.Join(b.root, filepath.FromSlash(p)) }
+func (b *builder) full(p string) string {
+	for dir, host := range b.moved {
+		if rest, ok := strings.CutPrefix(p, dir); ok && (rest == "" || rest[0] == '/') {
+			return filepath.Join(host, filepath.FromSlash(rest))
+		}
+	}
+	return filepath.Join(b.root, filepath.FromSlash(p))
+}
+
+// record notes an in-tree path written; true in a dry run, where the
+// caller then writes nothing.
+func (b *builder) record(p string) bool {
+	if b.made != nil || b.dry {
+		b.made = append(b.made, p)
+	}
+	return b.dry
+}
 
 // writeFile writes an in-tree file with exactly perm (umask ignored). An
 // existing file or link at the path is replaced, never written through.
 func (b *builder) writeFile(p string, data []byte, perm os.FileMode) error {
+	if b.record(p) {
+		return nil
+	}
 	full := b.full(p)
 	if err := b.mkdirFull(filepath.Dir(full)); err != nil {
 		return err
@@ -340,7 +367,12 @@ func (b *builder) writeText(p, text string, perm os.FileMode) error {
 	return b.writeFile(p, []byte(text), perm)
 }
 
-func (b *builder) mkdir(p string) error { return b.mkdirFull(b.full(p)) }
+func (b *builder) mkdir(p string) error {
+	if b.dry {
+		return nil
+	}
+	return b.mkdirFull(b.full(p))
+}
 
 // symlink makes the in-tree path link point at the in-tree path target with a
 // relative link, so the tree stays valid wherever it is moved.
@@ -354,6 +386,9 @@ func (b *builder) symlink(target, link string) error {
 		return fmt.Errorf("relating %s to %s: %w", link, target, err)
 	}
 	rel := filepath.Join(up, filepath.Base(target))
+	if b.record(link) {
+		return nil
+	}
 	full := b.full(link)
 	if err := b.mkdirFull(filepath.Dir(full)); err != nil {
 		return err

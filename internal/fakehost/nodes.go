@@ -71,12 +71,17 @@ func (b *builder) buildNodes() error {
 // falls back to regular files.
 func (b *builder) node(p string, minor uint32) error {
 	facts := NodeFacts{Major: b.h.Major, Minor: minor, Mode: b.h.NodeMode.Perm(), UID: b.h.NodeUID, GID: b.h.NodeGID}
+	if b.dry {
+		b.record(p)
+		return nil
+	}
 	full := b.full(p)
 	first := len(b.t.facts) == 0
 	b.t.facts[full] = facts
 	if b.t.RealNodes {
 		err := mknodChar(full, facts)
 		if err == nil {
+			b.record(p)
 			return nil
 		}
 		if !first || !isPermission(err) {

@@ -1,7 +1,5 @@
 package fakehost
 
-import "fmt"
-
 // p800SysfsOrder gives, for each /dev/xpuN of P800Sysfs, the card's place
 // in PCI address order (0 = 0000:01:00.0 ... 7 = 0000:84:00.0): the driver
 // numbers its nodes in probe order, which need not follow the addresses,
@@ -43,29 +41,36 @@ func P800Sysfs() Host {
 // VFs enabled at the next functions of its bus, 0000:03:00.1 and .2
 // (/dev/xpu1 and /dev/xpu2, P800 VF, 49152 MiB each: 1/2 card), with the
 // PF's device ID (no P800 VF ID is public: the physfn link tells a VF);
-// the second card, 0000:83:00.0 (/dev/xpu3, NUMA node 1), has none. Nodes
+// the second card, 0000:83:00.0 (/dev/xpu3, NUMA node 1, sriov_totalvfs
+// 4), has none. Nodes
 // are found through /sys/dev/char as on P800Sysfs; no /proc/xpu, so no
 // procfs memory: the sizes are the fake's record of the truth.
-func P800SRIOV() Host {
+func P800SRIOV() Host { return p800SRIOV(ShapeP800SRIOV, 2) }
+
+// P800Quarters (p800-quarters) is P800SRIOV's box with its first card cut
+// into quarters: the PF 0000:03:00.0 (/dev/xpu0) has 4 VFs, 0000:03:00.1
+// to .4 (/dev/xpu1 to /dev/xpu4, P800 VF, 24576 MiB each: 1/4 card); the
+// second card, 0000:83:00.0 (/dev/xpu5, NUMA node 1), is whole.
+func P800Quarters() Host { return p800SRIOV(ShapeP800Quarters, 4) }
+
+// p800SRIOV is the driver 5.x box of P800SRIOV whose first card has vfs VFs
+// (indexes 1..vfs, minor = index), the second card the next index.
+func p800SRIOV(shape string, vfs int) Host {
 	h := P800XRE5()
-	h.Shape = ShapeP800SRIOV
+	h.Shape = shape
 	h.NodeClass = P800SysfsClass
 	h.SysDevChar = true
 	pf := p800Device(0, 0, "0000:03:00.0", "pci0000:00/0000:00:02.0")
 	pf.TotalVFs = 4
 	h.Devices = []Device{pf}
-	for k := range 2 {
-		vf := pf
+	for k := range vfs {
+		vf := mustVF(pf, k, pf.MemoryMiB/vfs)
 		vf.Index = 1 + k
-		vf.BDF = fmt.Sprintf("0000:03:00.%d", 1+k)
-		vf.Function = FunctionVF
-		vf.PhysFn = pf.BDF
-		vf.TotalVFs = 0
-		vf.MemoryMiB = 49152
-		vf.Serial = pf.Serial
 		h.Devices = append(h.Devices, vf)
 	}
-	h.Devices = append(h.Devices, p800Device(3, 1, "0000:83:00.0", "pci0000:80/0000:80:02.0"))
+	second := p800Device(1+vfs, 1, "0000:83:00.0", "pci0000:80/0000:80:02.0")
+	second.TotalVFs = 4
+	h.Devices = append(h.Devices, second)
 	for i := range h.Devices {
 		h.Devices[i].Minor = uint32(h.Devices[i].Index)
 	}

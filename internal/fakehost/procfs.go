@@ -146,30 +146,53 @@ func (b *builder) buildProcfs() error {
 		{"/proc/xpu/load_time", fmt.Sprintf("jiffies: %d\n", h.LoadJiffies)},
 		{"/proc/xpu/probe_error", probe},
 	}
-	for _, d := range h.Devices {
-		if d.NoProc {
-			continue
-		}
-		dir := fmt.Sprintf("/proc/xpu/dev%d/", d.Index)
-		files = append(files,
-			struct{ path, text string }{dir + "info", procInfo(d, h.DriverVersion)},
-			struct{ path, text string }{dir + "state", d.State + "\n"},
-			struct{ path, text string }{dir + "errinfo", procErrInfo(d)},
-			struct{ path, text string }{dir + "reset_count", fmt.Sprintf("%d\n", d.Resets)},
-		)
-		if d.Family != Kunlun1 {
-			files = append(files,
-				struct{ path, text string }{dir + "mminfo", fmt.Sprintf("L3: 0 / %d MB\nMAIN: 0 / %d MB\n", d.L3MiB, d.MemoryMiB)},
-				struct{ path, text string }{dir + "limits", "MaxInstances:\t12\nInstances:\t0\nMemoryLimit:\t0 MB\n"},
-			)
-		}
-	}
 	for _, f := range files {
 		perm := 0o666 // every xpu proc entry is created 0666
 		if f.path == "/proc/devices" {
 			perm = 0o444
 		}
 		if err := b.writeText(f.path, f.text, fsMode(perm)); err != nil {
+			return err
+		}
+	}
+	for _, d := range h.Devices {
+		if err := b.procDevice(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// procDevice writes the driver's procfs entries of one device:
+// /proc/xpu/devN on 4.x, /proc/kunlun/devN (for a device with a node) on
+// 5.x.
+func (b *builder) procDevice(d Device) error {
+	h := b.h
+	if h.NoProcfs || d.NoProc {
+		return nil
+	}
+	if h.XRE5() {
+		if d.NoNode {
+			return nil
+		}
+		return b.writeText(fmt.Sprintf("/proc/kunlun/dev%d/dma_excp_mask", d.Index), "0x0\n", 0o644)
+	}
+	dir := fmt.Sprintf("/proc/xpu/dev%d/", d.Index)
+	files := []struct{ path, text string }{
+		{dir + "info", procInfo(d, h.DriverVersion)},
+		{dir + "state", d.State + "\n"},
+		{dir + "errinfo", procErrInfo(d)},
+		{dir + "reset_count", fmt.Sprintf("%d\n", d.Resets)},
+	}
+	if d.Family != Kunlun1 {
+		files = append(files,
+			struct{ path, text string }{dir + "mminfo", fmt.Sprintf("L3: 0 / %d MB\nMAIN: 0 / %d MB\n", d.L3MiB, d.MemoryMiB)},
+			struct{ path, text string }{dir + "limits", "MaxInstances:\t12\nInstances:\t0\nMemoryLimit:\t0 MB\n"},
+		)
+	}
+	for _, f := range files {
+		// Every xpu proc entry is created 0666.
+		if err := b.writeText(f.path, f.text, 0o666); err != nil {
 			return err
 		}
 	}
@@ -183,10 +206,7 @@ func (b *builder) buildProcKunlun() error {
 		return err
 	}
 	for _, d := range b.h.Devices {
-		if d.NoProc || d.NoNode {
-			continue
-		}
-		if err := b.writeText(fmt.Sprintf("/proc/kunlun/dev%d/dma_excp_mask", d.Index), "0x0\n", 0o644); err != nil {
+		if err := b.procDevice(d); err != nil {
 			return err
 		}
 	}

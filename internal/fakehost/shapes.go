@@ -4,20 +4,21 @@ import "fmt"
 
 // Shape names accepted by ShapeByName (and the xpu-fakehost command).
 const (
-	ShapeP800x8    = "p800x8"
-	ShapeP800XRE5  = "p800-xre5"
-	ShapeP800Sysfs = "p800-sysfs"
-	ShapeP800SRIOV = "p800-sriov"
-	ShapeR200SRIOV = "r200-sriov"
-	ShapeK200      = "k200"
-	ShapeDegraded  = "degraded"
-	ShapeScaled    = "scaled"
-	ShapeR200Arm64 = "r200-arm64"
+	ShapeP800x8       = "p800x8"
+	ShapeP800XRE5     = "p800-xre5"
+	ShapeP800Sysfs    = "p800-sysfs"
+	ShapeP800SRIOV    = "p800-sriov"
+	ShapeP800Quarters = "p800-quarters"
+	ShapeR200SRIOV    = "r200-sriov"
+	ShapeK200         = "k200"
+	ShapeDegraded     = "degraded"
+	ShapeScaled       = "scaled"
+	ShapeR200Arm64    = "r200-arm64"
 )
 
 // Shapes lists the valid shape names.
 func Shapes() []string {
-	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeP800SRIOV, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled, ShapeR200Arm64}
+	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeP800SRIOV, ShapeP800Quarters, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled, ShapeR200Arm64}
 }
 
 // ShapeByName returns the named shape; devices and libraries are only used by
@@ -32,6 +33,8 @@ func ShapeByName(name string, devices, libraries int) (Host, error) {
 		return P800Sysfs(), nil
 	case ShapeP800SRIOV:
 		return P800SRIOV(), nil
+	case ShapeP800Quarters:
+		return P800Quarters(), nil
 	case ShapeR200SRIOV:
 		return R200SRIOV(), nil
 	case ShapeK200:
@@ -202,18 +205,51 @@ func R200SRIOV() Host {
 	pf1 := r200PF(1, 1, "0000:5e:00.0", 1)
 	h.Devices = append(h.Devices, pf0, pf1)
 	for k := range 3 {
-		vf := pf0
+		vf := mustVF(pf0, k, 5120)
 		vf.Index = 2 + k
 		vf.Minor = slotMinor(2 + k)
-		vf.BDF = fmt.Sprintf("0000:3b:00.%d", 1+k)
-		vf.DeviceID = DeviceIDVF
-		vf.Function = FunctionVF
-		vf.PhysFn = pf0.BDF
-		vf.TotalVFs = 0
-		vf.MemoryMiB = 5120
 		h.Devices = append(h.Devices, vf)
 	}
 	return h
+}
+
+// vfOf is VF number k (from 0) of the PF pf with memoryMiB of memory, as
+// the kernel and the driver show it (the one description of a VF, for the
+// shapes and the fake SR-IOV kernel alike): at the PF's routing ID plus
+// 1+k (0000:03:00.0's VFs are 0000:03:00.1, .2 ...), the PF's IDs, serial,
+// family and NUMA node, Kunlun2's VF device ID for a Kunlun2 PF (a P800
+// VF keeps the PF's: none other is public). Index and Minor are the
+// caller's.
+func vfOf(pf Device, k, memoryMiB int) (Device, error) {
+	var domain, bus, dev, fn int
+	if _, err := fmt.Sscanf(pf.BDF, "%04x:%02x:%02x.%d", &domain, &bus, &dev, &fn); err != nil || dev > 31 || fn > 7 {
+		return Device{}, fmt.Errorf("fake host: PF address %q is not DDDD:BB:DD.F", pf.BDF)
+	}
+	rid := (dev<<3 | fn) + 1 + k
+	if k < 0 || rid > 0xff {
+		return Device{}, fmt.Errorf("fake host: VF %d of %s is beyond its bus", k, pf.BDF)
+	}
+	vf := pf
+	vf.BDF = fmt.Sprintf("%04x:%02x:%02x.%d", domain, bus, rid>>3, rid&7)
+	if pf.DeviceID == DeviceIDPF {
+		vf.DeviceID = DeviceIDVF
+	}
+	vf.Function = FunctionVF
+	vf.PhysFn = pf.BDF
+	vf.TotalVFs = 0
+	vf.MemoryMiB = memoryMiB
+	vf.Resets, vf.ErrInfo = 0, ""
+	vf.NoNode, vf.NoProc, vf.NoSysfs = false, false, false
+	return vf, nil
+}
+
+// mustVF is vfOf for the shapes' fixed addresses.
+func mustVF(pf Device, k, memoryMiB int) Device {
+	vf, err := vfOf(pf, k, memoryMiB)
+	if err != nil {
+		panic(err)
+	}
+	return vf
 }
 
 // K200 is one Kunlun1 K200 card (0000:01:00.0, 0x3684, subsystem

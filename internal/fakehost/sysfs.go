@@ -82,22 +82,29 @@ func (b *builder) buildSysfs() error {
 		if d.NoSysfs {
 			continue
 		}
-		fn := pciDir(d)
 		if _, done := byBDF[d.BDF]; !done {
 			byBDF[d.BDF] = d
 			if err := b.pciFunction(d, vfs[d.BDF]); err != nil {
 				return err
 			}
 		}
-		if class == "" {
-			continue
-		}
-		name := fmt.Sprintf("xpu%d", d.Index)
-		if err := b.classDevice(class, fn+"/"+class+"/"+name, name, d.Minor, fn); err != nil {
+		if err := b.nodeClassDevice(d); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// nodeClassDevice writes the class device of d's node under its PCI
+// function, when the host's driver registers its nodes in a class.
+func (b *builder) nodeClassDevice(d Device) error {
+	class := b.h.nodeClass()
+	if class == "" {
+		return nil
+	}
+	fn := pciDir(d)
+	name := fmt.Sprintf("xpu%d", d.Index)
+	return b.classDevice(class, fn+"/"+class+"/"+name, name, d.Minor, fn)
 }
 
 // classDevice writes one class device directory, its class link and, with
@@ -171,7 +178,7 @@ func (b *builder) pciFunction(d Device, vfs []Device) error {
 	}
 	for k, vf := range vfs {
 		if !vf.NoSysfs {
-			links = append(links, [2]string{pciDir(vf), fmt.Sprintf("%s/virtfn%d", fn, k)})
+			links = append(links, virtfnLink(d, k, vf))
 		}
 	}
 	if d.Function == FunctionVF {
@@ -185,4 +192,9 @@ func (b *builder) pciFunction(d Device, vfs []Device) error {
 		}
 	}
 	return nil
+}
+
+// virtfnLink is the PF's link to its VF number k: target, link.
+func virtfnLink(pf Device, k int, vf Device) [2]string {
+	return [2]string{pciDir(vf), fmt.Sprintf("%s/virtfn%d", pciDir(pf), k)}
 }

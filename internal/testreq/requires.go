@@ -1,9 +1,12 @@
 package testreq
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -16,6 +19,7 @@ const (
 	installHint = "run hack/install-deps.sh as root to install the test prerequisites"
 	rootHint    = "run the tests as root, e.g. sudo go test"
 	hostHint    = "run the tests on a machine where it is not in use, such as CI's"
+	fuseHint    = "run the tests as root on a kernel with FUSE (modprobe fuse; /dev/fuse)"
 )
 
 // Strict reports whether missing prerequisites must fail tests instead of
@@ -53,6 +57,37 @@ func Root(t testing.TB, why string) {
 	if os.Geteuid() != 0 {
 		missing(t, rootHint, "needs root (%s), running as uid %d", why, os.Geteuid())
 	}
+}
+
+// FUSE skips the test (fails it in strict mode) unless it may mount FUSE
+// file systems itself: it runs as root, the kernel knows the fuse file
+// system type and /dev/fuse opens for reading and writing. why says what
+// needs it, for the message.
+func FUSE(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		missing(t, fuseHint, "needs root to mount FUSE (%s), running as uid %d", why, os.Geteuid())
+		return
+	}
+	if err := fuseAvailable(); err != nil {
+		missing(t, fuseHint, "needs FUSE (%s): %v", why, err)
+	}
+}
+
+// fuseAvailable reports why this machine cannot serve a FUSE mount.
+func fuseAvailable() error {
+	fsTypes, err := os.ReadFile("/proc/filesystems")
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(strings.Fields(string(fsTypes)), "fuse") {
+		return errors.New("the kernel has no fuse file system (not in /proc/filesystems)")
+	}
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Tool returns the absolute path of the executable name (looked up in PATH,

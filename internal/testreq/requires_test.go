@@ -64,6 +64,17 @@ func TestPresentPrerequisites(t *testing.T) {
 	}
 }
 
+func TestFUSE(t *testing.T) {
+	t.Setenv("CI", "true")
+	ft := testutil.Call(t, func(tb testing.TB) { FUSE(tb, "testing FUSE") })
+	want := os.Geteuid() != 0 || fuseAvailable() != nil
+	require.Equal(t, want, ft.DidFail, ft.Msg)
+	if want {
+		require.Contains(t, ft.Msg, "testing FUSE")
+		require.Contains(t, ft.Msg, "FUSE")
+	}
+}
+
 // InstalledTool prefers make deps's build in ToolsBin to PATH's.
 func TestInstalledTool(t *testing.T) {
 	dir := t.TempDir()

@@ -30,7 +30,7 @@ func TestCommand(t *testing.T) {
 		{
 			description: "unknown shape lists the valid ones",
 			args:        []string{"--shape", "p900"},
-			wantErr:     "valid shapes are p800x8, p800-xre5, p800-sysfs, p800-sriov, r200-sriov, k200, degraded, scaled",
+			wantErr:     "valid shapes are p800x8, p800-xre5, p800-sysfs, p800-sriov, p800-quarters, r200-sriov, k200, degraded, scaled",
 		},
 		{
 			description: "negative devices",

@@ -1,0 +1,329 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// ErrInUse is wrapped by Apply's error for a card a process or a container
+// holds.
+var ErrInUse = errors.New("card in use")
+
+// CardReport is what Apply did to one card.
+type CardReport struct {
+	Index   int    `json:"index"`
+	Address string `json:"address"`
+	// Before is the VF count Apply found, Want the layout's, After the
+	// count the card has when Apply is done.
+	Before int `json:"before"`
+	Want   int `json:"want"`
+	After  int `json:"after"`
+	// Writes are the values written to sriov_numvfs, in order (rollback
+	// included).
+	Writes []int `json:"writes,omitempty"`
+	// RolledBack says the card failed and was put back to Before.
+	RolledBack bool `json:"rolledBack,omitempty"`
+	// Error is why the card failed.
+	Error string `json:"error,omitempty"`
+}
+
+// Changed reports whether the card had to change.
+func (r CardReport) Changed() bool { return r.Before != r.Want }
+
+// Report is what Apply did.
+type Report struct {
+	// Layout is the layout asked, Before and After the node's in
+	// canonical form (Current).
+	Layout string `json:"layout"`
+	Before string `json:"before"`
+	After  string `json:"after"`
+	DryRun bool   `json:"dryRun,omitempty"`
+	// Cards are every card of the node, in card order.
+	Cards []CardReport `json:"cards"`
+	// HandlesUsed is the handles after the layout, of HandleLimit.
+	HandlesUsed int      `json:"handlesUsed"`
+	HandleLimit int      `json:"handleLimit"`
+	Notes       []string `json:"notes,omitempty"`
+}
+
+// Changed reports whether any card had to change.
+func (r *Report) Changed() bool {
+	return slices.ContainsFunc(r.Cards, CardReport.Changed)
+}
+
+// Apply lays the node's cards out as l. The whole layout is checked first
+// (Plan); a card to change that is in use is refused, or waited for
+// (Config.Wait). Then each card to change gets 0 (when it has VFs) and
+// then its new count written to sriov_numvfs, and after each write Apply
+// waits (Config.Settle) until the kernel shows the result: the virtfn
+// links, the VF functions and their /dev/xpuN nodes. A card that fails is
+// put back to its previous count and the cards after it are not touched.
+// A card already at its count is not written. Once something changed,
+// AfterApply runs with the new host. The report says what was done, also
+// with an error.
+func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
+	c = c.withDefaults()
+	h, cards, changes, err := c.plan(l)
+	if err != nil {
+		return nil, err
+	}
+	rep := newReport(l, cards, changes, c.DryRun)
+	if !rep.Changed() {
+		c.Log.Infof("the node is already laid out as %s: nothing to do", l)
+		return rep, nil
+	}
+	h, cards, changes, err = c.waitFree(ctx, h, cards, changes, l, rep)
+	if err != nil {
+		return rep, err
+	}
+	rep = newReport(l, cards, changes, c.DryRun)
+	if c.DryRun || !rep.Changed() {
+		return rep, nil
+	}
+	sys, err := openSysfs(h.DevRoot)
+	if err != nil {
+		return rep, err
+	}
+	defer sys.close()
+	var failed error
+	for i, ch := range changes {
+		if ch.From == ch.To {
+			continue
+		}
+		r := &rep.Cards[i]
+		if err := c.applyCard(ctx, sys, ch, r); err != nil {
+			failed = fmt.Errorf("%s: %w", ch.Card.Name(), err)
+			break
+		}
+	}
+	after, err := c.discover()
+	if err != nil {
+		return rep, errors.Join(failed, fmt.Errorf("reading the node after the layout: %w", err))
+	}
+	rep.After = Current(after).String()
+	if failed != nil {
+		return rep, failed
+	}
+	if c.AfterApply != nil {
+		if err := c.AfterApply(after); err != nil {
+			return rep, fmt.Errorf("the layout %s is applied, but: %w", l, err)
+		}
+	}
+	return rep, nil
+}
+
+// plan discovers the host and plans l on it.
+func (c Config) plan(l Layout) (*discover.Host, []Card, []Change, error) {
+	h, err := c.discover()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cards := Cards(h)
+	if len(cards) == 0 {
+		return nil, nil, nil, fmt.Errorf("no card with a PCI function found under %s: nothing to lay out", h.DevRoot)
+	}
+	c.fillTotalVFs(h.DevRoot, cards)
+	changes, err := Plan(cards, l)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("layout %s refused, nothing changed:\n%w", l, err)
+	}
+	return h, cards, changes, nil
+}
+
+// fillTotalVFs reads sriov_totalvfs of the cards whose PF has no node
+// (discovery read only the VFs, which do not carry it).
+func (c Config) fillTotalVFs(devRoot string, cards []Card) {
+	var sys *sysfs
+	for i := range cards {
+		if cards[i].Index >= 0 || cards[i].TotalVFs > 0 {
+			continue
+		}
+		if sys == nil {
+			s, err := openSysfs(devRoot)
+			if err != nil {
+				return
+			}
+			sys = s
+			defer sys.close()
+		}
+		if n, err := sys.readInt(cards[i].Address, attrTotalVFs); err == nil {
+			cards[i].TotalVFs = n
+			cards[i].Allowed = allowed(cards[i].Board, n)
+		}
+	}
+}
+
+func newReport(l Layout, cards []Card, changes []Change, dry bool) *Report {
+	rep := &Report{Layout: l.String(), Before: layoutOf(cards).String(), DryRun: dry}
+	after := make([]Card, len(cards))
+	for i, ch := range changes {
+		rep.Cards = append(rep.Cards, CardReport{Index: ch.Card.Index, Address: ch.Card.Address, Before: ch.From, Want: ch.To, After: ch.From})
+		after[i] = ch.Card
+		after[i].NumVFs = ch.To
+	}
+	rep.HandlesUsed, rep.HandleLimit = Handles(after)
+	rep.After = rep.Before
+	if dry {
+		rep.After = layoutOf(after).String()
+	}
+	return rep
+}
+
+// waitFree checks who holds the cards to change and, while any is held,
+// looks again (discovering and planning afresh) until c.Wait is over.
+func (c Config) waitFree(ctx context.Context, h *discover.Host, cards []Card, changes []Change, l Layout, rep *Report) (*discover.Host, []Card, []Change, error) {
+	deadline := time.Now().Add(c.Wait)
+	for {
+		notes, err := findUsers(ctx, c, h, cards)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		rep.Notes = notes
+		busy := busyCards(changes, cards)
+		if len(busy) == 0 {
+			return h, cards, changes, nil
+		}
+		if !time.Now().Before(deadline) {
+			msg := strings.Join(busy, "; ")
+			if c.Wait > 0 {
+				return nil, nil, nil, fmt.Errorf("%w after waiting %s, nothing changed: %s", ErrInUse, c.Wait, msg)
+			}
+			return nil, nil, nil, fmt.Errorf("%w, nothing changed (--wait DURATION waits for it): %s", ErrInUse, msg)
+		}
+		c.Log.Infof("waiting for %s", strings.Join(busy, "; "))
+		select {
+		case <-ctx.Done():
+			return nil, nil, nil, ctx.Err()
+		case <-time.After(min(waitInterval, time.Until(deadline))):
+		}
+		if h, cards, changes, err = c.plan(l); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+}
+
+// busyCards names the cards to change that are held, with their users.
+func busyCards(changes []Change, cards []Card) []string {
+	var out []string
+	for i, ch := range changes {
+		if ch.From == ch.To || len(cards[i].InUse) == 0 {
+			continue
+		}
+		users := make([]string, len(cards[i].InUse))
+		for j, u := range cards[i].InUse {
+			users[j] = u.String()
+		}
+		out = append(out, fmt.Sprintf("%s is held by %s", cards[i].Name(), strings.Join(users, ", ")))
+	}
+	return out
+}
+
+// applyCard takes one card from ch.From to ch.To: 0 first when it has VFs,
+// then the new count, each write waited for. On failure the card is put
+// back to ch.From.
+func (c Config) applyCard(ctx context.Context, sys *sysfs, ch Change, r *CardReport) error {
+	addr := ch.Card.Address
+	err := c.setCount(ctx, sys, addr, ch.To, r)
+	if err == nil {
+		r.After = ch.To
+		c.Log.Infof("%s: %d VFs -> %d VFs (writes %v)", ch.Card.Name(), ch.From, ch.To, r.Writes)
+		return nil
+	}
+	r.Error = err.Error()
+	c.Log.Warnf("%s: %v; putting it back to %d VFs", ch.Card.Name(), err, ch.From)
+	if rerr := c.setCount(context.WithoutCancel(ctx), sys, addr, ch.From, r); rerr != nil {
+		now, _ := sys.readInt(addr, attrNumVFs)
+		r.After = now
+		return fmt.Errorf("%w; putting it back to %d VFs failed too (it has %d now): %w", err, ch.From, now, rerr)
+	}
+	r.After, r.RolledBack = ch.From, true
+	return fmt.Errorf("%w; put back to %d VFs", err, ch.From)
+}
+
+// setCount brings the PF at addr to n VFs: nothing when it has n, else 0
+// first (the kernel refuses a nonzero count over another with EBUSY)
+// and then n, each write waited for.
+func (c Config) setCount(ctx context.Context, sys *sysfs, addr string, n int, r *CardReport) error {
+	cur, err := sys.readInt(addr, attrNumVFs)
+	if err != nil {
+		return err
+	}
+	if cur == n {
+		return c.settle(ctx, sys, addr, n)
+	}
+	steps := []int{n}
+	if cur > 0 && n > 0 {
+		steps = []int{0, n}
+	}
+	for _, v := range steps {
+		r.Writes = append(r.Writes, v)
+		if err := sys.writeNumVFs(addr, v); err != nil {
+			return err
+		}
+		if err := c.settle(ctx, sys, addr, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle waits, at most c.Settle, until the kernel shows n VFs of the PF
+// at addr: sriov_numvfs reads n, virtfn0..n-1 lead to functions with
+// physfn, and discovery finds exactly these n functions as VFs of the PF
+// with a node each (udev creates the nodes after the kernel, and removes
+// them after it too).
+func (c Config) settle(ctx context.Context, sys *sysfs, addr string, n int) error {
+	deadline := time.Now().Add(c.Settle)
+	for {
+		why := c.settled(sys, addr, n)
+		if why == nil {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("the kernel did not show %d VFs within %s: %w", n, c.Settle, why)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// settled returns nil when the PF at addr shows n VFs, else what is not
+// there yet.
+func (c Config) settled(sys *sysfs, addr string, n int) error {
+	cur, err := sys.readInt(addr, attrNumVFs)
+	if err != nil {
+		return err
+	}
+	if cur != n {
+		return fmt.Errorf("%s reads %d", sys.hostPath(pfDir(addr)+"/"+attrNumVFs), cur)
+	}
+	vfs, err := sys.virtfns(addr, n)
+	if err != nil {
+		return err
+	}
+	h, err := c.discover()
+	if err != nil {
+		return err
+	}
+	var found []string
+	for _, d := range h.Devices {
+		if d.PCI != nil && d.PCI.Function == discover.FunctionVF && d.PCI.Parent == addr {
+			found = append(found, d.PCI.Address)
+		}
+	}
+	slices.Sort(found)
+	want := slices.Sorted(slices.Values(vfs))
+	if !slices.Equal(found, want) {
+		return fmt.Errorf("the VF functions are %v, but the /dev/xpuN nodes of the VFs found are those of %v (udev not done?)", want, found)
+	}
+	return nil
+}

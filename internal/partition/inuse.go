@@ -1,0 +1,189 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// Bounds of one scan of /proc/*/fd: a node has some thousands of
+// processes, each some hundreds of descriptors; a scan that goes past
+// these says so instead of taking minutes.
+const (
+	maxPIDs     = 1 << 16
+	maxFDsTotal = 1 << 21
+	maxFDsPID   = 1 << 16
+	scanTimeout = 10 * time.Second
+)
+
+// nodeKey identifies a device node: by st_rdev for a character device,
+// by the file's identity (st_dev, st_ino) for a fake host's plain file.
+type nodeKey struct {
+	char     bool
+	dev, ino uint64
+}
+
+// nodeOwner is the card and node a key stands for.
+type nodeOwner struct {
+	card int // index into the cards slice
+	node string
+}
+
+// nodeKeys returns the keys of every card's PF and VF nodes. A node is
+// matched by its device numbers (as discovery read them) and, when the
+// node on the host is a plain file (a fake host without mknod), by its
+// identity too.
+func nodeKeys(h *discover.Host, cards []Card) map[nodeKey]nodeOwner {
+	byIndex := map[int]int{}
+	for i, c := range cards {
+		if c.Index >= 0 {
+			byIndex[c.Index] = i
+		}
+		for _, v := range c.VFs {
+			byIndex[v.Index] = i
+		}
+	}
+	keys := map[nodeKey]nodeOwner{}
+	for _, d := range h.Devices {
+		ci, ok := byIndex[d.Index]
+		if !ok {
+			continue
+		}
+		o := nodeOwner{card: ci, node: d.Node.Path}
+		keys[nodeKey{char: true, dev: unix.Mkdev(d.Node.Major, d.Node.Minor)}] = o
+		var st unix.Stat_t
+		if err := unix.Lstat(d.Node.HostPath, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			keys[nodeKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}] = o //nolint:unconvert // 32-bit st_dev
+		}
+	}
+	return keys
+}
+
+// scanProcesses walks <devRoot>/proc/*/fd/* and returns, by card, the
+// processes holding one of the cards' nodes open. Each fd is stat'ed
+// (the magic link leads to the open file itself, which is all that is
+// looked at); processes and descriptors that vanish meanwhile are
+// skipped. The scan is bounded in processes, descriptors and time; what
+// it could not look at is in the returned notes.
+func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwner) (map[int][]User, []string, error) {
+	out := map[int][]User{}
+	if len(keys) == 0 {
+		return out, nil, nil
+	}
+	proc := filepath.Join(devRoot, "proc")
+	pids, err := listPIDs(proc)
+	if err != nil {
+		return nil, nil, err
+	}
+	var notes []string
+	if len(pids) > maxPIDs {
+		notes = append(notes, fmt.Sprintf("%s lists %d processes: only the first %d were looked at", proc, len(pids), maxPIDs))
+		pids = pids[:maxPIDs]
+	}
+	deadline := time.Now().Add(scanTimeout)
+	total := 0
+	for _, pid := range pids {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		if time.Now().After(deadline) || total >= maxFDsTotal {
+			notes = append(notes, fmt.Sprintf("the scan of %s stopped at pid %d (%d descriptors looked at, %s): processes after it were not checked", proc, pid, total, scanTimeout))
+			break
+		}
+		n, held := scanPID(proc, pid, keys, maxFDsTotal-total)
+		total += n
+		for _, u := range held {
+			c := u.card
+			user := User{PID: pid, Node: u.node}
+			if !slices.ContainsFunc(out[c], func(x User) bool { return x.PID == pid && x.Node == u.node }) {
+				user.Command = comm(proc, pid)
+				out[c] = append(out[c], user)
+			}
+		}
+	}
+	return out, notes, nil
+}
+
+// listPIDs returns the numeric entries of proc, ascending.
+func listPIDs(proc string) ([]int, error) {
+	f, err := os.Open(proc)
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	defer f.Close()
+	var pids []int
+	for {
+		names, err := f.Readdirnames(4096)
+		for _, n := range names {
+			if pid, err := strconv.Atoi(n); err == nil && pid > 0 && n == strconv.Itoa(pid) {
+				pids = append(pids, pid)
+			}
+		}
+		if errors.Is(err, io.EOF) || len(names) == 0 {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing processes in %s: %w", proc, err)
+		}
+		if len(pids) > maxPIDs {
+			break
+		}
+	}
+	slices.Sort(pids)
+	return pids, nil
+}
+
+// scanPID stats the descriptors of one process, at most limit of them, and
+// returns how many it looked at and the nodes it holds.
+func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, []nodeOwner) {
+	dir := filepath.Join(proc, strconv.Itoa(pid), "fd")
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0, nil // gone, or not ours to read
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(min(limit, maxFDsPID))
+	var held []nodeOwner
+	for _, n := range names {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(dir, n), &st); err != nil {
+			continue
+		}
+		var k nodeKey
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFCHR:
+			k = nodeKey{char: true, dev: uint64(st.Rdev)} //nolint:unconvert // 32-bit st_rdev
+		case unix.S_IFREG:
+			k = nodeKey{dev: uint64(st.Dev), ino: uint64(st.Ino)} //nolint:unconvert // 32-bit st_dev
+		default:
+			continue
+		}
+		if o, ok := keys[k]; ok && !slices.Contains(held, o) {
+			held = append(held, o)
+		}
+	}
+	return len(names), held
+}
+
+// comm is a process's command name (/proc/PID/comm), "" when unreadable.
+func comm(proc string, pid int) string {
+	f, err := os.Open(filepath.Join(proc, strconv.Itoa(pid), "comm"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 64)
+	n, _ := io.ReadFull(f, b)
+	return strings.TrimSpace(string(b[:n]))
+}

@@ -1,0 +1,170 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
+)
+
+// Defaults of Config.
+const (
+	// DefaultSettle bounds the wait for the kernel and udev after one
+	// sriov_numvfs write.
+	DefaultSettle = 30 * time.Second
+	// pollInterval is how often the kernel's state and the users of a
+	// card are looked at again while waiting.
+	pollInterval = 100 * time.Millisecond
+	// waitInterval is how often a card in use is checked again (--wait).
+	waitInterval = time.Second
+)
+
+// Config says where the host is and how Show and Apply go about it.
+type Config struct {
+	// DevRoot is where /dev, /proc and /sys are read (and sriov_numvfs
+	// written); DriverRoot where the driver's files are. Both default to /.
+	DevRoot, DriverRoot string
+	// HostRoot is the --host-root the CLI was given (the host's / mounted
+	// elsewhere); it only reaches AfterApply through the caller.
+	HostRoot string
+	// DiscoverOptions are added to every discovery (a fake host's node
+	// stater, the driver's architecture).
+	DiscoverOptions []discover.Option
+	// PodResourcesSocket is the kubelet's PodResources socket; a socket
+	// that does not exist is skipped with a note, "" skips the check.
+	PodResourcesSocket string
+	// PodResources is the client configuration (resource prefix, DRA
+	// driver, timeout).
+	PodResources podresources.Config
+	// Wait is how long Apply waits for a card in use to become free; 0
+	// refuses at once.
+	Wait time.Duration
+	// Settle bounds the wait for the kernel (and udev) to show the result
+	// of one write (default DefaultSettle).
+	Settle time.Duration
+	// DryRun plans and checks, and writes nothing.
+	DryRun bool
+	Log    logger.Interface
+	// AfterApply runs once the layout is applied, when something changed,
+	// with the host as discovered then (the CLI rewrites the CDI spec).
+	AfterApply func(*discover.Host) error
+}
+
+func (c Config) withDefaults() Config {
+	if c.DevRoot == "" {
+		c.DevRoot = "/"
+	}
+	if c.DriverRoot == "" {
+		c.DriverRoot = "/"
+	}
+	if c.Settle <= 0 {
+		c.Settle = DefaultSettle
+	}
+	c.Log = logger.OrDiscard(c.Log)
+	return c
+}
+
+// discover reads the host.
+func (c Config) discover() (*discover.Host, error) {
+	opts := append([]discover.Option{
+		discover.WithDevRoot(c.DevRoot),
+		discover.WithDriverRoot(c.DriverRoot),
+		discover.WithLogger(c.Log),
+	}, c.DiscoverOptions...)
+	return discover.Discover(opts...)
+}
+
+// Show reads the node's cards, their layout and who uses them.
+func Show(ctx context.Context, c Config) (*Status, error) {
+	c = c.withDefaults()
+	h, err := c.discover()
+	if err != nil {
+		return nil, err
+	}
+	return status(ctx, c, h)
+}
+
+// status is the Status of the discovered host h, its users included.
+func status(ctx context.Context, c Config, h *discover.Host) (*Status, error) {
+	cards := Cards(h)
+	if len(cards) == 0 {
+		return nil, fmt.Errorf("no card with a PCI function found under %s (%d device nodes): nothing to lay out", h.DevRoot, len(h.Devices))
+	}
+	notes, err := findUsers(ctx, c, h, cards)
+	if err != nil {
+		return nil, err
+	}
+	s := &Status{Cards: cards, Layout: layoutOf(cards).String(), Notes: notes}
+	s.HandlesUsed, s.HandleLimit = Handles(cards)
+	return s, nil
+}
+
+// findUsers fills the InUse of cards: the processes holding their nodes
+// and the containers the kubelet gave them to. It returns notes on what
+// could not be checked.
+func findUsers(ctx context.Context, c Config, h *discover.Host, cards []Card) ([]string, error) {
+	for i := range cards {
+		cards[i].InUse = nil
+	}
+	procs, notes, err := scanProcesses(ctx, h.DevRoot, nodeKeys(h, cards))
+	if err != nil {
+		return nil, err
+	}
+	for ci, users := range procs {
+		cards[ci].InUse = append(cards[ci].InUse, users...)
+	}
+	pods, note, err := listPods(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if note != "" {
+		notes = append(notes, note)
+	}
+	for i := range cards {
+		for _, idx := range cardIndices(cards[i]) {
+			for _, o := range pods[idx] {
+				cards[i].InUse = append(cards[i].InUse, User{
+					Node: "/dev/xpu" + fmt.Sprint(idx), Pod: o.Pod, Namespace: o.Namespace,
+					Container: o.Container, Claim: o.Claim,
+				})
+			}
+		}
+	}
+	return notes, nil
+}
+
+// cardIndices are the device indices of a card's PF and VFs.
+func cardIndices(c Card) []int {
+	var out []int
+	if c.Index >= 0 {
+		out = append(out, c.Index)
+	}
+	for _, v := range c.VFs {
+		out = append(out, v.Index)
+	}
+	return out
+}
+
+// listPods asks the kubelet who holds which device; a socket that does not
+// exist gives a note, not an error (a host without a kubelet).
+func listPods(ctx context.Context, c Config) (podresources.Owners, string, error) {
+	if c.PodResourcesSocket == "" {
+		return nil, "", nil
+	}
+	if _, err := os.Stat(c.PodResourcesSocket); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Sprintf("no kubelet PodResources socket at %s: which pods hold the cards was not checked", c.PodResourcesSocket), nil
+	}
+	cl := podresources.New(c.PodResourcesSocket, c.PodResources)
+	defer cl.Close()
+	owners, err := cl.List(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("asking the kubelet which pods hold the cards (--pod-resources-socket %s): %w", c.PodResourcesSocket, err)
+	}
+	return owners, "", nil
+}
