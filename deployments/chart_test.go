@@ -270,8 +270,8 @@ func hostPaths(ds *appsv1.DaemonSet) map[string]string {
 
 var (
 	installerReads = func(t *testing.T) []string {
-		// and, with partitions, client-go's in-cluster configuration
-		files := []string{"../internal/cli/install/install.go", "../internal/cli/install/partitions.go", "../internal/cmdflags/kubeclient/kubeclient.go", "../cmd/xpu-cdi/main.go", "../internal/cmdflags/kind.go", "../internal/cmdflags/loglevel.go"}
+		// and, with partitions, the in-cluster API server (node.go)
+		files := []string{"../internal/cli/install/install.go", "../internal/cli/install/partitions.go", "../cmd/xpu-cdi/main.go", "../internal/cmdflags/kind.go", "../internal/cmdflags/loglevel.go"}
 		return append(envNames(t, files...), "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
 	}
 	pluginReads = func(t *testing.T) []string {

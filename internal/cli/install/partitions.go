@@ -9,9 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags/kubeclient"
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
@@ -26,7 +24,8 @@ type partitionOptions struct {
 	nodeLabel          bool
 	nodeName           string
 	podResourcesSocket string
-	kube               kubeclient.Flags
+	// serviceAccountDir is where the pod's token and CA are (tests).
+	serviceAccountDir string
 
 	parsed partition.Layout
 }
@@ -37,7 +36,6 @@ func (p *partitionOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayout + " of --node-name says (over --partition-layout); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
 		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
 		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
-		p.kube.Flag(),
 	}
 }
 
@@ -75,19 +73,17 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot string, log *logr
 		},
 	}
 	if p.nodeLabel {
-		cs, err := p.kube.Client()
+		dir := p.serviceAccountDir
+		if dir == "" {
+			dir = serviceAccountDir
+		}
+		nc, err := newNodeClient(dir)
 		if err != nil {
-			return nil, fmt.Errorf("--partition-node-label: %w", err)
+			return nil, fmt.Errorf("--partition-node-label: the API server: %w", err)
 		}
 		name := p.nodeName
 		parts.NodeLabel = func(ctx context.Context) (string, error) {
-			ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
-			defer cancel()
-			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return "", fmt.Errorf("node %s: %w", name, err)
-			}
-			return n.Labels[labels.PartitionLayout], nil
+			return nc.label(ctx, name, labels.PartitionLayout)
 		}
 	}
 	return parts, nil
