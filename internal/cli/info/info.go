@@ -104,7 +104,7 @@ type hostView struct {
 	Warnings   []string        `json:"warnings,omitempty"`
 	Notes      []string        `json:"notes,omitempty"`
 	Usable     bool            `json:"usable"`
-	Unusable      string       `json:"unusableReason,omitempty"`
+	Unusable   string          `json:"unusableReason,omitempty"`
 }
 
 // partitionsView is the layout of the cards (package partition's view).
