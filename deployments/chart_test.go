@@ -374,7 +374,7 @@ func TestChartPartitions(t *testing.T) {
 		layout      string
 	}{
 		{"layout", []string{"partitions.layout=all=4"}, "all=4"},
-		{"node label only", []string{"partitions.nodeLabel=true", "host.kubeletDir=/data/kubelet/"}, ""},
+		{"node label only", []string{"partitions.nodeLabel=true", "host.kubeletDir=/data/kubelet/", "installer.apiServer.host=127.0.0.1", "installer.apiServer.port=6443"}, ""},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			var args []string
@@ -394,6 +394,8 @@ func TestChartPartitions(t *testing.T) {
 			} else {
 				require.NotContains(t, e, "XPU_CDI_PARTITION_LAYOUT")
 				require.Equal(t, "/host/data/kubelet/pod-resources/kubelet.sock", e["XPU_CDI_POD_RESOURCES_SOCKET"])
+				require.Equal(t, "127.0.0.1", e["KUBERNETES_SERVICE_HOST"])
+				require.Equal(t, "6443", e["KUBERNETES_SERVICE_PORT"])
 			}
 			require.Equal(t, "true", e["XPU_CDI_PARTITION_NODE_LABEL"])
 			var nodeName *corev1.EnvVar
