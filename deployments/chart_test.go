@@ -270,7 +270,9 @@ func hostPaths(ds *appsv1.DaemonSet) map[string]string {
 
 var (
 	installerReads = func(t *testing.T) []string {
-		return envNames(t, "../internal/cli/install/install.go", "../cmd/xpu-cdi/main.go", "../internal/cmdflags/kind.go", "../internal/cmdflags/loglevel.go")
+		// and, with partitions, the in-cluster API server (node.go)
+		files := []string{"../internal/cli/install/install.go", "../internal/cli/install/partitions.go", "../cmd/xpu-cdi/main.go", "../internal/cmdflags/kind.go", "../internal/cmdflags/loglevel.go"}
+		return append(envNames(t, files...), "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
 	}
 	pluginReads = func(t *testing.T) []string {
 		return envNames(t, append([]string{"../cmd/xpu-device-plugin/main.go"}, daemonFlagGroups...)...)
@@ -326,6 +328,10 @@ func TestChartDefault(t *testing.T) {
 	require.Equal(t, "true", e["XPU_CDI_UNINSTALL_ON_EXIT"])
 	require.Equal(t, "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi", e["XPU_CDI_LABELS_FILE"], "the installer writes the labels")
 	require.NotContains(t, e, "XPU_CDI_CONFIG_FILE")
+	require.NotContains(t, e, "XPU_CDI_PARTITION_LAYOUT", "the cards are left alone")
+	require.NotContains(t, e, "XPU_CDI_PARTITION_NODE_LABEL")
+	require.False(t, *in.Spec.Template.Spec.AutomountServiceAccountToken, "no token without partitions")
+	require.Empty(t, in.Spec.Template.Spec.ServiceAccountName)
 	require.Equal(t, map[string]string{"/host": "/"}, hostPaths(in))
 	require.Equal(t, corev1.MountPropagationHostToContainer, *c.VolumeMounts[0].MountPropagation)
 
@@ -357,6 +363,85 @@ devicePlugin:
           - name: baidu.com/xpu
             replicas: 4
 `
+
+// TestChartPartitions: partitions.layout or partitions.nodeLabel give the
+// installer its layout, the node label, the node's name, the PodResources
+// socket through /host, and a ServiceAccount (token mounted) bound to a
+// ClusterRole that only gets Nodes; without them none of it is there.
+func TestChartPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		set         []string
+		layout      string
+	}{
+		{"layout", []string{"partitions.layout=all=4"}, "all=4"},
+		{"node label only", []string{"partitions.nodeLabel=true", "host.kubeletDir=/data/kubelet/", "installer.apiServer.host=127.0.0.1", "installer.apiServer.port=6443"}, ""},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			var args []string
+			for _, v := range tc.set {
+				args = append(args, "--set", v)
+			}
+			r := render(t, args...)
+			in := r.daemonSets["xpu-cdi-installer"]
+			require.NotNil(t, in)
+			checkPod(t, in, installerReads(t))
+			pod := in.Spec.Template.Spec
+			c := pod.Containers[0]
+			e := env(c)
+			if tc.layout != "" {
+				require.Equal(t, tc.layout, e["XPU_CDI_PARTITION_LAYOUT"])
+				require.Equal(t, "/host/var/lib/kubelet/pod-resources/kubelet.sock", e["XPU_CDI_POD_RESOURCES_SOCKET"])
+			} else {
+				require.NotContains(t, e, "XPU_CDI_PARTITION_LAYOUT")
+				require.Equal(t, "/host/data/kubelet/pod-resources/kubelet.sock", e["XPU_CDI_POD_RESOURCES_SOCKET"])
+				require.Equal(t, "127.0.0.1", e["KUBERNETES_SERVICE_HOST"])
+				require.Equal(t, "6443", e["KUBERNETES_SERVICE_PORT"])
+			}
+			require.Equal(t, "true", e["XPU_CDI_PARTITION_NODE_LABEL"])
+			var nodeName *corev1.EnvVar
+			for i := range c.Env {
+				if c.Env[i].Name == "XPU_CDI_NODE_NAME" {
+					nodeName = &c.Env[i]
+				}
+			}
+			require.NotNil(t, nodeName)
+			require.Equal(t, "spec.nodeName", nodeName.ValueFrom.FieldRef.FieldPath)
+			require.Nil(t, pod.AutomountServiceAccountToken, "the token is mounted")
+			require.Equal(t, []string{"ALL"}, capabilities(c), "sriov_numvfs needs no capability")
+
+			require.Len(t, r.serviceAccounts, 1)
+			require.Equal(t, r.serviceAccounts[0].Name, pod.ServiceAccountName)
+			require.Len(t, r.clusterRoles, 1)
+			require.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}, r.clusterRoles[0].Rules)
+			require.Len(t, r.roleBindings, 1)
+			b := r.roleBindings[0]
+			require.Equal(t, r.clusterRoles[0].Name, b.RoleRef.Name)
+			require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: pod.ServiceAccountName, Namespace: "xpu-system"}}, b.Subjects)
+		})
+	}
+
+	// The installer off: nothing of it, whatever partitions says.
+	r := render(t, "--set", "partitions.layout=all=2", "--set", "installer.enabled=false")
+	require.NotContains(t, r.daemonSets, "xpu-cdi-installer")
+	require.Empty(t, r.clusterRoles)
+	require.Empty(t, r.serviceAccounts)
+
+	// A layout the schema does not take is refused by name.
+	_, err := helmTemplate(t, "--set", "partitions.layout=all-2")
+	require.ErrorContains(t, err, "/partitions/layout")
+}
+
+// capabilities are the capabilities container c drops.
+func capabilities(c corev1.Container) []string {
+	var out []string
+	if sc := c.SecurityContext; sc != nil && sc.Capabilities != nil {
+		for _, d := range sc.Capabilities.Drop {
+			out = append(out, string(d))
+		}
+	}
+	return out
+}
 
 func TestChartSharing(t *testing.T) {
 	values := filepath.Join(t.TempDir(), "sharing.yaml")

@@ -4,6 +4,7 @@
 #
 #   DIR/bin/        xpu-cdi, xpu-runtime-hook, xpu-container-runtime, xpu-device-plugin, xpu-exporter (static)
 #   DIR/config.toml default /etc/xpu-container-toolkit/config.toml
+#   DIR/partitions.conf /etc/xpu-cdi/partitions.conf (commented out)
 #   DIR/man/        man pages (help2man from --help, or a short fallback)
 #   DIR/doc/        README.md and docs/*.md
 #   DIR/systemd/    units and preset;  DIR/udev/  the udev rule
@@ -141,6 +142,8 @@ if [ -d "$root/docs" ]; then
 fi
 
 cp "$pkgdir"/systemd/xpu-cdi-refresh.service "$pkgdir"/systemd/xpu-cdi-refresh.path "$pkgdir"/systemd/xpu-exporter.service \
-	"$pkgdir"/systemd/50-xpu-cdi.preset "$out/systemd/"
+	"$pkgdir"/systemd/xpu-cdi-partitions.service "$pkgdir"/systemd/50-xpu-cdi.preset "$out/systemd/"
+# The partition layout read at boot: every line commented out (nothing changes).
+cp "$pkgdir"/etc/partitions.conf "$out/partitions.conf"
 cp "$pkgdir"/udev/71-xpu-cdi.rules "$out/udev/"
 echo "stage: $(find "$out" -type f | wc -l) files in $out"

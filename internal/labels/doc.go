@@ -1,7 +1,9 @@
 // Package labels computes the node labels that describe a host's Kunlun
 // XPUs (baidu.com/xpu.present, .count, .model, .family, .driver-version,
-// .xre-version, .memory, .sharing-strategy, .replicas) and writes them as a
-// feature file of Node Feature Discovery's local source.
+// .xre-version, .memory, .sharing-strategy, .replicas; on nodes with an
+// SR-IOV card .partition-layout and one baidu.com/xpu-<size>.count per
+// partition size) and writes them as a feature file of Node Feature
+// Discovery's local source.
 //
 // What it guarantees: every value is a valid Kubernetes label value (at
 // most 63 characters of letters, digits, '-', '_' and '.', starting and

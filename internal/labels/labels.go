@@ -63,6 +63,7 @@ func For(h *discover.Host, s *sharing.Config) []Label {
 	if mib := common(facts, func(f discover.Facts) string { return memory(f.MemoryMiB) }); mib != mixed {
 		add(Memory, mib)
 	}
+	out = append(out, partitionLabels(h)...)
 	if s != nil {
 		add(SharingStrategy, s.Strategy())
 		add(Replicas, strconv.Itoa(s.Replicas))

@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -174,4 +175,57 @@ func TestWriteFileRefuses(t *testing.T) {
 	_, err = WriteFile(path, many, "test")
 	require.ErrorContains(t, err, "above NFD's limit of 65536")
 	require.NoFileExists(t, path)
+}
+
+// TestForPartitions: the layout in its label form on hosts with an
+// SR-IOV card, one count per partition size present; nothing of it on a
+// host without SR-IOV.
+func TestForPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		shape string
+		want  []Label
+	}{
+		{fakehost.ShapeP800SRIOV, []Label{{PartitionLayout, "0-2_3-0"}, {"baidu.com/xpu-48gb.count", "2"}}},
+		{fakehost.ShapeP800Quarters, []Label{{PartitionLayout, "0-4_5-0"}, {"baidu.com/xpu-24gb.count", "4"}}},
+		{fakehost.ShapeR200SRIOV, []Label{{PartitionLayout, "0-3_1-0"}, {"baidu.com/xpu-5gb.count", "3"}}},
+		{fakehost.ShapeP800x8, nil},
+		{fakehost.ShapeK200, nil},
+	} {
+		t.Run(tc.shape, func(t *testing.T) {
+			var got []Label
+			for _, l := range For(hostOf(t, tc.shape), nil) {
+				if l.Key == PartitionLayout || strings.HasSuffix(l.Key, "gb.count") {
+					got = append(got, l)
+				}
+			}
+			require.Equal(t, tc.want, got)
+			for _, l := range got {
+				require.Empty(t, validation.IsQualifiedName(l.Key), l.Key)
+			}
+		})
+	}
+	require.Equal(t, "baidu.com/xpu-24gb.count", PartitionCount("24gb"))
+
+	// Every card cut alike: all=N; a layout's label form reads back.
+	h := hostOf(t, fakehost.ShapeP800SRIOV)
+	for _, d := range h.Devices {
+		if d.PCI.Function == discover.FunctionPF && d.PCI.NumVFs == 0 {
+			d.PCI.NumVFs = 2
+		}
+	}
+	ls := For(h, nil)
+	require.Contains(t, ls, Label{PartitionLayout, "all-2"})
+}
+
+// TestGolden: the whole feature file of the SR-IOV shapes and of a host
+// without SR-IOV (testdata/<shape>.labels; go test -update rewrites them).
+func TestGolden(t *testing.T) {
+	for _, shape := range []string{fakehost.ShapeP800SRIOV, fakehost.ShapeR200SRIOV, fakehost.ShapeP800x8} {
+		t.Run(shape, func(t *testing.T) {
+			s := sharing.None("baidu.com/xpu")
+			data, err := Encode(For(hostOf(t, shape), &s), "xpu-cdi labels")
+			require.NoError(t, err)
+			testutil.Golden(t, shape+".labels", data)
+		})
+	}
 }

@@ -54,6 +54,9 @@ type Installer struct {
 	waiting string
 	// noNFD is set while the labels file's directory is missing (logged once).
 	noNFD bool
+	// partitions is what the last successful partition apply left; nil
+	// before one, and after a failed one.
+	partitions *partitionState
 }
 
 // New checks cfg and opens the host root. It reads and writes nothing.
@@ -229,9 +232,28 @@ func notReady(err error) bool {
 
 // SyncSpec reads the host and makes the spec file match it: rewritten when
 // it differs, removed (if it is of the installer's kind) while the host
-// has no usable XPU.
-func (in *Installer) SyncSpec() (SpecState, error) {
+// has no usable XPU. With Partitions, the cards are first laid out as
+// asked (Sync).
+func (in *Installer) SyncSpec() (SpecState, error) { return in.Sync(context.Background()) }
+
+// Sync is SyncSpec, with ctx bounding the partition apply and the read of
+// the node label. A layout that cannot be applied is an error, but the
+// spec is still made to match the cards as they are.
+func (in *Installer) Sync(ctx context.Context) (SpecState, error) {
 	h, err := in.o.Discover(in.o.HostRoot)
+	var partErr error
+	if err == nil {
+		var applied bool
+		applied, partErr = in.syncPartitions(ctx, h)
+		if applied {
+			h, err = in.o.Discover(in.o.HostRoot)
+		}
+	}
+	state, err := in.syncSpec(h, err)
+	return state, errors.Join(partErr, err)
+}
+
+func (in *Installer) syncSpec(h *discover.Host, err error) (SpecState, error) {
 	if err == nil {
 		var spec []byte
 		spec, err = in.buildSpec(h)
@@ -240,7 +262,11 @@ func (in *Installer) SyncSpec() (SpecState, error) {
 			if err != nil {
 				return state, err
 			}
-			return state, in.syncLabels(labels.For(h, in.o.Sharing))
+			ls := labels.For(h, in.o.Sharing)
+			if in.o.Partitions != nil {
+				ls = withoutLayoutLabel(ls)
+			}
+			return state, in.syncLabels(ls)
 		}
 	}
 	if !notReady(err) {
@@ -366,7 +392,7 @@ func (in *Installer) Run(ctx context.Context) error {
 				in.logHook(wrote)
 			}
 		}
-		state, err := in.SyncSpec()
+		state, err := in.Sync(ctx)
 		switch {
 		case err != nil:
 			if err.Error() != lastErr {

@@ -65,6 +65,10 @@ type Config struct {
 	// host has no usable XPU and by Uninstall.
 	LabelsFile string
 	Sharing    *sharing.Config
+	// Partitions, when set, is the partition layout kept on the node: laid
+	// out before the spec is written (Partitions). The labels file then
+	// leaves the layout label out: the node label is the admin's.
+	Partitions *Partitions
 	// Log is the logger; the default discards everything.
 	Log logger.Interface
 }
@@ -122,6 +126,9 @@ func (c Config) withDefaults() (*Config, error) {
 		if !path.IsAbs(p.value) || path.Clean(p.value) != p.value || p.value == "/" {
 			return nil, fmt.Errorf("%s %q: give a clean absolute path as the host names it (e.g. %s)", p.flag, p.value, map[string]string{"hook directory": DefaultHookDir, "spec path": DefaultSpecPath, "labels file": "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi"}[p.flag])
 		}
+	}
+	if o.Partitions != nil && o.Partitions.Apply == nil {
+		return nil, errNoApply
 	}
 	if _, err := cdispec.FormatForPath(o.SpecPath); err != nil {
 		return nil, fmt.Errorf("spec path: %w", err)

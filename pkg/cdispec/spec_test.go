@@ -3,6 +3,7 @@ package cdispec_test
 import (
 	"bytes"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -214,4 +215,39 @@ func TestInvalidKind(t *testing.T) {
 	require.ErrorContains(t, err, `class "x/y"`)
 	_, _, err = cdispec.New(host, cdispec.Settings{Vendor: "-bad"})
 	require.ErrorContains(t, err, `vendor "-bad"`)
+}
+
+// TestVFNames: every VF of an SR-IOV host is a CDI device by its index and
+// by its PCI address, with its own node and no other; its PF, whose VFs are
+// enabled, is offered under neither name.
+func TestVFNames(t *testing.T) {
+	for _, h := range []fakehost.Host{fakehost.P800SRIOV(), fakehost.R200SRIOV()} {
+		t.Run(h.Shape, func(t *testing.T) {
+			_, host := discoverShape(t, h)
+			spec, _, err := cdispec.New(host, cdispec.Settings{NoHooks: true})
+			require.NoError(t, err)
+			byName := map[string][]string{}
+			for _, d := range spec.Devices {
+				for _, n := range d.ContainerEdits.DeviceNodes {
+					byName[d.Name] = append(byName[d.Name], n.Path)
+				}
+			}
+			vfs := 0
+			for _, d := range host.Devices {
+				require.NotNil(t, d.PCI, d.Node.Path)
+				switch {
+				case d.PCI.Function == discover.FunctionVF:
+					vfs++
+					for _, name := range []string{strconv.Itoa(d.Index), d.PCI.Address} {
+						require.Containsf(t, byName, name, "VF %s has no device %q", d.Node.Path, name)
+						require.Equalf(t, []string{d.Node.Path}, byName[name], "device %q", name)
+					}
+				case d.PCI.NumVFs > 0:
+					require.NotContains(t, byName, strconv.Itoa(d.Index), "PF with VFs enabled")
+					require.NotContains(t, byName, d.PCI.Address, "PF with VFs enabled")
+				}
+			}
+			require.Positive(t, vfs, "the shape has VFs")
+		})
+	}
 }

@@ -63,16 +63,19 @@ func TestDebInstallRefreshPurge(t *testing.T) {
 			"/lib/systemd/system/xpu-cdi-refresh.service",
 			"/lib/systemd/system/xpu-cdi-refresh.path",
 			"/lib/systemd/system/xpu-exporter.service",
+			"/lib/systemd/system/xpu-cdi-partitions.service",
 			"/lib/udev/rules.d/71-xpu-cdi.rules",
 			"/etc/xpu-container-toolkit/config.toml",
+			"/etc/xpu-cdi/partitions.conf",
 			"/usr/share/doc/xpu-cdi/copyright",
 		} {
 			require.FileExists(t, f)
 		}
 		conffiles := run(t, nil, "dpkg-query", "--control-show", "xpu-cdi", "conffiles")
 		require.Contains(t, conffiles, "/etc/xpu-container-toolkit/config.toml")
-		// deb-systemd-helper enabled both units (symlinks made without systemd running).
-		for _, unit := range []string{"xpu-cdi-refresh.service", "xpu-cdi-refresh.path"} {
+		require.Contains(t, conffiles, "/etc/xpu-cdi/partitions.conf")
+		// deb-systemd-helper enabled the units (symlinks made without systemd running).
+		for _, unit := range []string{"xpu-cdi-refresh.service", "xpu-cdi-refresh.path", "xpu-cdi-partitions.service"} {
 			link := filepath.Join("/etc/systemd/system/multi-user.target.wants", unit)
 			target, err := os.Readlink(link)
 			require.NoError(t, err, "unit %s not enabled", unit)
@@ -84,7 +87,7 @@ func TestDebInstallRefreshPurge(t *testing.T) {
 	})
 
 	t.Run("installed units verify", func(t *testing.T) {
-		for _, unit := range []string{"xpu-cdi-refresh.service", "xpu-cdi-refresh.path", "xpu-exporter.service"} {
+		for _, unit := range []string{"xpu-cdi-refresh.service", "xpu-cdi-refresh.path", "xpu-exporter.service", "xpu-cdi-partitions.service"} {
 			o, err := runErr([]string{"SYSTEMD_LOG_TARGET=console"}, "systemd-analyze", "verify", filepath.Join("/lib/systemd/system", unit))
 			require.NoError(t, err, o)
 			require.Empty(t, strings.TrimSpace(o), "systemd-analyze verify %s", unit)
@@ -113,6 +116,7 @@ func TestDebInstallRefreshPurge(t *testing.T) {
 
 	run(t, nil, "dpkg", "--remove", "xpu-cdi")
 	require.FileExists(t, "/etc/xpu-container-toolkit/config.toml", "remove keeps the conffile")
+	require.FileExists(t, "/etc/xpu-cdi/partitions.conf", "remove keeps the conffile")
 	require.NoFileExists(t, "/usr/bin/xpu-cdi")
 	run(t, nil, "dpkg", "--purge", "xpu-cdi")
 	if specOwned {

@@ -37,9 +37,11 @@ func TestRPMInstallRoot(t *testing.T) {
 		"usr/lib/systemd/system/xpu-cdi-refresh.service",
 		"usr/lib/systemd/system/xpu-cdi-refresh.path",
 		"usr/lib/systemd/system/xpu-exporter.service",
+		"usr/lib/systemd/system/xpu-cdi-partitions.service",
 		"usr/lib/systemd/system-preset/50-xpu-cdi.preset",
 		"usr/lib/udev/rules.d/71-xpu-cdi.rules",
 		"etc/xpu-container-toolkit/config.toml",
+		"etc/xpu-cdi/partitions.conf",
 	} {
 		require.FileExists(t, filepath.Join(root, f))
 	}
@@ -52,6 +54,7 @@ func TestRPMInstallRoot(t *testing.T) {
 	// %config(noreplace): rpm's file flags "c" (config) and "n" (noreplace).
 	flags := run(t, nil, "rpm", "-qp", "--qf", `[%{FILENAMES} %{FILEFLAGS:fflags}\n]`, p.rpm)
 	require.Contains(t, strings.Split(flags, "\n"), "/etc/xpu-container-toolkit/config.toml cn")
+	require.Contains(t, strings.Split(flags, "\n"), "/etc/xpu-cdi/partitions.conf cn")
 
 	// The installed database knows the package.
 	require.Contains(t, run(t, nil, "rpm", "--root", root, "-q", "xpu-cdi"), "xpu-cdi-"+p.version+"-1")

@@ -105,3 +105,58 @@ func TestExporterUnit(t *testing.T) {
 	require.Contains(t, lines, "disable xpu-exporter.service")
 	require.Contains(t, lines, "enable xpu-cdi-refresh.service")
 }
+
+// TestPartitionsUnit: xpu-cdi-partitions.service verifies clean, runs only
+// where /etc/xpu-cdi/partitions.conf exists, is ordered before the spec
+// refresh (which is after it) and enabled by the preset; the shipped
+// partitions.conf changes nothing (every line a comment or blank).
+func TestPartitionsUnit(t *testing.T) {
+	src := filepath.Join(repoRoot(t), "packaging")
+	unit, err := os.ReadFile(filepath.Join(src, "systemd", "xpu-cdi-partitions.service"))
+	require.NoError(t, err)
+	keys := unitKeys(string(unit))
+	require.Equal(t, []string{"oneshot"}, keys["Type"])
+	require.Equal(t, []string{"/etc/xpu-cdi/partitions.conf"}, keys["ConditionPathExists"])
+	require.Equal(t, []string{"/usr/bin/xpu-cdi partition apply --config /etc/xpu-cdi/partitions.conf"}, keys["ExecStart"])
+	require.Contains(t, strings.Fields(strings.Join(keys["Before"], " ")), "xpu-cdi-refresh.service")
+	require.NotContains(t, keys, "ProtectKernelTunables", "it writes sriov_numvfs under /sys")
+	require.NotContains(t, keys, "PrivateDevices", "it checks who holds /dev/xpu*")
+
+	refresh, err := os.ReadFile(filepath.Join(src, "systemd", "xpu-cdi-refresh.service"))
+	require.NoError(t, err)
+	require.Contains(t, strings.Fields(strings.Join(unitKeys(string(refresh))["After"], " ")), "xpu-cdi-partitions.service")
+
+	preset, err := os.ReadFile(filepath.Join(src, "systemd", "50-xpu-cdi.preset"))
+	require.NoError(t, err)
+	require.Contains(t, strings.Split(string(preset), "\n"), "enable xpu-cdi-partitions.service")
+
+	conf, err := os.ReadFile(filepath.Join(src, "etc", "partitions.conf"))
+	require.NoError(t, err)
+	for i, line := range strings.Split(string(conf), "\n") {
+		line = strings.TrimSpace(line)
+		require.Truef(t, line == "" || strings.HasPrefix(line, "#"), "partitions.conf line %d is not commented out: %q", i+1, line)
+	}
+
+	requireTools(t, "systemd-analyze")
+	root, unitDir := unitRoot(t, "xpu-cdi")
+	require.NoError(t, os.WriteFile(filepath.Join(unitDir, "xpu-cdi-partitions.service"), unit, 0o644))
+	o, err := runErr([]string{"SYSTEMD_LOG_TARGET=console"}, "systemd-analyze", "--man=no", "--root="+root, "verify", filepath.Join(unitDir, "xpu-cdi-partitions.service"))
+	require.NoError(t, err, o)
+	require.Empty(t, strings.TrimSpace(o), "systemd-analyze verify complained")
+}
+
+// unitKeys reads the Key=value lines of a unit file (comments and section
+// headers left out), every value of a key in order.
+func unitKeys(unit string) map[string][]string {
+	keys := map[string][]string{}
+	for _, line := range strings.Split(unit, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "[") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok {
+			keys[k] = append(keys[k], v)
+		}
+	}
+	return keys
+}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -96,10 +98,59 @@ type hostView struct {
 	Devices       []deviceView `json:"devices"`
 	Libraries     []fileView   `json:"libraries"`
 	Tools         []fileView   `json:"tools"`
-	Warnings      []string     `json:"warnings,omitempty"`
-	Notes         []string     `json:"notes,omitempty"`
-	Usable        bool         `json:"usable"`
-	Unusable      string       `json:"unusableReason,omitempty"`
+	// Partitions is the SR-IOV layout, on hosts with a card that has
+	// SR-IOV.
+	Partitions *partitionsView `json:"partitions,omitempty"`
+	Warnings   []string        `json:"warnings,omitempty"`
+	Notes      []string        `json:"notes,omitempty"`
+	Usable     bool            `json:"usable"`
+	Unusable   string          `json:"unusableReason,omitempty"`
+}
+
+// partitionsView is the layout of the cards (package partition's view).
+type partitionsView struct {
+	// Layout is the current layout in canonical form (partition apply
+	// --layout takes it back).
+	Layout string     `json:"layout"`
+	Cards  []cardView `json:"cards"`
+	// HandlesUsed counts the PFs and VFs; HandleLimit is the driver's
+	// budget, 0 when no public source gives one.
+	HandlesUsed int `json:"handlesUsed"`
+	HandleLimit int `json:"handleLimit,omitempty"`
+}
+
+type cardView struct {
+	Index   int    `json:"index"`
+	Address string `json:"pciAddress"`
+	Model   string `json:"model"`
+	NumVFs  int    `json:"numVFs"`
+	// Allowed are the VF counts a layout may give the card (0: whole).
+	Allowed []int `json:"allowed"`
+	// VFMemoryMiB is each VF's memory now, Size its name (24gb); absent
+	// when the card is whole.
+	VFMemoryMiB int64  `json:"vfMemoryMiB,omitempty"`
+	Size        string `json:"size,omitempty"`
+}
+
+// viewPartitions is nil when no card of h has SR-IOV.
+func viewPartitions(h *discover.Host) *partitionsView {
+	cards := partition.Cards(h)
+	sriov := false
+	for _, c := range cards {
+		sriov = sriov || c.TotalVFs > 0 || c.NumVFs > 0
+	}
+	if !sriov {
+		return nil
+	}
+	v := &partitionsView{Layout: partition.Current(h).String()}
+	v.HandlesUsed, v.HandleLimit = partition.Handles(cards)
+	for _, c := range cards {
+		v.Cards = append(v.Cards, cardView{
+			Index: c.Index, Address: c.Address, Model: c.Board, NumVFs: c.NumVFs, Allowed: c.Allowed,
+			VFMemoryMiB: c.VFMemoryMiB, Size: discover.PartitionSizeName(c.VFMemoryMiB),
+		})
+	}
+	return v
 }
 
 func viewNode(n *discover.Node) nodeView {
@@ -124,6 +175,7 @@ func view(h *discover.Host) hostView {
 		c := viewNode(h.Control)
 		v.Control = &c
 	}
+	v.Partitions = viewPartitions(h)
 	if err := h.CheckUsable(); err != nil {
 		v.Usable, v.Unusable = false, err.Error()
 	}
@@ -202,6 +254,11 @@ func writeText(w io.Writer, h *discover.Host) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if p := v.Partitions; p != nil {
+		if err := writePartitions(w, p); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Driver files:")
 	if len(v.Libraries)+len(v.Tools) == 0 {
@@ -240,6 +297,42 @@ func writeText(w io.Writer, h *discover.Host) error {
 		for _, p := range problems {
 			fmt.Fprintf(w, "  %s\n", p)
 		}
+	}
+	return nil
+}
+
+// writePartitions is the Partitions section of the text: the layout, one
+// line per card, the handle budget.
+func writePartitions(w io.Writer, p *partitionsView) error {
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Partitions (SR-IOV): layout %s\n", p.Layout)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CARD\tPCI ADDRESS\tMODEL\tVFS\tALLOWED\tPARTITION")
+	for _, c := range p.Cards {
+		idx := "-"
+		if c.Index >= 0 {
+			idx = strconv.Itoa(c.Index)
+		}
+		allowed := make([]string, len(c.Allowed))
+		for i, n := range c.Allowed {
+			allowed[i] = strconv.Itoa(n)
+		}
+		size := "whole card"
+		switch {
+		case c.Size != "":
+			size = fmt.Sprintf("%s (%d MiB, %s)", c.Size, c.VFMemoryMiB, discover.PartitionFraction(c.NumVFs))
+		case c.NumVFs > 0:
+			size = "size unknown"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", idx, c.Address, c.Model, c.NumVFs, dash(strings.Join(allowed, ",")), size)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if p.HandleLimit > 0 {
+		fmt.Fprintf(w, "  handles: %d of %d (every PF and VF takes one)\n", p.HandlesUsed, p.HandleLimit)
+	} else {
+		fmt.Fprintf(w, "  handles: %d (no public limit for this generation)\n", p.HandlesUsed)
 	}
 	return nil
 }

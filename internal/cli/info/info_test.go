@@ -192,3 +192,49 @@ func TestInfoEscapesHostText(t *testing.T) {
 		require.Contains(t, stdout, `ERROR`+tc.bs+`x1b[8m`)
 	}
 }
+
+// TestInfoPartitions: on SR-IOV hosts info shows the layout, per card its
+// VFs now, the counts allowed and the partition size, and the handle
+// budget; a host without SR-IOV has no such section.
+func TestInfoPartitions(t *testing.T) {
+	text, _, err := run(t, clitest.FakeHost(t, fakehost.P800SRIOV()))
+	require.NoError(t, err)
+	require.Contains(t, text, "Partitions (SR-IOV): layout 0=2,3=0\n")
+	require.Regexp(t, `\n  0 +0000:03:00\.0 +P800 +2 +0,2,4 +48gb \(49152 MiB, 1/2\)\n`, text)
+	require.Regexp(t, `\n  3 +0000:83:00\.0 +P800 +0 +0,2,4 +whole card\n`, text)
+	require.Contains(t, text, "  handles: 4 of 32 (every PF and VF takes one)\n")
+
+	text, _, err = run(t, clitest.FakeHost(t, fakehost.R200SRIOV()))
+	require.NoError(t, err)
+	require.Contains(t, text, "Partitions (SR-IOV): layout 0=3,1=0\n")
+	require.Regexp(t, `\n  0 +0000:3b:00\.0 +R200 +3 +0,1,2,3 +5gb \(5120 MiB, 1/3\)\n`, text)
+	require.Contains(t, text, "  handles: 5 (no public limit for this generation)\n")
+
+	out, _, err := run(t, clitest.FakeHost(t, fakehost.P800SRIOV()), "--json")
+	require.NoError(t, err)
+	var v struct {
+		Partitions struct {
+			Layout      string `json:"layout"`
+			HandlesUsed int    `json:"handlesUsed"`
+			HandleLimit int    `json:"handleLimit"`
+			Cards       []struct {
+				NumVFs  int    `json:"numVFs"`
+				Allowed []int  `json:"allowed"`
+				Size    string `json:"size"`
+			} `json:"cards"`
+		} `json:"partitions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	require.Equal(t, "0=2,3=0", v.Partitions.Layout)
+	require.Equal(t, 32, v.Partitions.HandleLimit)
+	require.Len(t, v.Partitions.Cards, 2)
+	require.Equal(t, []int{0, 2, 4}, v.Partitions.Cards[0].Allowed)
+	require.Equal(t, "48gb", v.Partitions.Cards[0].Size)
+
+	text, _, err = run(t, clitest.FakeHost(t, fakehost.P800x8()))
+	require.NoError(t, err)
+	require.NotContains(t, text, "Partitions (SR-IOV)")
+	out, _, err = run(t, clitest.FakeHost(t, fakehost.P800x8()), "--json")
+	require.NoError(t, err)
+	require.NotContains(t, out, `"partitions"`)
+}

@@ -36,6 +36,7 @@ type options struct {
 	labelsFile      string
 	configFile      string
 	resourceName    string
+	partitions      partitionOptions
 }
 
 func (o *options) commonFlags() []cli.Flag {
@@ -67,7 +68,12 @@ func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, erro
 		}
 		s = &c
 	}
+	parts, err := o.partitions.build(o.hostRoot, o.devRoot, o.driverRoot, log)
+	if err != nil {
+		return nil, err
+	}
 	return nodeinstall.New(nodeinstall.Config{
+		Partitions: parts,
 		LabelsFile: o.labelsFile,
 		Sharing:    s,
 		HostRoot:   o.hostRoot,
@@ -101,8 +107,16 @@ directories it created (what "xpu-cdi uninstall" does). With --labels-file it al
 node labels for Node Feature Discovery (as "xpu-cdi labels"), with the sharing labels of
 --config-file.
 
+With --partition-layout (or --partition-node-label) it also keeps the cards' SR-IOV partition
+layout: before it writes the spec, at its start and whenever the layout asked for changes (or a
+card was re-laid-out since), it applies the layout as "xpu-cdi partition apply" does (checked
+whole, cards in use refused and tried again every --interval). The node label
+baidu.com/xpu.partition-layout (label form: all-2, all-2_0000.3b.00.0-4) of --node-name, read
+from the API server, overrides --partition-layout on that node; the labels file then leaves that
+label out, so that NFD does not write over it.
+
   xpu-cdi install --host-root /host --hook-dir /opt/xpu-cdi/bin`,
-		Flags: append(o.commonFlags(),
+		Flags: append(append(o.commonFlags(),
 			&cli.StringFlag{Name: "hook-source", Usage: "the static hook binary to install (`FILE`, in this container)", Value: nodeinstall.DefaultHookSource, EnvVars: []string{"XPU_CDI_HOOK_SOURCE"}, Destination: &o.hookSource},
 			&cli.StringSliceFlag{Name: "device-name-strategy", Usage: "how devices are named: index, bdf, serial (repeatable); default: all three", EnvVars: []string{"XPU_CDI_DEVICE_NAME_STRATEGY"}, Destination: &o.strategies},
 			&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.spec.NodesOnly},
@@ -111,12 +125,12 @@ node labels for Node Feature Discovery (as "xpu-cdi labels"), with the sharing l
 			&cli.StringFlag{Name: "config-file", Usage: "the device plugin's sharing configuration `FILE`, for the .sharing-strategy and .replicas labels", EnvVars: []string{"XPU_CDI_CONFIG_FILE"}, Destination: &o.configFile},
 			&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource, as --config-file names it", Value: "baidu.com/xpu", EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
 			&cli.BoolFlag{Name: "uninstall-on-exit", Usage: "on SIGTERM, remove the spec, the hook and the directories install created", EnvVars: []string{"XPU_CDI_UNINSTALL_ON_EXIT"}, Destination: &o.uninstallOnExit},
-		),
+		), o.partitions.flags()...),
 		Before: func(*cli.Context) error {
 			if o.interval < 100*time.Millisecond {
 				return fmt.Errorf("--interval %s is too short: give at least 100ms (e.g. 10s)", o.interval)
 			}
-			return nil
+			return o.partitions.validate()
 		},
 		Action: func(c *cli.Context) error {
 			in, err := o.newInstaller(log)

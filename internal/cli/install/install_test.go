@@ -87,4 +87,13 @@ func TestInstallBadFlags(t *testing.T) {
 	require.ErrorContains(t, err, "--config-file: sharing configuration "+cfg+": line 2: sharing.mps is not supported")
 	_, err = run(t, "uninstall", "--host-root", filepath.Join(t.TempDir(), "none"))
 	require.ErrorContains(t, err, "host root")
+
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-layout", "all-2")
+	require.ErrorContains(t, err, `--partition-layout: layout entry "all-2" is not SELECTOR=N`)
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-node-label")
+	require.ErrorContains(t, err, "--partition-node-label needs --node-name")
+	// Outside a pod there is no API server to ask.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-node-label", "--node-name", "node-1")
+	require.ErrorContains(t, err, "--partition-node-label: the API server: not in a pod")
 }

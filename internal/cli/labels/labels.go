@@ -39,7 +39,9 @@ func NewCommand(log *logrus.Logger) *cli.Command {
 		Name:  "labels",
 		Usage: "Print the node labels of the host's XPUs, or write them as an NFD feature file",
 		Description: `Prints one label per line (baidu.com/xpu.present, .count, .model, .family, .driver-version,
-.xre-version, .memory where the host tells them), or, with --output, writes them as a feature
+.xre-version, .memory where the host tells them; where a card has SR-IOV, .partition-layout, the
+current partition layout in its label form such as all-2 or 0-4_1-0, and one count per partition
+size present, such as baidu.com/xpu-24gb.count=4), or, with --output, writes them as a feature
 file of Node Feature Discovery's local source, which labels the node from it:
   xpu-cdi labels --output ` + DefaultOutput + `
 

@@ -113,3 +113,8 @@ comma-separated list: the installer's, else cdi.specDirs. */}}
 {{- $root := trimSuffix "/" .root -}}
 {{- printf "%s%s" $root .path -}}
 {{- end -}}
+
+{{/* "true" when the installer keeps a partition layout: partitions.layout set, or the node label read. */}}
+{{- define "xpu-cdi.partitions" -}}
+{{- if and .Values.installer.enabled (or .Values.partitions.layout .Values.partitions.nodeLabel) }}true{{ end -}}
+{{- end }}

@@ -1,0 +1,106 @@
+package install
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The pod's service account, as the kubelet mounts it.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// maxNodeSize bounds the Node read from the API server (its status lists
+// the node's images, which can run to hundreds of kB).
+const maxNodeSize = 16 << 20
+
+// nodeClient reads the pod's own Node through the API server's REST API
+// with the pod's service account (in-cluster), so that xpu-cdi, which the
+// host package also runs at every device event, does not link client-go.
+// The token is read at each request: the kubelet rotates it.
+type nodeClient struct {
+	base      string // https://host:port
+	tokenFile string
+	http      *http.Client
+}
+
+// newNodeClient is the in-cluster client of the pod dir's service account
+// (dir: serviceAccountDir) and the API server KUBERNETES_SERVICE_HOST and
+// _PORT name.
+func newNodeClient(dir string) (*nodeClient, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errors.New("not in a pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set (the chart runs the installer with a service account when partitions are configured)")
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("the service account's CA: %w (is a service account token mounted?)", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("the service account's CA %s holds no PEM certificate", filepath.Join(dir, "ca.crt"))
+	}
+	tr := &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		Proxy:               http.ProxyFromEnvironment,
+		TLSHandshakeTimeout: 10 * time.Second,
+	}
+	return &nodeClient{
+		base:      "https://" + net.JoinHostPort(host, port),
+		tokenFile: filepath.Join(dir, "token"),
+		http:      &http.Client{Transport: tr, Timeout: nodeTimeout},
+	}, nil
+}
+
+// label returns the value of the label key of node name, "" when the node
+// has no such label.
+func (c *nodeClient) label(ctx context.Context, name, key string) (string, error) {
+	token, err := os.ReadFile(c.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("the service account's token: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/v1/nodes/"+url.PathEscape(name), nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("getting node %s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxNodeSize+1))
+	if err != nil {
+		return "", fmt.Errorf("getting node %s: %w", name, err)
+	}
+	if len(body) > maxNodeSize {
+		return "", fmt.Errorf("getting node %s: the answer is larger than %d bytes", name, maxNodeSize)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var status struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(body, &status)
+		return "", fmt.Errorf("getting node %s: %s: %s (the installer's ClusterRole gives get on nodes)", name, resp.Status, status.Message)
+	}
+	var node struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &node); err != nil {
+		return "", fmt.Errorf("getting node %s: decoding the answer: %w", name, err)
+	}
+	return node.Metadata.Labels[key], nil
+}

@@ -1,0 +1,90 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/labels"
+	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+)
+
+// nodeTimeout bounds one read of the Node.
+const nodeTimeout = 10 * time.Second
+
+// partitionOptions are the flags of the partition layout install keeps.
+type partitionOptions struct {
+	layout             string
+	nodeLabel          bool
+	nodeName           string
+	podResourcesSocket string
+	// serviceAccountDir is where the pod's token and CA are (tests).
+	serviceAccountDir string
+
+	parsed partition.Layout
+}
+
+func (p *partitionOptions) flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "partition-layout", Usage: "keep the cards laid out as `LAYOUT` (SELECTOR=N entries, as partition apply --layout takes them, e.g. all=2); default: leave them alone", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &p.layout},
+		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayout + " of --node-name says (over --partition-layout); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
+		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
+		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
+	}
+}
+
+func (p *partitionOptions) validate() error {
+	if p.layout != "" {
+		l, err := partition.ParseLayout(p.layout)
+		if err != nil {
+			return fmt.Errorf("--partition-layout: %w", err)
+		}
+		p.parsed = l
+	}
+	if p.nodeLabel && p.nodeName == "" {
+		return errors.New("--partition-node-label needs --node-name (env XPU_CDI_NODE_NAME, from the pod's spec.nodeName)")
+	}
+	return nil
+}
+
+// build returns the installer's Partitions, nil when no layout is kept.
+func (p *partitionOptions) build(hostRoot, devRoot, driverRoot string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
+	if p.parsed == nil && !p.nodeLabel {
+		return nil, nil
+	}
+	cfg := partition.Config{
+		DevRoot:            path.Join(hostRoot, devRoot),
+		DriverRoot:         path.Join(hostRoot, driverRoot),
+		HostRoot:           hostRoot,
+		PodResourcesSocket: p.podResourcesSocket,
+		Log:                log,
+	}
+	parts := &nodeinstall.Partitions{
+		Layout: p.parsed,
+		Apply: func(ctx context.Context, l partition.Layout) error {
+			_, err := partition.Apply(ctx, cfg, l)
+			return err
+		},
+	}
+	if p.nodeLabel {
+		dir := p.serviceAccountDir
+		if dir == "" {
+			dir = serviceAccountDir
+		}
+		nc, err := newNodeClient(dir)
+		if err != nil {
+			return nil, fmt.Errorf("--partition-node-label: the API server: %w", err)
+		}
+		name := p.nodeName
+		parts.NodeLabel = func(ctx context.Context) (string, error) {
+			return nc.label(ctx, name, labels.PartitionLayout)
+		}
+	}
+	return parts, nil
+}

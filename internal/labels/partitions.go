@@ -1,0 +1,63 @@
+package labels
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// PartitionLayout is the label of the node's current partition layout in
+// its label form (partition.Layout.LabelValue: all=2,3=4 is all-2_3-4), on
+// nodes with an SR-IOV-capable card. The chart's installer also reads it
+// as the layout to apply on this node (docs/partitions.md, "Keeping a
+// layout").
+const PartitionLayout = Prefix + "partition-layout"
+
+// partitionCountPrefix and partitionCountSuffix frame the label counting
+// the partitions of one size: baidu.com/xpu-24gb.count. The size is
+// discover.PartitionSizeName of the partition's memory, as the device
+// plugin's per-size resources (baidu.com/xpu-24gb) name it.
+const (
+	partitionCountPrefix = "baidu.com/xpu-"
+	partitionCountSuffix = ".count"
+)
+
+// PartitionCount is the label counting the partitions of size (as
+// discover.PartitionSizeName writes it: "24gb").
+func PartitionCount(size string) string {
+	return partitionCountPrefix + size + partitionCountSuffix
+}
+
+// partitionLabels are the layout label, when a card of h can be cut, and
+// one count per partition size present, by ascending size (the cards and
+// their VFs as package partition reads them). A layout too long for a
+// label value leaves the layout label out; a VF whose size is unknown is
+// counted under no size.
+func partitionLabels(h *discover.Host) []Label {
+	cards := partition.Cards(h)
+	var out []Label
+	if slices.ContainsFunc(cards, func(c partition.Card) bool { return c.TotalVFs > 0 || c.NumVFs > 0 }) {
+		if v, err := partition.Current(h).LabelValue(); err == nil {
+			out = append(out, Label{PartitionLayout, v})
+		}
+	}
+	counts := map[int64]int{}
+	for _, c := range cards {
+		for _, vf := range c.VFs {
+			if vf.MemoryMiB > 0 {
+				counts[vf.MemoryMiB]++
+			}
+		}
+	}
+	sizes := make([]int64, 0, len(counts))
+	for mib := range counts {
+		sizes = append(sizes, mib)
+	}
+	slices.Sort(sizes)
+	for _, mib := range sizes {
+		out = append(out, Label{PartitionCount(discover.PartitionSizeName(mib)), strconv.Itoa(counts[mib])})
+	}
+	return out
+}

@@ -1,0 +1,118 @@
+package nodeinstall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/labels"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// Partitions is the partition layout the installer keeps on its node
+// (docs/partitions.md, "Keeping a layout").
+type Partitions struct {
+	// Layout is the layout of every node (the chart's partitions.layout);
+	// nil: only the node label's.
+	Layout partition.Layout
+	// NodeLabel returns the value of the node's label
+	// baidu.com/xpu.partition-layout, "" when the node has none. When
+	// set, a value there is the node's layout, over Layout. Nil: the label
+	// is not read.
+	NodeLabel func(ctx context.Context) (string, error)
+	// Apply lays the host's cards out as l (partition.Apply: checked
+	// whole, cards in use refused, nothing changed on a refusal).
+	Apply func(ctx context.Context, l partition.Layout) error
+}
+
+// partitionState is what the last successful apply left: the layout asked
+// for and the cards' VF counts after it. Apply runs again only when either
+// changes (a new layout, or someone re-laid-out a card since).
+type partitionState struct {
+	layout string
+	cards  string
+}
+
+// wantedLayout is the layout the node should have and where it comes from;
+// nil when none is asked for. A label that is not a layout is an error:
+// the cards are left as they are rather than laid out as the chart says,
+// since the label says the admin wants something else for this node.
+func (in *Installer) wantedLayout(ctx context.Context) (partition.Layout, string, error) {
+	p := in.o.Partitions
+	if p.NodeLabel != nil {
+		v, err := p.NodeLabel(ctx)
+		if err != nil {
+			return nil, "", fmt.Errorf("reading the node label %s: %w", labels.PartitionLayout, err)
+		}
+		if v != "" {
+			l, err := partition.ParseLabelValue(v)
+			if err != nil {
+				return nil, "", fmt.Errorf("node label %s=%s: %w; the cards are left as they are", labels.PartitionLayout, v, err)
+			}
+			return l, "node label " + labels.PartitionLayout + "=" + v, nil
+		}
+	}
+	if len(p.Layout) > 0 {
+		return p.Layout, "the installer's layout", nil
+	}
+	return nil, "", nil
+}
+
+// syncPartitions lays the cards out as wanted before the spec is written:
+// when the layout asked for changed since the last successful apply, or
+// the cards no longer have the VF counts that apply left. It reports
+// whether it applied (the host changed and must be read again).
+func (in *Installer) syncPartitions(ctx context.Context, h *discover.Host) (bool, error) {
+	if in.o.Partitions == nil {
+		return false, nil
+	}
+	want, from, err := in.wantedLayout(ctx)
+	if err != nil || want == nil {
+		return false, err
+	}
+	if in.partitions != nil && in.partitions.layout == want.String() && in.partitions.cards == cardState(h) {
+		return false, nil
+	}
+	if err := in.o.Partitions.Apply(ctx, want); err != nil {
+		in.partitions = nil
+		return false, fmt.Errorf("laying the cards out as %s (%s): %w", want, from, err)
+	}
+	after, err := in.o.Discover(in.o.HostRoot)
+	if err != nil && !notReady(err) {
+		return true, err
+	}
+	in.partitions = &partitionState{layout: want.String(), cards: cardState(after)}
+	in.o.Log.Infof("the cards are laid out as %s (%s)", want, from)
+	return true, nil
+}
+
+// cardState is the VF count of every SR-IOV physical function of h, by
+// PCI address: what a layout changes.
+func cardState(h *discover.Host) string {
+	if h == nil {
+		return ""
+	}
+	var parts []string
+	for _, d := range h.Devices {
+		if p := d.PCI; p != nil && p.Function == discover.FunctionPF && (p.TotalVFs > 0 || p.NumVFs > 0) {
+			parts = append(parts, p.Address+"="+strconv.Itoa(p.NumVFs))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// withoutLayoutLabel leaves the layout label out of ls: where the installer
+// keeps a layout, the node label baidu.com/xpu.partition-layout is the
+// admin's request for this node, and NFD, which owns the labels it
+// publishes, would put a published value back over it.
+func withoutLayoutLabel(ls []labels.Label) []labels.Label {
+	return slices.DeleteFunc(ls, func(l labels.Label) bool { return l.Key == labels.PartitionLayout })
+}
+
+// errNoApply is the error of a Partitions without Apply.
+var errNoApply = errors.New("partitions: no Apply")

@@ -1,0 +1,134 @@
+package nodeinstall
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+// fakeCards stands for the kernel under the installer: Apply records the
+// layouts it is given and sets the first card's VF count, which every
+// discovery then reports.
+type fakeCards struct {
+	numVFs  int
+	applied []string
+	refuse  error
+}
+
+func (f *fakeCards) apply(_ context.Context, l partition.Layout) error {
+	if f.refuse != nil {
+		return f.refuse
+	}
+	f.applied = append(f.applied, l.String())
+	f.numVFs = l[len(l)-1].VFs
+	return nil
+}
+
+func (f *fakeCards) discover(tree *fakehost.Tree) func(string) (*discover.Host, error) {
+	return func(string) (*discover.Host, error) {
+		h, err := discover.Discover(tree.DiscoverOptions()...)
+		if err == nil {
+			h.Devices[0].PCI.NumVFs = f.numVFs
+		}
+		return h, err
+	}
+}
+
+func TestInstallKeepsThePartitionLayout(t *testing.T) {
+	const file = "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi"
+	tree := hostTree(t, fakehost.P800SRIOV())
+	require.NoError(t, os.MkdirAll(tree.Path(path.Dir(file)), 0o755))
+	cards := &fakeCards{numVFs: 2}
+	label := ""
+	var labelErr error
+	chart, err := partition.ParseLayout("all=4")
+	require.NoError(t, err)
+	log := &logtest.Recorder{}
+	in := newInstaller(t, tree, log, func(c *Config) {
+		c.LabelsFile = file
+		c.Discover = cards.discover(tree)
+		c.Partitions = &Partitions{
+			Layout:    chart,
+			NodeLabel: func(context.Context) (string, error) { return label, labelErr },
+			Apply:     cards.apply,
+		}
+	})
+	_, err = in.InstallHook()
+	require.NoError(t, err)
+	sync := func() {
+		t.Helper()
+		state, err := in.Sync(context.Background())
+		require.NoError(t, err)
+		require.NotEqual(t, SpecWaiting, state)
+	}
+
+	// The installer's layout, once: the cards keep it.
+	sync()
+	sync()
+	require.Equal(t, []string{"all=4"}, cards.applied)
+	require.True(t, log.Has("the cards are laid out as all=4 (the installer's layout)"))
+	data, err := os.ReadFile(tree.Path(file))
+	require.NoError(t, err)
+	require.NotContains(t, string(data), "partition-layout", "the node label is the admin's here")
+
+	// Someone re-lays-out a card: put back.
+	cards.numVFs = 2
+	sync()
+	require.Equal(t, []string{"all=4", "all=4"}, cards.applied)
+
+	// The node label wins over the installer's layout, in its label form.
+	label = "all-2_0000.03.00.0-4"
+	sync()
+	sync()
+	require.Equal(t, []string{"all=4", "all=4", "all=2,0000:03:00.0=4"}, cards.applied)
+
+	// A label that is no layout: an error naming it, nothing applied, the
+	// spec still kept.
+	label = "all=2"
+	_, err = in.Sync(context.Background())
+	require.ErrorContains(t, err, "node label baidu.com/xpu.partition-layout=all=2")
+	require.Len(t, cards.applied, 3)
+	require.FileExists(t, tree.Path("/run/cdi/baidu.com-xpu.yaml"))
+
+	// The label cannot be read: nothing applied.
+	label, labelErr = "", errors.New("forbidden")
+	_, err = in.Sync(context.Background())
+	require.ErrorContains(t, err, "forbidden")
+	require.Len(t, cards.applied, 3)
+
+	// Label gone: back to the installer's layout. A refusal (a card in
+	// use) is an error and is tried again at the next pass.
+	labelErr = nil
+	cards.refuse = errors.New("card 0 (0000:03:00.0) is in use by pod ml/train")
+	_, err = in.Sync(context.Background())
+	require.ErrorContains(t, err, "laying the cards out as all=4 (the installer's layout): card 0 (0000:03:00.0) is in use by pod ml/train")
+	cards.refuse = nil
+	sync()
+	require.Equal(t, []string{"all=4", "all=4", "all=2,0000:03:00.0=4", "all=4"}, cards.applied)
+}
+
+func TestInstallWithoutPartitions(t *testing.T) {
+	const file = "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi"
+	tree := hostTree(t, fakehost.P800SRIOV())
+	require.NoError(t, os.MkdirAll(tree.Path(path.Dir(file)), 0o755))
+	in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.LabelsFile = file })
+	_, err := in.InstallHook()
+	require.NoError(t, err)
+	_, err = in.Sync(context.Background())
+	require.NoError(t, err)
+	data, err := os.ReadFile(tree.Path(file))
+	require.NoError(t, err)
+	require.Contains(t, string(data), "baidu.com/xpu.partition-layout=", "without partitions the installer publishes the current layout")
+
+	_, err = New(Config{HostRoot: tree.Root, Partitions: &Partitions{}})
+	require.ErrorIs(t, err, errNoApply)
+}
