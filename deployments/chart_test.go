@@ -398,6 +398,8 @@ func TestChartPartitions(t *testing.T) {
 				require.Equal(t, "6443", e["KUBERNETES_SERVICE_PORT"])
 			}
 			require.Equal(t, "true", e["XPU_CDI_PARTITION_NODE_LABEL"])
+			require.Equal(t, "baidu.com/xpu", e["XPU_CDI_RESOURCE_NAME"], "the in-use check's resources")
+			require.Equal(t, "xpu.baidu.com", e["XPU_CDI_DRA_DRIVER_NAME"], "the in-use check's claims")
 			var nodeName *corev1.EnvVar
 			for i := range c.Env {
 				if c.Env[i].Name == "XPU_CDI_NODE_NAME" {
@@ -420,8 +422,13 @@ func TestChartPartitions(t *testing.T) {
 		})
 	}
 
+	// Without the labels the resource name is still passed, once.
+	r := render(t, "--set", "partitions.layout=all=2", "--set", "labels.enabled=false", "--set", "devicePlugin.resourceName=kunlunxin.com/xpu")
+	checkPod(t, r.daemonSets["xpu-cdi-installer"], installerReads(t))
+	require.Equal(t, "kunlunxin.com/xpu", env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])["XPU_CDI_RESOURCE_NAME"])
+
 	// The installer off: nothing of it, whatever partitions says.
-	r := render(t, "--set", "partitions.layout=all=2", "--set", "installer.enabled=false")
+	r = render(t, "--set", "partitions.layout=all=2", "--set", "installer.enabled=false")
 	require.NotContains(t, r.daemonSets, "xpu-cdi-installer")
 	require.Empty(t, r.clusterRoles)
 	require.Empty(t, r.serviceAccounts)

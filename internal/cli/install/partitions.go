@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 )
 
 // nodeTimeout bounds one read of the Node.
@@ -24,6 +25,7 @@ type partitionOptions struct {
 	nodeLabel          bool
 	nodeName           string
 	podResourcesSocket string
+	draDriver          string
 	// serviceAccountDir is where the pod's token and CA are (tests).
 	serviceAccountDir string
 
@@ -35,6 +37,7 @@ func (p *partitionOptions) flags() []cli.Flag {
 		&cli.StringFlag{Name: "partition-layout", Usage: "keep the cards laid out as `LAYOUT` (SELECTOR=N entries, as partition apply --layout takes them, e.g. all=2); default: leave them alone", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &p.layout},
 		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayout + " of --node-name says (over --partition-layout); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
 		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
+		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims hold cards, for the in-use check", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &p.draDriver},
 		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
 	}
 }
@@ -54,7 +57,7 @@ func (p *partitionOptions) validate() error {
 }
 
 // build returns the installer's Partitions, nil when no layout is kept.
-func (p *partitionOptions) build(hostRoot, devRoot, driverRoot string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
+func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
 	if p.parsed == nil && !p.nodeLabel {
 		return nil, nil
 	}
@@ -63,7 +66,10 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot string, log *logr
 		DriverRoot:         path.Join(hostRoot, driverRoot),
 		HostRoot:           hostRoot,
 		PodResourcesSocket: p.podResourcesSocket,
-		Log:                log,
+		// The device plugin's resources (NAME, NAME-<size>, NAME.shared)
+		// and the DRA driver's claims count as holding a card.
+		PodResources: podresources.Config{ResourcePrefix: resourceName, DRADriver: p.draDriver},
+		Log:          log,
 	}
 	parts := &nodeinstall.Partitions{
 		Layout: p.parsed,
