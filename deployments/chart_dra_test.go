@@ -43,18 +43,27 @@ func TestChartDRAOptions(t *testing.T) {
 			c := ds.Spec.Template.Spec.Containers[0]
 			require.Equal(t, "xpu.example.com", env(c)["XPU_CDI_DRA_DRIVER_NAME"])
 			require.Equal(t, "/var/lib/kubelet/plugins/xpu.example.com", hostPaths(ds)["/var/lib/kubelet/plugins/xpu.example.com"], "the plugin's directory follows the name")
-			require.ElementsMatch(t, []string{"xpu.example.com", "kunlun1.xpu.example.com", "kunlun2.xpu.example.com", "kunlun3.xpu.example.com"}, mapKeys(r.deviceClasses))
+			require.ElementsMatch(t, []string{"xpu.example.com", "kunlun1.xpu.example.com", "kunlun2.xpu.example.com", "kunlun3.xpu.example.com",
+				"xpu-48gb.example.com", "xpu-24gb.example.com", "xpu-16gb.example.com", "xpu-8gb.example.com", "xpu-5gb.example.com"}, mapKeys(r.deviceClasses))
 			checkClassSelection(t, r.deviceClasses, "xpu.example.com")
 		}},
-		{"no class for every XPU", []string{"dra.deviceClasses.all.enabled=false"}, func(t *testing.T, r *rendered) {
+		{"partition classes of other sizes", []string{"dra.deviceClasses.partitions.sizes={48gb,512mb}", "dra.deviceClasses.families.enabled=false"}, func(t *testing.T, r *rendered) {
+			require.ElementsMatch(t, []string{"xpu.baidu.com", "xpu-48gb.baidu.com", "xpu-512mb.baidu.com"}, mapKeys(r.deviceClasses))
+			require.Contains(t, r.deviceClasses["xpu-512mb.baidu.com"].Spec.Selectors[0].CEL.Expression, `quantity("512Mi")`)
+			checkClassSelection(t, r.deviceClasses, "xpu.baidu.com")
+		}},
+		{"no partition classes", []string{"dra.deviceClasses.partitions.enabled=false", "dra.deviceClasses.families.enabled=false"}, func(t *testing.T, r *rendered) {
+			require.Equal(t, []string{"xpu.baidu.com"}, mapKeys(r.deviceClasses))
+		}},
+		{"no class for every XPU", []string{"dra.deviceClasses.all.enabled=false", "dra.deviceClasses.partitions.enabled=false"}, func(t *testing.T, r *rendered) {
 			require.ElementsMatch(t, []string{"kunlun1.xpu.baidu.com", "kunlun2.xpu.baidu.com", "kunlun3.xpu.baidu.com"}, mapKeys(r.deviceClasses))
 			checkClassSelection(t, r.deviceClasses, "xpu.baidu.com")
 		}},
-		{"no family classes", []string{"dra.deviceClasses.families.enabled=false"}, func(t *testing.T, r *rendered) {
+		{"no family classes", []string{"dra.deviceClasses.families.enabled=false", "dra.deviceClasses.partitions.enabled=false"}, func(t *testing.T, r *rendered) {
 			require.Equal(t, []string{"xpu.baidu.com"}, mapKeys(r.deviceClasses))
 			require.Equal(t, "baidu.com/xpu", *r.deviceClasses["xpu.baidu.com"].Spec.ExtendedResourceName)
 		}},
-		{"no classes", []string{"dra.deviceClasses.families.enabled=false", "dra.deviceClasses.all.enabled=false"}, func(t *testing.T, r *rendered) {
+		{"no classes", []string{"dra.deviceClasses.families.enabled=false", "dra.deviceClasses.all.enabled=false", "dra.deviceClasses.partitions.enabled=false"}, func(t *testing.T, r *rendered) {
 			require.Empty(t, r.deviceClasses)
 			draParts(t, r)
 		}},

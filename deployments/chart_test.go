@@ -338,6 +338,7 @@ func TestChartDefault(t *testing.T) {
 	c = dp.Spec.Template.Spec.Containers[0]
 	e = env(c)
 	require.Equal(t, "cdi-cri", e["XPU_CDI_DEVICE_LIST_STRATEGY"])
+	require.Equal(t, "mixed", e["XPU_CDI_PARTITION_STRATEGY"])
 	require.Equal(t, "/var/run/cdi", e["XPU_CDI_SPEC_DIRS"], "the installer's spec")
 	require.False(t, dp.Spec.Template.Spec.HostNetwork)
 	require.NotContains(t, e, "XPU_CDI_LABELS_FILE", "one writer of the labels")
@@ -542,13 +543,14 @@ func TestChartOptions(t *testing.T) {
 			}
 		}},
 		{"device plugin settings", []string{
-			"devicePlugin.resourceName=kunlunxin.com/xpu", "devicePlugin.deviceListStrategy=cdi-annotations",
+			"devicePlugin.resourceName=kunlunxin.com/xpu", "devicePlugin.deviceListStrategy=cdi-annotations", "devicePlugin.partitionStrategy=single",
 			"devicePlugin.healthCheckInterval=5s", "cdi.vendor=example.com", "cdi.class=npu", "host.kubeletDir=/data/kubelet",
 		}, func(t *testing.T, r *rendered) {
 			dp := r.daemonSets["xpu-device-plugin"]
 			e := env(dp.Spec.Template.Spec.Containers[0])
 			require.Equal(t, "kunlunxin.com/xpu", e["XPU_CDI_RESOURCE_NAME"])
 			require.Equal(t, "cdi-annotations", e["XPU_CDI_DEVICE_LIST_STRATEGY"])
+			require.Equal(t, "single", e["XPU_CDI_PARTITION_STRATEGY"])
 			require.Equal(t, "5s", e["XPU_CDI_HEALTH_CHECK_INTERVAL"])
 			require.Equal(t, "example.com", e["XPU_CDI_VENDOR"])
 			require.Equal(t, "npu", e["XPU_CDI_CLASS"])

@@ -28,6 +28,8 @@ func TestChartSchemaRefuses(t *testing.T) {
 		{"cdi.specFile=/var/run/cdi/xpu.txt", "/cdi/specFile"},
 		{"logLevel=loud", "/logLevel"},
 		{"devicePlugin.deviceListStrategy=envvar", "/devicePlugin/deviceListStrategy"},
+		{"devicePlugin.partitionStrategy=none", "/devicePlugin/partitionStrategy"},
+		{"dra.deviceClasses.partitions.sizes={48GB}", "/dra/deviceClasses/partitions/sizes/0"},
 		{"tolerations=none", "/tolerations"},
 		{"installer.nodeSelector.pool=1", "/installer/nodeSelector/pool"},
 		{"installer.enabeld=true", "enabeld"},

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"sigs.k8s.io/yaml"
 )
@@ -128,7 +129,10 @@ func TestDeviceClasses(t *testing.T) {
 		require.NoError(t, yaml.UnmarshalStrict(doc, &dc), name)
 		classes[dc.Name] = dc
 	}
-	require.Len(t, classes, 4)
+	require.Len(t, classes, 9, "every XPU, three families, five partition sizes")
+	for _, size := range partitionSizes {
+		require.Contains(t, classes, "xpu-"+size+".baidu.com")
+	}
 	require.Equal(t, "baidu.com/xpu", *classes["xpu.baidu.com"].Spec.ExtendedResourceName)
 	for name, dc := range classes {
 		if name != "xpu.baidu.com" {
@@ -162,6 +166,7 @@ func checkClassSelection(t *testing.T, classes map[string]resourceapi.DeviceClas
 		}
 		return true
 	}
+	selected := map[string]int{}
 	for _, f := range slices {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -177,6 +182,25 @@ func checkClassSelection(t *testing.T, classes map[string]resourceapi.DeviceClas
 				// Another driver's device is in none of them.
 				require.False(t, matches(all, "gpu.example.com", d))
 			}
+			first, rest, _ := strings.Cut(driver, ".")
+			for _, size := range partitionSizes {
+				name := first + "-" + size + "." + rest
+				dc, ok := classes[name]
+				if !ok {
+					continue
+				}
+				_, partition := d.Attributes["partition"]
+				want := false
+				if c, ok := d.Capacity["memory"]; ok && partition {
+					q := c.Value
+					want = q.Cmp(resource.MustParse(strings.Replace(strings.Replace(size, "gb", "Gi", 1), "mb", "Mi", 1))) == 0
+				}
+				require.Equal(t, want, matches(dc, driver, d), "%s on %s %s", name, f, d.Name)
+				require.False(t, matches(dc, "gpu.example.com", d))
+				if want {
+					selected[name]++
+				}
+			}
 			for _, gen := range []string{"Kunlun1", "Kunlun2", "Kunlun3"} {
 				name := strings.ToLower(gen) + "." + driver
 				if dc, ok := classes[name]; ok {
@@ -185,6 +209,47 @@ func checkClassSelection(t *testing.T, classes map[string]resourceapi.DeviceClas
 				}
 			}
 		}
+	}
+	// The fake hosts' partitions: two P800 halves, four quarters, three R200 5gb VFs.
+	first, rest, _ := strings.Cut(driver, ".")
+	for size, n := range map[string]int{"48gb": 2, "24gb": 4, "5gb": 3} {
+		if _, ok := classes[first+"-"+size+"."+rest]; ok {
+			require.Equal(t, n, selected[first+"-"+size+"."+rest], size)
+		}
+	}
+}
+
+// partitionSizes are the sizes of the chart's partition DeviceClasses.
+var partitionSizes = []string{"48gb", "24gb", "16gb", "8gb", "5gb"}
+
+// The selector docs/dra.md and docs/partitions.md give for "an XPU with at
+// least 40Gi", evaluated as the scheduler does on the slices of the fake
+// hosts: on p800-sriov the two 48 GiB halves and the whole card.
+func TestMemorySelector(t *testing.T) {
+	compiler := cel.GetCompiler(cel.Features{})
+	for _, tc := range []struct {
+		expr, slice string
+		want        []string
+	}{
+		{`device.capacity["xpu.baidu.com"].memory.compareTo(quantity("40Gi")) >= 0`, "p800-sriov", []string{"xpu-1", "xpu-2", "xpu-3"}},
+		{`device.capacity["xpu.baidu.com"].memory.compareTo(quantity("40Gi")) >= 0 && "partition" in device.attributes["xpu.baidu.com"]`, "p800-sriov", []string{"xpu-1", "xpu-2"}},
+		{`"memory" in device.capacity["xpu.baidu.com"] && device.capacity["xpu.baidu.com"].memory.compareTo(quantity("4Gi")) >= 0 && "partition" in device.attributes["xpu.baidu.com"]`, "r200-sriov", []string{"xpu-2", "xpu-3", "xpu-4"}},
+	} {
+		r := compiler.CompileCELExpression(tc.expr, cel.Options{})
+		require.Nil(t, r.Error, tc.expr)
+		data, err := os.ReadFile(filepath.Join("../internal/dra/testdata", tc.slice+".yaml"))
+		require.NoError(t, err)
+		var s resourceapi.ResourceSlice
+		require.NoError(t, yaml.UnmarshalStrict(data, &s))
+		var got []string
+		for _, d := range s.Spec.Devices {
+			ok, _, err := r.DeviceMatches(context.Background(), cel.Device{Driver: s.Spec.Driver, Attributes: d.Attributes, Capacity: d.Capacity})
+			require.NoError(t, err, "%s on %s", tc.expr, d.Name)
+			if ok {
+				got = append(got, d.Name)
+			}
+		}
+		require.Equal(t, tc.want, got, "%s on %s", tc.expr, tc.slice)
 	}
 }
 
@@ -207,7 +272,7 @@ func TestDocumentedClaims(t *testing.T) {
 			kinds[k] += n
 		}
 	}
-	require.Equal(t, 4, kinds["ResourceClaimTemplate"]+kinds["ResourceClaim"], "%v", kinds)
+	require.Equal(t, 6, kinds["ResourceClaimTemplate"]+kinds["ResourceClaim"], "%v", kinds)
 }
 
 // decodeClaimsAndPods decodes every document of data strictly as a

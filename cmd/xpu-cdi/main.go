@@ -18,6 +18,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/install"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/list"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/runtime"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/validate"
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
@@ -70,6 +71,7 @@ in a CDI spec, so that CDI-aware engines can give them to containers:
 			install.NewCommand(log),
 			install.NewUninstallCommand(log),
 			list.NewCommand(log),
+			partition.NewCommand(log),
 			validate.NewCommand(log),
 			runtime.NewCommand(log),
 			config.NewCommand(log),

@@ -37,7 +37,7 @@ func TestCommands(t *testing.T) {
 	for _, c := range newApp(logrus.New()).Commands {
 		names = append(names, c.Name)
 	}
-	require.Equal(t, []string{"generate", "refresh", "info", "labels", "install", "uninstall", "list", "validate", "runtime", "config", "check-container"}, names)
+	require.Equal(t, []string{"generate", "refresh", "info", "labels", "install", "uninstall", "list", "partition", "validate", "runtime", "config", "check-container"}, names)
 }
 
 // TestErrorsPrintTheirHint checks what main prints: the error on one line

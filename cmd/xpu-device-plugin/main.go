@@ -48,9 +48,11 @@ type options struct {
 	healthInterval time.Duration
 	healthAddress  string
 	parsedStrategy deviceplugin.Strategy
+	partitions     string
+	partitionStrat deviceplugin.PartitionStrategy
 	configFile     string
 	sharingFlags   sharing.Flags
-	sharing        sharing.Config
+	sharing        sharing.Policy
 	labelsFile     string
 	removeLabels   bool
 }
@@ -77,6 +79,13 @@ When the kubelet allocates XPUs to a container the answer depends on --device-li
 The cdi-* strategies need a CDI spec on the node:
   xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml
 
+SR-IOV partitions (VFs of a P800 cut in 2 or 4, of an R200 cut in 1 to 3) follow
+--partition-strategy: mixed (the default) advertises whole cards as --resource-name and each
+partition size as a resource of its own, RESOURCE-SIZE (baidu.com/xpu-48gb, baidu.com/xpu-24gb),
+each registered on its own socket; a size that appears later is registered then, one that goes
+advertises no device. single advertises every device as --resource-name and refuses to start
+unless all are of one size. A node without partitions advertises --resource-name only.
+
 Time-slicing (--replicas, or NVIDIA's sharing.timeSlicing configuration in --config-file)
 advertises each XPU several times, as IDs N::k (replica k of /dev/xpuN); containers that get
 replicas of one XPU share it with NO memory or fault isolation. A container given several
@@ -89,6 +98,8 @@ replicas gets distinct XPUs where it can, each XPU's CDI name once:
       resources:
       - name: baidu.com/xpu
         replicas: 4
+      - name: baidu.com/xpu-24gb        # each resource on its own; --replicas shares all
+        replicas: 2
 
 It waits for the kubelet, registers again when the kubelet restarts, and removes its socket on
 SIGTERM. A node without XPU advertises zero devices (and says why) instead of exiting.`,
@@ -117,6 +128,7 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringFlag{Name: "device-plugin-path", Usage: "the kubelet's device plugin `DIR` (its kubelet.sock; the plugin's socket is created there)", Value: deviceplugin.DefaultPluginDir, EnvVars: []string{"XPU_CDI_DEVICE_PLUGIN_PATH"}, Destination: &o.pluginPath},
 		&cli.StringFlag{Name: "resource-name", Usage: "extended resource to advertise (e.g. kunlunxin.com/xpu on clusters that already use it)", Value: deviceplugin.DefaultResourceName, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
 		&cli.StringFlag{Name: "device-list-strategy", Usage: "how allocated devices reach the container: cdi-cri, cdi-annotations or volume-mounts", Value: string(deviceplugin.StrategyCDICRI), EnvVars: []string{"XPU_CDI_DEVICE_LIST_STRATEGY"}, Destination: &o.strategy},
+		&cli.StringFlag{Name: "partition-strategy", Usage: "how SR-IOV partitions (VFs) are advertised: mixed (whole cards as --resource-name, each partition size as RESOURCE-SIZE, e.g. baidu.com/xpu-24gb) or single (every device as --resource-name; refuses to start unless all are of one size)", Value: string(deviceplugin.PartitionMixed), EnvVars: []string{"XPU_CDI_PARTITION_STRATEGY"}, Destination: &o.partitions},
 		&cli.DurationFlag{Name: "health-check-interval", Usage: "how often the devices' state and the CDI specs are read again", Value: deviceplugin.DefaultHealthInterval, EnvVars: []string{"XPU_CDI_HEALTH_CHECK_INTERVAL"}, Destination: &o.healthInterval},
 		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory checked for the cdi-* strategies"),
 		&cli.StringFlag{Name: "config-file", Usage: "sharing configuration `FILE` (NVIDIA's format: version: v1, sharing.timeSlicing); not with --replicas, --rename-by-default, --fail-requests-greater-than-one", EnvVars: []string{"XPU_CDI_CONFIG_FILE", "CONFIG_FILE"}, Destination: &o.configFile},
@@ -146,6 +158,11 @@ func (o *options) validate(c *cli.Context) error {
 		return fmt.Errorf("--device-list-strategy: %w", err)
 	}
 	o.parsedStrategy = s
+	ps, err := deviceplugin.ParsePartitionStrategy(o.partitions)
+	if err != nil {
+		return fmt.Errorf("--partition-strategy: %w", err)
+	}
+	o.partitionStrat = ps
 	if o.healthInterval < 100*time.Millisecond {
 		return fmt.Errorf("--health-check-interval %s is too short: give at least 100ms (e.g. 10s)", o.healthInterval)
 	}
@@ -162,7 +179,7 @@ func (o *options) validate(c *cli.Context) error {
 // of the common case, not both: which one would win is a guess.
 func (o *options) loadSharing(c *cli.Context) error {
 	if o.configFile == "" {
-		s, err := sharing.FromFlags(o.resourceName, o.sharingFlags)
+		s, err := sharing.PolicyFromFlags(o.resourceName, o.sharingFlags)
 		if err != nil {
 			return err
 		}
@@ -173,14 +190,16 @@ func (o *options) loadSharing(c *cli.Context) error {
 				return fmt.Errorf("--%s and --config-file %s both set sharing: give one (the file's sharing.timeSlicing, or the flags)", f, o.configFile)
 			}
 		}
-		s, err := sharing.Load(o.configFile, o.resourceName)
+		s, err := sharing.LoadPolicy(o.configFile, o.resourceName)
 		if err != nil {
 			return fmt.Errorf("--config-file: %w", err)
 		}
 		o.sharing = s
 	}
-	if err := deviceplugin.ValidateResourceName(o.sharing.ResourceName); err != nil {
-		return fmt.Errorf("the shared resource name: %w", err)
+	for _, name := range append([]string{o.sharing.For(o.resourceName).ResourceName}, o.sharing.Renames()...) {
+		if err := deviceplugin.ValidateResourceName(name); err != nil {
+			return fmt.Errorf("the shared resource name: %w", err)
+		}
 	}
 	return nil
 }
@@ -189,19 +208,20 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	var lw *labelWriter
 	var observe func(*discover.Host, error)
 	if o.labelsFile != "" {
-		lw = &labelWriter{path: o.labelsFile, sharing: o.sharing, log: log}
+		lw = &labelWriter{path: o.labelsFile, sharing: o.sharing.For(o.resourceName), log: log}
 		observe = lw.observe
 	}
 	p, err := deviceplugin.New(deviceplugin.Config{
-		HostObserver:   observe,
-		ResourceName:   o.resourceName,
-		Kind:           o.kind.String(),
-		Strategy:       o.parsedStrategy,
-		PluginDir:      o.pluginPath,
-		HealthInterval: o.healthInterval,
-		SpecDirs:       o.specDirs.Dirs(),
-		Sharing:        o.sharing,
-		Log:            log,
+		HostObserver:      observe,
+		ResourceName:      o.resourceName,
+		PartitionStrategy: o.partitionStrat,
+		Kind:              o.kind.String(),
+		Strategy:          o.parsedStrategy,
+		PluginDir:         o.pluginPath,
+		HealthInterval:    o.healthInterval,
+		SpecDirs:          o.specDirs.Dirs(),
+		Sharing:           o.sharing,
+		Log:               log,
 		Discover: func() (*discover.Host, error) {
 			// Host warnings are not logged at every health check: the
 			// plugin logs what changes what it advertises.
@@ -211,8 +231,9 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Infof("xpu-device-plugin %s: resource %s, CDI kind %s, strategy %s, device plugin dir %s, dev root %s, sharing %s (%d replica(s) per XPU)",
-		version, o.sharing.ResourceName, o.kind.String(), o.parsedStrategy, o.pluginPath, o.host.DevRoot, o.sharing.Strategy(), o.sharing.Replicas)
+	whole := o.sharing.For(o.resourceName)
+	log.Infof("xpu-device-plugin %s: resource %s, partition strategy %s, CDI kind %s, strategy %s, device plugin dir %s, dev root %s, sharing of %s: %s (%d replica(s) per XPU)",
+		version, whole.ResourceName, o.partitionStrat, o.kind.String(), o.parsedStrategy, o.pluginPath, o.host.DevRoot, whole.ResourceName, whole.Strategy(), whole.Replicas)
 	// Ready while registered with the kubelet and serving its socket.
 	if err := daemon.StartHealth(ctx, o.healthAddress, p.Ready, log); err != nil {
 		return err

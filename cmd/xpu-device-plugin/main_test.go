@@ -36,6 +36,7 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		"xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml",
 		"--config-file FILE", "[$XPU_CDI_CONFIG_FILE, $CONFIG_FILE]", "--replicas N", "(default: 1) [$XPU_CDI_REPLICAS]",
 		"[$XPU_CDI_RENAME_BY_DEFAULT]", "[$XPU_CDI_FAIL_REQUESTS_GREATER_THAN_ONE]", "NO memory or fault isolation",
+		`--partition-strategy value`, `(default: "mixed") [$XPU_CDI_PARTITION_STRATEGY]`, "baidu.com/xpu-24gb",
 	} {
 		require.Contains(t, out, s)
 	}
@@ -48,6 +49,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"--device-list-strategy", "mounts"}, `--device-list-strategy: unknown device list strategy "mounts": use one of cdi-cri, cdi-annotations, volume-mounts`},
 		{[]string{"--resource-name", "xpu"}, `--resource-name: resource name "xpu" is not DOMAIN/NAME`},
+		{[]string{"--partition-strategy", "MIG"}, `--partition-strategy: unknown partition strategy "MIG": use mixed`},
 		{[]string{"--vendor", "Baidu com"}, "--vendor/--class"},
 		{[]string{"--health-check-interval", "1ms"}, "--health-check-interval 1ms is too short"},
 		{[]string{"--device-plugin-path", ""}, "--device-plugin-path is empty"},
@@ -86,6 +88,7 @@ func TestBadSharing(t *testing.T) {
 		},
 		{"zero replicas", []string{"--config-file", write("zero.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: baidu.com/xpu, replicas: 0}\n")}, "0 replicas: give at least 1"},
 		{"not our resource", []string{"--config-file", write("nv.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n")}, `"nvidia.com/gpu" is not this plugin's resource baidu.com/xpu`},
+		{"a bad rename of a partition size", []string{"--config-file", write("rename24.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: baidu.com/xpu-24gb, rename: quarter, replicas: 2}\n")}, `the shared resource name: resource name "quarter" is not DOMAIN/NAME`},
 		{"a bad rename", []string{"--config-file", write("rename.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: baidu.com/xpu, rename: shared, replicas: 2}\n")}, `the shared resource name: resource name "shared" is not DOMAIN/NAME`},
 		{"missing file", []string{"--config-file", filepath.Join(dir, "none.yaml")}, "none.yaml: no such file"},
 		{"file and flags", []string{"--config-file", good, "--replicas", "3"}, "--replicas and --config-file " + good + " both set sharing: give one"},

@@ -30,9 +30,14 @@ type DiscoverFunc func() (*discover.Host, error)
 
 // Config configures New; zero fields take the defaults.
 type Config struct {
-	// ResourceName is the extended resource (default baidu.com/xpu);
-	// Sharing.ResourceName wins when it is set.
+	// ResourceName is the extended resource of whole cards (default
+	// baidu.com/xpu); under the mixed partition strategy each partition
+	// size is ResourceName-SIZE (baidu.com/xpu-24gb). Sharing may rename
+	// each of them.
 	ResourceName string
+	// PartitionStrategy is how SR-IOV partitions are advertised (default
+	// mixed, which on a node without partitions is the one resource).
+	PartitionStrategy PartitionStrategy
 	// Kind is the CDI kind (vendor/class) of the names Allocate returns
 	// (default baidu.com/xpu).
 	Kind string
@@ -52,10 +57,11 @@ type Config struct {
 	// SpecDirs are the CDI spec directories checked for the cdi-*
 	// strategies (default: the CDI library's, as xpunode.Scanner has them).
 	SpecDirs []string
-	// Sharing advertises each XPU Sharing.Replicas times (time-slicing)
-	// under Sharing.ResourceName when it is set (renameByDefault:
-	// baidu.com/xpu.shared). The zero value shares nothing.
-	Sharing sharing.Config
+	// Sharing is the time-slicing of each resource: Sharing.For(name)
+	// says how many times each of its XPUs is advertised and under which
+	// name (renameByDefault: baidu.com/xpu.shared,
+	// baidu.com/xpu-24gb.shared). The zero value shares nothing.
+	Sharing sharing.Policy
 	// HostObserver, when set, is called with the result of every read of
 	// the host (at start and at each health check), before the device list
 	// is built: the command writes the node's labels from it. It must not
@@ -71,11 +77,8 @@ func (c Config) withDefaults() (*Config, error) {
 	if o.ResourceName == "" {
 		o.ResourceName = DefaultResourceName
 	}
-	if o.Sharing.Replicas < 1 {
-		o.Sharing.Replicas = 1
-	}
-	if o.Sharing.ResourceName != "" {
-		o.ResourceName = o.Sharing.ResourceName
+	if o.PartitionStrategy == "" {
+		o.PartitionStrategy = PartitionMixed
 	}
 	if o.Kind == "" {
 		o.Kind = cdispec.DefaultKind
@@ -102,6 +105,12 @@ func (c Config) withDefaults() (*Config, error) {
 	if _, err := ParseStrategy(string(o.Strategy)); err != nil {
 		return nil, err
 	}
+	if _, err := ParsePartitionStrategy(string(o.PartitionStrategy)); err != nil {
+		return nil, err
+	}
+	if err := ValidateResourceName(o.Sharing.For(o.ResourceName).ResourceName); err != nil {
+		return nil, fmt.Errorf("the shared resource name: %w", err)
+	}
 	return o, nil
 }
 
@@ -126,12 +135,6 @@ func ValidateResourceName(name string) error {
 		return fmt.Errorf("resource name %q: %q must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", name, n)
 	}
 	return nil
-}
-
-// socketName is the plugin's socket in the plugin directory, derived from
-// the resource name so that two plugins for two resources do not collide.
-func (o *Config) socketName() string {
-	return "xpu-" + strings.ReplaceAll(o.ResourceName, "/", "_") + ".sock"
 }
 
 // apiOptions are the options the plugin announces.

@@ -4,41 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
-// Plugin is the device plugin service. Create it with New, start it with Run.
+// Plugin is the device plugin of a node: one Resource (socket,
+// registration, ListAndWatch) per resource it advertises, all fed by one
+// scan of the host. Create it with New, start it with Run.
 type Plugin struct {
-	pluginapi.UnimplementedDevicePluginServer
-
 	o       *Config
 	scanner *xpunode.Scanner
+	notes   xpunode.Notes
 
-	mu      sync.Mutex
-	devices []Device
-	// changed is closed (and replaced) whenever devices change: every
-	// ListAndWatch stream waits on it.
-	changed chan struct{}
+	mu sync.Mutex
+	// resources are by their name before sharing renames them.
+	resources map[string]*Resource
+	// pinned is, under the single strategy, the size the plugin advertises
+	// (the last one all devices agreed on); -1 before any.
+	pinned int64
+	// run is set while Run serves: resources created then are served too.
+	run *runState
 	// stopped is closed when Run ends, to end the streams.
 	stopped chan struct{}
-	// notes logs the registration's failures once per change.
-	notes xpunode.Notes
-	// unready is why the plugin is not registered and serving (nil when
-	// it is): what the readiness endpoint shows.
-	unready error
 }
 
-var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
+// runState is what Run shares with the resources it starts.
+type runState struct {
+	ctx  context.Context
+	wg   *sync.WaitGroup
+	errs chan error
+}
 
 // New returns a plugin configured by cfg. It reads nothing yet.
 func New(cfg Config) (*Plugin, error) {
@@ -52,186 +52,203 @@ func New(cfg Config) (*Plugin, error) {
 			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			// Only the cdi-* strategies answer CDI names an engine resolves.
 			NoSpecCheck: !o.Strategy.UsesCDISpec(),
-			Empty:       "advertising no " + o.ResourceName,
+			Empty:       "advertising no " + o.Sharing.For(o.ResourceName).ResourceName,
 			Unusable:    "they are Unhealthy",
 		}),
-		changed: make(chan struct{}),
-		stopped: make(chan struct{}),
-		unready: errors.New("not registered with the kubelet yet"),
+		resources: map[string]*Resource{},
+		pinned:    -1,
+		stopped:   make(chan struct{}),
 	}
 	if o.Strategy == StrategyVolumeMounts {
 		o.Log.Warnf("%s", volumeMountsCaveat)
 	}
+	// The whole cards' resource is always there, empty on a node without
+	// XPU (or whose cards are all cut, under mixed).
+	p.resources[o.ResourceName] = p.newResource(o.ResourceName)
 	return p, nil
 }
 
-// Devices returns what the plugin advertises now.
-func (p *Plugin) Devices() []Device {
+func (p *Plugin) newResource(key string) *Resource {
+	return &Resource{
+		o: p.o, key: key, share: p.o.Sharing.For(key),
+		changed: make(chan struct{}), stopped: p.stopped,
+		unready: errors.New("not registered with the kubelet yet"),
+	}
+}
+
+// Whole is the resource of the whole cards (--resource-name; every device
+// under the single strategy).
+func (p *Plugin) Whole() *Resource { return p.Resource(p.o.ResourceName) }
+
+// Resource returns the resource named name before sharing renames it
+// (baidu.com/xpu-24gb), nil when the plugin has none.
+func (p *Plugin) Resource(name string) *Resource {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.devices)
+	return p.resources[name]
 }
 
-// SocketPath is the plugin's socket.
-func (p *Plugin) SocketPath() string { return filepath.Join(p.o.PluginDir, p.o.socketName()) }
-
-// Refresh reads the host and the CDI specs again and, when what the kubelet
-// would see changed, updates the device list and wakes the ListAndWatch
-// streams. It reports whether the list changed.
-func (p *Plugin) Refresh() bool {
-	xpus := p.scan()
-	devs := replicate(xpus, p.o.Sharing.Replicas)
+// Resources returns the plugin's resources, the whole cards' first, then
+// the partition sizes in name order.
+func (p *Plugin) Resources() []*Resource {
 	p.mu.Lock()
-	same := p.devices != nil && sameDevices(p.devices, devs)
-	if !same {
-		p.devices = devs
-		close(p.changed)
-		p.changed = make(chan struct{})
-	}
-	p.mu.Unlock()
-	if !same {
-		healthy := 0
-		for _, d := range xpus {
-			if d.Health == pluginapi.Healthy {
-				healthy++
-			}
-		}
-		if p.o.Sharing.Shared() {
-			p.o.Log.Infof("advertising %d %s device(s): %d XPU(s) shared %d ways (time-slicing, no memory or fault isolation), %d healthy: %s",
-				len(devs), p.o.ResourceName, len(xpus), p.o.Sharing.Replicas, healthy, describe(xpus))
-		} else {
-			p.o.Log.Infof("advertising %d %s device(s), %d healthy: %s", len(devs), p.o.ResourceName, healthy, describe(devs))
+	defer p.mu.Unlock()
+	out := []*Resource{p.resources[p.o.ResourceName]}
+	for _, k := range slices.Sorted(maps.Keys(p.resources)) {
+		if k != p.o.ResourceName {
+			out = append(out, p.resources[k])
 		}
 	}
-	return !same
+	return out
 }
 
-// scan builds the device list from the host and the specs, after handing
-// the host to the observer.
-func (p *Plugin) scan() []Device {
+// Devices returns what the whole cards' resource advertises now.
+func (p *Plugin) Devices() []Device { return p.Whole().Devices() }
+
+// SocketPath is the whole cards' resource's socket.
+func (p *Plugin) SocketPath() string { return p.Whole().SocketPath() }
+
+// Refresh reads the host and the CDI specs again and, where what the
+// kubelet would see changed, updates the device lists and wakes the
+// ListAndWatch streams. A partition size seen for the first time gets its
+// resource (served at once when Run is serving); a size that is gone keeps
+// its resource with an empty list. It reports whether any list changed.
+func (p *Plugin) Refresh() bool {
+	changed, _ := p.refresh(false)
+	return changed
+}
+
+// refresh is Refresh; at start, under the single strategy, devices of
+// several sizes are an error (the plugin refuses to start).
+func (p *Plugin) refresh(atStart bool) (bool, error) {
 	sc := p.scanner.Scan()
 	if p.o.HostObserver != nil {
 		p.o.HostObserver(sc.Host, sc.Err)
 	}
-	return sc.Devices
-}
-
-// GetDevicePluginOptions implements the device plugin API.
-func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return apiOptions(), nil
-}
-
-// ListAndWatch sends the device list, then again at every change, until the
-// kubelet closes the stream or the plugin stops.
-func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
-	for {
-		p.mu.Lock()
-		devs, changed := p.devices, p.changed
-		p.mu.Unlock()
-		if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: apiDevices(devs)}); err != nil {
-			return fmt.Errorf("sending the device list: %w", err)
+	g := group(p.o.PartitionStrategy, p.o.ResourceName, sc.Devices)
+	if p.o.PartitionStrategy == PartitionSingle {
+		if g.mixedSizes != "" && atStart {
+			return false, fmt.Errorf("--partition-strategy single advertises every XPU as %s and needs them all of one size, but this node has %s: "+
+				"lay every card out alike (xpu-cdi partition apply --layout all=N) or use --partition-strategy mixed",
+				p.o.ResourceName, g.mixedSizes)
 		}
-		select {
-		case <-changed:
-		case <-stream.Context().Done():
-			return nil
-		case <-p.stopped:
-			return nil
+		p.pinSize(&g)
+	} else {
+		msg := ""
+		if len(g.unsized) > 0 {
+			msg = fmt.Sprintf("XPU %s: partition(s) whose size this host does not tell (no memory in procfs, a VF count the partition table does not list): "+
+				"not advertised under --partition-strategy mixed", strings.Join(idsOf(g.unsized), ", "))
 		}
+		p.notes.Note(p.o.Log, "unsized", msg, p.o.Log.Warnf, "")
 	}
-}
-
-// GetPreferredAllocation implements the device plugin API (see preferred).
-func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
-	devs := p.Devices()
-	resp := &pluginapi.PreferredAllocationResponse{}
-	for _, cr := range req.GetContainerRequests() {
-		pick := preferred
-		if p.o.Sharing.Shared() {
-			pick = preferredReplicas
-		}
-		ids := pick(devs, cr.GetAvailableDeviceIDs(), cr.GetMustIncludeDeviceIDs(), int(cr.GetAllocationSize()))
-		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
-	}
-	return resp, nil
-}
-
-// Allocate answers with the devices per strategy. An ID that is not
-// advertised, or advertised Unhealthy, fails the whole request with an
-// error naming it. Replicas of shared XPUs are answered with the XPU's CDI
-// name, once per container however many of its replicas the container got;
-// with FailRequestsGreaterThanOne a container given more than one replica
-// fails the request (the kubelet refuses the pod with
-// UnexpectedAdmissionError and this message).
-func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
-	devs := p.Devices()
-	byID := make(map[string]Device, len(devs))
-	for _, d := range devs {
-		byID[d.ID] = d
-	}
-	resp := &pluginapi.AllocateResponse{}
-	for _, cr := range req.GetContainerRequests() {
-		ids := cr.GetDevicesIds()
-		if p.o.Sharing.Shared() && p.o.Sharing.FailRequestsGreaterThanOne && len(ids) > 1 {
-			return nil, status.Errorf(codes.InvalidArgument,
-				"a container asks for %d %s: this node shares each XPU %d ways and allows one replica per container (failRequestsGreaterThanOne); ask for 1 (more replicas would give time on the same XPUs, not more of them)",
-				len(ids), p.o.ResourceName, p.o.Sharing.Replicas)
-		}
-		seen := make(map[string]bool, len(ids))
-		for _, id := range ids {
-			if seen[id] {
-				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is requested twice for one container", p.o.ResourceName, id)
-			}
-			seen[id] = true
-			d, ok := byID[id]
-			if !ok {
-				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is not a device of this node (advertised: %s)", p.o.ResourceName, id, knownIDs(devs))
-			}
-			if d.Health != pluginapi.Healthy {
-				return nil, status.Errorf(codes.FailedPrecondition, "%s device %q is %s: %s", p.o.ResourceName, id, d.Health, d.Reason)
-			}
-		}
-		xpus := physicalIDs(ids)
-		cresp, err := containerResponse(p.o.Strategy, p.o.Kind, xpus)
+	changed := false
+	for _, key := range slices.Sorted(maps.Keys(g.byResource)) {
+		r, err := p.resourceFor(key)
 		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+			p.notes.Note(p.o.Log, "name "+key, err.Error(), p.o.Log.Errorf, "")
+			continue
 		}
-		resp.ContainerResponses = append(resp.ContainerResponses, cresp)
-		if p.o.Sharing.Shared() {
-			p.o.Log.Infof("allocated %s %s: XPU(s) %s (%s)", p.o.ResourceName, strings.Join(ids, ","), strings.Join(xpus, ","), p.o.Strategy)
-		} else {
-			p.o.Log.Infof("allocated %s %s (%s)", p.o.ResourceName, strings.Join(ids, ","), p.o.Strategy)
+		changed = r.update(g.byResource[key]) || changed
+	}
+	// Sizes that are gone advertise nothing.
+	for _, r := range p.Resources() {
+		if _, ok := g.byResource[r.key]; !ok {
+			changed = r.update(nil) || changed
 		}
 	}
-	return resp, nil
+	return changed, nil
 }
 
-// PreStartContainer is not used (the options say so); it answers empty.
-func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-	return &pluginapi.PreStartContainerResponse{}, nil
-}
-
-func knownIDs(devs []Device) string {
-	if len(devs) == 0 {
-		return "none"
+// pinSize applies the single strategy's rule at run time: the plugin
+// advertises the last size all devices agreed on; while a layout change
+// leaves several sizes, the devices of another size are Unhealthy.
+func (p *Plugin) pinSize(g *grouping) {
+	p.mu.Lock()
+	if g.mixedSizes == "" && g.size >= 0 {
+		p.pinned = g.size
 	}
+	pinned := p.pinned
+	p.mu.Unlock()
+	msg := ""
+	if g.mixedSizes != "" {
+		want := discover.PartitionSizeName(pinned)
+		if want == "" {
+			want = "none yet"
+		}
+		msg = fmt.Sprintf("--partition-strategy single: the XPUs are no longer of one size (%s); those not of the size advertised so far (%s) are Unhealthy until the node is laid out alike again",
+			g.mixedSizes, want)
+		devs := slices.Clone(g.byResource[p.o.ResourceName])
+		reason := fmt.Sprintf("--partition-strategy single advertises XPUs of %s only; this node now has %s", want, g.mixedSizes)
+		for i := range devs {
+			if devs[i].Health == xpunode.Healthy && (pinned < 0 || devs[i].Facts.MemoryMiB != pinned) {
+				devs[i].Health, devs[i].Reason = xpunode.Unhealthy, reason
+			}
+		}
+		g.byResource[p.o.ResourceName] = devs
+	}
+	p.notes.Note(p.o.Log, "single", msg, p.o.Log.Errorf, "the XPUs are of one size again")
+}
+
+// resourceFor returns the resource key, creating it (and serving it, when
+// Run serves) the first time.
+func (p *Plugin) resourceFor(key string) (*Resource, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.resources[key]; ok {
+		return r, nil
+	}
+	r := p.newResource(key)
+	if err := ValidateResourceName(r.Name()); err != nil {
+		return nil, fmt.Errorf("the partition resource cannot be advertised (--resource-name is too long for the size suffix?): %w", err)
+	}
+	for _, other := range p.resources {
+		if other.Name() == r.Name() {
+			return nil, fmt.Errorf("%s and %s would both be advertised as %s: change the sharing configuration's rename", other.key, key, r.Name())
+		}
+	}
+	p.resources[key] = r
+	p.o.Log.Infof("a new resource: %s", r.Name())
+	if p.run != nil {
+		p.serve(r)
+	}
+	return r, nil
+}
+
+// serve runs r's registration loop under Run; p.mu is held.
+func (p *Plugin) serve(r *Resource) {
+	run := p.run
+	run.wg.Add(1)
+	go func() {
+		defer run.wg.Done()
+		if err := r.run(run.ctx); err != nil {
+			select {
+			case run.errs <- err:
+			default:
+			}
+		}
+	}()
+}
+
+// Ready says why the plugin is not registered with the kubelet and serving
+// every resource's socket; nil when it is.
+func (p *Plugin) Ready() error {
+	rs := p.Resources()
+	if len(rs) == 1 {
+		return rs[0].Ready()
+	}
+	var errs []error
+	for _, r := range rs {
+		if err := r.Ready(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func idsOf(devs []Device) []string {
 	out := make([]string, len(devs))
 	for i, d := range devs {
 		out[i] = d.ID
 	}
-	return strings.Join(out, ",")
-}
-
-// Ready says why the plugin is not registered with the kubelet and serving
-// its socket; nil when it is.
-func (p *Plugin) Ready() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.unready
-}
-
-func (p *Plugin) setUnready(err error) {
-	p.mu.Lock()
-	p.unready = err
-	p.mu.Unlock()
+	return out
 }

@@ -87,7 +87,7 @@ func TestAllocateStrategies(t *testing.T) {
 		t.Run(string(tc.strategy)+"/"+strings.Join(tc.ids, ","), func(t *testing.T) {
 			p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Strategy = tc.strategy })
 			p.Refresh()
-			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
+			resp, err := p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
 				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: tc.ids}},
 			})
 			require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestAllocateStrategies(t *testing.T) {
 		p, err := New(Config{Discover: discoverTree(tree), Strategy: StrategyVolumeMounts, Kind: "example.com/npu", ResourceName: "kunlunxin.com/xpu"})
 		require.NoError(t, err)
 		p.Refresh()
-		resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
+		resp, err := p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
 			ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"0"}}, {DevicesIds: []string{"4", "5"}}},
 		})
 		require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestAllocateBadIDs(t *testing.T) {
 		{[]string{"1", "3", "1"}, codes.InvalidArgument, `baidu.com/xpu device "1" is requested twice for one container`},
 	} {
 		t.Run(strings.Join(tc.ids, ","), func(t *testing.T) {
-			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
+			resp, err := p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
 				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"0"}}, {DevicesIds: tc.ids}},
 			})
 			require.Nil(t, resp, "a bad ID fails the whole request")
@@ -177,7 +177,7 @@ func TestPreferredAllocation(t *testing.T) {
 		{"size above what is available", []string{"1", "2"}, nil, 3, []string{"1", "2"}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
-			resp, err := p.GetPreferredAllocation(context.Background(), &pluginapi.PreferredAllocationRequest{
+			resp, err := p.Whole().GetPreferredAllocation(context.Background(), &pluginapi.PreferredAllocationRequest{
 				ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
 					AvailableDeviceIDs: tc.available, MustIncludeDeviceIDs: tc.must, AllocationSize: tc.size,
 				}},
@@ -474,9 +474,12 @@ func TestRetriesARefusingKubelet(t *testing.T) {
 	require.Len(t, devs, 8)
 }
 
-// TestDeviceSetChanges: enabling SR-IOV VFs replaces a PF by its VFs in the
-// list; the kubelet is sent the new list. The host is switched between two
-// fake trees, as a driver reload or `echo 3 > sriov_numvfs` changes it.
+// TestDeviceSetChanges: enabling SR-IOV VFs replaces a PF by its VFs,
+// which under the mixed strategy are a resource of their own (three VFs of
+// an R200 are 5 GiB each: baidu.com/xpu-5gb), registered as they appear;
+// disabling them again empties that resource. Nothing restarts: the whole
+// cards' stream goes on. The host is switched between two fake trees, as
+// a driver reload or `echo 3 > sriov_numvfs` changes it.
 func TestDeviceSetChanges(t *testing.T) {
 	noVFs := fakehost.R200SRIOV()
 	noVFs.Devices = noVFs.Devices[:2] // PF 0 and PF 1, VFs not enabled
@@ -484,6 +487,11 @@ func TestDeviceSetChanges(t *testing.T) {
 	after := fakeTree(t, fakehost.R200SRIOV()) // PF 0 with VFs xpu2-4, PF 1
 	var mu sync.Mutex
 	current := before
+	set := func(tree *fakehost.Tree) {
+		mu.Lock()
+		current = tree
+		mu.Unlock()
+	}
 	log := &logtest.Recorder{}
 	p, err := New(Config{Strategy: StrategyVolumeMounts, PluginDir: shortDir(t), Log: log, HealthInterval: 30 * time.Millisecond, WatchInterval: 20 * time.Millisecond, Discover: func() (*discover.Host, error) {
 		mu.Lock()
@@ -497,21 +505,44 @@ func TestDeviceSetChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"0": pluginapi.Healthy, "1": pluginapi.Healthy}, health(devs))
 
-	mu.Lock()
-	current = after
-	mu.Unlock()
-	devs, err = r.reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 4 })
+	set(after)
+	devs, err = r.reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 1 })
 	require.NoError(t, err)
-	require.Equal(t, map[string]string{"1": pluginapi.Healthy, "2": pluginapi.Healthy, "3": pluginapi.Healthy, "4": pluginapi.Healthy}, health(devs))
+	require.Equal(t, map[string]string{"1": pluginapi.Healthy}, health(devs), "PF 0 is cut: only the whole PF 1 is left")
+	vfs, err := r.kubelet.WaitRegistration(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "baidu.com/xpu-5gb", vfs.Request.ResourceName)
+	require.Equal(t, "xpu-baidu.com_xpu-5gb.sock", vfs.Request.Endpoint)
+	devs, err = vfs.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 3 })
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"2": pluginapi.Healthy, "3": pluginapi.Healthy, "4": pluginapi.Healthy}, health(devs))
 	for _, d := range devs {
-		want := int64(0) // the VFs share PF 0's NUMA node
-		if d.ID == "1" {
-			want = 1
-		}
-		require.Equal(t, want, d.Topology.Nodes[0].ID, d.ID)
+		require.Equal(t, int64(0), d.Topology.Nodes[0].ID, "the VFs share PF 0's NUMA node: %s", d.ID)
 	}
 	_, err = r.reg.Client.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"0"}}}})
-	require.ErrorContains(t, err, `device "0" is not a device of this node (advertised: 1,2,3,4)`)
+	require.ErrorContains(t, err, `device "0" is not a device of this node (advertised: 1)`)
+	_, err = r.reg.Client.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"2"}}}})
+	require.ErrorContains(t, err, `baidu.com/xpu device "2" is not a device of this node`, "a partition is not a whole card")
+	resp, err := vfs.Client.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"3"}}}})
+	require.NoError(t, err)
+	require.Equal(t, "/var/run/xpu-container-devices/3", resp.ContainerResponses[0].Mounts[0].ContainerPath)
+	require.NoError(t, p.Ready())
+
+	// The VFs go: their resource advertises nothing, and stays registered.
+	set(before)
+	_, err = vfs.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 0 })
+	require.NoError(t, err)
+	devs, err = r.reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return len(d) == 2 })
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"0": pluginapi.Healthy, "1": pluginapi.Healthy}, health(devs))
+	for _, reg := range []*kubelettest.Plugin{r.reg, vfs} {
+		select {
+		case <-reg.Ended():
+			t.Fatalf("the stream of %s ended", reg.Request.ResourceName)
+		default:
+		}
+	}
+	require.Equal(t, 1, log.Count("registered baidu.com/xpu-5gb with the kubelet"), log.String())
 }
 
 func TestAPIDevicesTopology(t *testing.T) {

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,53 +24,85 @@ import (
 // back before it answers).
 const registerTimeout = 10 * time.Second
 
-// Run serves the plugin until ctx ends: it reads the host, waits for the
-// kubelet's socket, serves the device plugin API on its own socket in the
-// plugin directory, registers, and registers again whenever the kubelet
-// restarts (its socket is re-created, or the plugin's socket is removed,
-// which the kubelet does to every plugin socket when it starts). The host
-// is read again at the health interval. When ctx ends the plugin's socket is
-// removed and Run returns nil. It fails only when it cannot create its
-// socket.
+// Run serves the plugin until ctx ends: it reads the host, then for each
+// resource waits for the kubelet's socket, serves the device plugin API on
+// the resource's own socket in the plugin directory, registers, and
+// registers again whenever the kubelet restarts (its socket is re-created,
+// or the resource's socket is removed, which the kubelet does to every
+// plugin socket when it starts). The host is read again at the health
+// interval; a partition size that appears then is registered as it
+// appears. When ctx ends the sockets are removed and Run returns nil. It
+// fails when it cannot create a socket, and at start under the single
+// partition strategy when the devices are not all of one size.
 func (p *Plugin) Run(ctx context.Context) error {
 	defer close(p.stopped)
-	p.Refresh()
-	go p.healthLoop(ctx)
+	if _, err := p.refresh(true); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	run := &runState{ctx: ctx, wg: &sync.WaitGroup{}, errs: make(chan error, 1)}
+	p.mu.Lock()
+	p.run = run
+	for _, k := range slices.Sorted(maps.Keys(p.resources)) {
+		p.serve(p.resources[k])
+	}
+	run.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer run.wg.Done()
+		p.healthLoop(ctx)
+	}()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-run.errs:
+	}
+	cancel()
+	p.mu.Lock()
+	p.run = nil
+	p.mu.Unlock()
+	run.wg.Wait()
+	return err
+}
 
-	kubeletSock := filepath.Join(p.o.PluginDir, KubeletSocketName)
+// run is the registration loop of one resource (see Plugin.Run). It fails
+// only when it cannot create its socket.
+func (r *Resource) run(ctx context.Context) error {
+	kubeletSock := filepath.Join(r.o.PluginDir, KubeletSocketName)
 	for {
-		kubelet, ok := p.waitForKubelet(ctx, kubeletSock)
+		kubelet, ok := r.waitForKubelet(ctx, kubeletSock)
 		if !ok {
 			return nil
 		}
-		srv, err := p.serve()
+		srv, err := r.serve()
 		if err != nil {
 			return err
 		}
-		if err := p.register(ctx, kubeletSock); err != nil {
-			p.setUnready(fmt.Errorf("registering with the kubelet at %s: %w", kubeletSock, err))
+		if err := r.register(ctx, kubeletSock); err != nil {
+			r.setUnready(fmt.Errorf("registering with the kubelet at %s: %w", kubeletSock, err))
 			srv.stop()
 			if ctx.Err() != nil {
 				return nil
 			}
 			// Logged when the error first appears or changes, not at every retry.
-			p.notes.Note(p.o.Log, "register", fmt.Sprintf("registering %s with the kubelet at %s: %v; retrying every %s", p.o.ResourceName, kubeletSock, err, p.o.WatchInterval), p.o.Log.Warnf, "")
-			if !sleep(ctx, p.o.WatchInterval) {
+			r.notes.Note(r.o.Log, "register", fmt.Sprintf("registering %s with the kubelet at %s: %v; retrying every %s", r.Name(), kubeletSock, err, r.o.WatchInterval), r.o.Log.Warnf, "")
+			if !sleep(ctx, r.o.WatchInterval) {
 				return nil
 			}
 			continue
 		}
-		p.notes.Note(p.o.Log, "register", "", p.o.Log.Warnf, "")
-		p.setUnready(nil)
-		p.o.Log.Infof("registered %s with the kubelet at %s (endpoint %s, strategy %s)", p.o.ResourceName, kubeletSock, srv.path, p.o.Strategy)
-		why := p.watch(ctx, kubelet, srv)
-		p.setUnready(fmt.Errorf("not registered: %s", why))
+		r.notes.Note(r.o.Log, "register", "", r.o.Log.Warnf, "")
+		r.setUnready(nil)
+		r.o.Log.Infof("registered %s with the kubelet at %s (endpoint %s, strategy %s)", r.Name(), kubeletSock, srv.path, r.o.Strategy)
+		why := r.watch(ctx, kubelet, srv)
+		r.setUnready(fmt.Errorf("not registered: %s", why))
 		srv.stop()
 		if ctx.Err() != nil {
-			p.o.Log.Infof("stopped; removed %s", srv.path)
+			r.o.Log.Infof("stopped; removed %s", srv.path)
 			return nil
 		}
-		p.o.Log.Infof("%s: registering again", why)
+		r.o.Log.Infof("%s: registering again", why)
 	}
 }
 
@@ -85,7 +120,7 @@ func (p *Plugin) healthLoop(ctx context.Context) {
 }
 
 // waitForKubelet returns the kubelet socket's file info once it exists.
-func (p *Plugin) waitForKubelet(ctx context.Context, path string) (os.FileInfo, bool) {
+func (r *Resource) waitForKubelet(ctx context.Context, path string) (os.FileInfo, bool) {
 	logged := false
 	for {
 		fi, err := os.Stat(path)
@@ -93,19 +128,19 @@ func (p *Plugin) waitForKubelet(ctx context.Context, path string) (os.FileInfo, 
 			return fi, true
 		}
 		if !logged {
-			p.o.Log.Infof("waiting for the kubelet: %s does not exist yet (is the kubelet running, and is --device-plugin-path its device plugin directory?)", path)
+			r.o.Log.Infof("waiting for the kubelet: %s does not exist yet (is the kubelet running, and is --device-plugin-path its device plugin directory?)", path)
 			logged = true
 		}
-		if !sleep(ctx, p.o.WatchInterval) {
+		if !sleep(ctx, r.o.WatchInterval) {
 			return nil, false
 		}
 	}
 }
 
 // watch returns, with the reason, when the kubelet restarted or ctx ended.
-func (p *Plugin) watch(ctx context.Context, kubelet os.FileInfo, srv *server) string {
-	kubeletSock := filepath.Join(p.o.PluginDir, KubeletSocketName)
-	for sleep(ctx, p.o.WatchInterval) {
+func (r *Resource) watch(ctx context.Context, kubelet os.FileInfo, srv *server) string {
+	kubeletSock := filepath.Join(r.o.PluginDir, KubeletSocketName)
+	for sleep(ctx, r.o.WatchInterval) {
 		if fi, err := os.Stat(srv.path); err != nil || !os.SameFile(fi, srv.info) {
 			return fmt.Sprintf("%s was removed (the kubelet restarted)", srv.path)
 		}
@@ -131,14 +166,14 @@ type server struct {
 
 // serve creates the plugin's socket (replacing a stale one) and serves the
 // API on it.
-func (p *Plugin) serve() (*server, error) {
-	path := p.SocketPath()
+func (r *Resource) serve() (*server, error) {
+	path := r.SocketPath()
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
 	}
 	l, err := listenPrivate(path)
 	if err != nil {
-		return nil, fmt.Errorf("creating the device plugin socket in %s (--device-plugin-path must be the kubelet's device plugin directory, writable by the plugin): %w", p.o.PluginDir, err)
+		return nil, fmt.Errorf("creating the device plugin socket in %s (--device-plugin-path must be the kubelet's device plugin directory, writable by the plugin): %w", r.o.PluginDir, err)
 	}
 	// The socket is removed by stop, only if it is still this one.
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
@@ -148,11 +183,11 @@ func (p *Plugin) serve() (*server, error) {
 		return nil, fmt.Errorf("device plugin socket %s: %w", path, err)
 	}
 	s := &server{grpc: grpc.NewServer(), path: path, info: info, done: make(chan struct{})}
-	pluginapi.RegisterDevicePluginServer(s.grpc, p)
+	pluginapi.RegisterDevicePluginServer(s.grpc, r)
 	go func() {
 		defer close(s.done)
 		if err := s.grpc.Serve(l); err != nil {
-			p.o.Log.Errorf("device plugin server on %s: %v", path, err)
+			r.o.Log.Errorf("device plugin server on %s: %v", path, err)
 		}
 	}()
 	return s, nil
@@ -177,7 +212,7 @@ func (s *server) stop() {
 }
 
 // register calls the kubelet's Registration service.
-func (p *Plugin) register(ctx context.Context, kubeletSock string) error {
+func (r *Resource) register(ctx context.Context, kubeletSock string) error {
 	conn, err := grpc.NewClient("unix://"+kubeletSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("connecting: %w", err)
@@ -187,8 +222,8 @@ func (p *Plugin) register(ctx context.Context, kubeletSock string) error {
 	defer cancel()
 	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
 		Version:      pluginapi.Version,
-		Endpoint:     p.o.socketName(),
-		ResourceName: p.o.ResourceName,
+		Endpoint:     r.socketName(),
+		ResourceName: r.Name(),
 		Options:      apiOptions(),
 	})
 	return err

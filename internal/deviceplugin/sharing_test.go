@@ -57,7 +57,7 @@ func without(ids []string, drop ...string) []string {
 func TestPreferredReplicas(t *testing.T) {
 	// P800x8 shared 4 ways: XPUs 0-3 on NUMA node 0, 4-7 on node 1.
 	tree := fakeTree(t, fakehost.P800x8())
-	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.Config{Replicas: 4} })
+	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.PolicyOf(DefaultResourceName, sharing.Config{Replicas: 4}) })
 	p.Refresh()
 	require.Len(t, p.Devices(), 32)
 	all := replicasOf(4, 0, 1, 2, 3, 4, 5, 6, 7)
@@ -80,7 +80,7 @@ func TestPreferredReplicas(t *testing.T) {
 		{"unknown IDs ignored", []string{"9::0", "3", "1::3"}, nil, 2, []string{"1::3"}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
-			resp, err := p.GetPreferredAllocation(context.Background(), &pluginapi.PreferredAllocationRequest{
+			resp, err := p.Whole().GetPreferredAllocation(context.Background(), &pluginapi.PreferredAllocationRequest{
 				ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
 					AvailableDeviceIDs: tc.available, MustIncludeDeviceIDs: tc.must, AllocationSize: tc.size,
 				}},
@@ -118,9 +118,12 @@ func TestAllocateReplicas(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
-			p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Strategy = tc.strategy; c.Sharing = sharing.Config{Replicas: 4} })
+			p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) {
+				c.Strategy = tc.strategy
+				c.Sharing = sharing.PolicyOf(DefaultResourceName, sharing.Config{Replicas: 4})
+			})
 			p.Refresh()
-			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
+			resp, err := p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
 				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: tc.ids}},
 			})
 			require.NoError(t, err)
@@ -132,7 +135,7 @@ func TestAllocateReplicas(t *testing.T) {
 		})
 	}
 
-	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.Config{Replicas: 4} })
+	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.PolicyOf(DefaultResourceName, sharing.Config{Replicas: 4}) })
 	p.Refresh()
 	for _, tc := range []struct {
 		ids  []string
@@ -145,7 +148,7 @@ func TestAllocateReplicas(t *testing.T) {
 		{[]string{"3::1", "3::1"}, codes.InvalidArgument, `device "3::1" is requested twice`},
 	} {
 		t.Run(strings.Join(tc.ids, ","), func(t *testing.T) {
-			_, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
+			_, err := p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
 				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: tc.ids}},
 			})
 			require.Equal(t, tc.code, status.Code(err), "%v", err)
@@ -157,15 +160,15 @@ func TestAllocateReplicas(t *testing.T) {
 func TestFailRequestsGreaterThanOne(t *testing.T) {
 	tree := fakeTree(t, fakehost.P800x8())
 	c := sharing.Config{Replicas: 2, FailRequestsGreaterThanOne: true}
-	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(cfg *Config) { cfg.Sharing = c })
+	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(cfg *Config) { cfg.Sharing = sharing.PolicyOf(DefaultResourceName, c) })
 	p.Refresh()
-	resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
+	resp, err := p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"1::0"}}},
 	})
 	require.NoError(t, err)
 	require.Equal(t, "baidu.com/xpu=1", resp.ContainerResponses[0].CdiDevices[0].Name)
 	for _, ids := range [][]string{{"1::0", "2::0"}, {"1::0", "1::1"}} {
-		_, err = p.Allocate(context.Background(), &pluginapi.AllocateRequest{
+		_, err = p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
 			ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}},
 		})
 		require.Equal(t, codes.InvalidArgument, status.Code(err))
@@ -173,9 +176,11 @@ func TestFailRequestsGreaterThanOne(t *testing.T) {
 	}
 
 	// Without sharing the setting changes nothing: whole XPUs are whole.
-	p, _ = newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.Config{Replicas: 1, FailRequestsGreaterThanOne: true} })
+	p, _ = newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) {
+		c.Sharing = sharing.PolicyOf(DefaultResourceName, sharing.Config{Replicas: 1, FailRequestsGreaterThanOne: true})
+	})
 	p.Refresh()
-	_, err = p.Allocate(context.Background(), &pluginapi.AllocateRequest{
+	_, err = p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"1", "2"}}},
 	})
 	require.NoError(t, err)
@@ -189,7 +194,7 @@ func TestSharedThroughTheKubeletAPI(t *testing.T) {
 	log := &logtest.Recorder{}
 	c, err := sharing.FromFlags(DefaultResourceName, sharing.Flags{Replicas: 4, RenameByDefault: true})
 	require.NoError(t, err)
-	p, _ := newPlugin(t, tree, log, func(cfg *Config) { cfg.Sharing = c })
+	p, _ := newPlugin(t, tree, log, func(cfg *Config) { cfg.Sharing = sharing.PolicyOf(DefaultResourceName, c) })
 	r := start(t, p)
 	ctx := ctxT(t)
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 // Attribute names in the driver's domain (a CEL selector reads them as
@@ -19,11 +20,15 @@ import (
 // are the standard resource.kubernetes.io ones, so that matchAttribute can
 // align XPUs with NICs of other drivers.
 const (
-	AttrIndex         = "index"
-	AttrModel         = "model"
-	AttrFamily        = "family"
-	AttrSRIOVRole     = "sriovRole"
-	AttrParentBusID   = "parentPCIBusID"
+	AttrIndex       = "index"
+	AttrModel       = "model"
+	AttrFamily      = "family"
+	AttrSRIOVRole   = "sriovRole"
+	AttrParentBusID = "parentPCIBusID"
+	// AttrPartition is the share of its card an SR-IOV partition (VF) is:
+	// "1/2", "1/4" (discover.PartitionFraction of the PF's VF count). A
+	// whole card has none.
+	AttrPartition     = "partition"
 	AttrSerial        = "serial"
 	AttrDriverVersion = "driverVersion"
 	AttrXREVersion    = "xreVersion"
@@ -134,6 +139,11 @@ func apiDevice(dev xpunode.Device) resourceapi.Device {
 		attrs[AttrSRIOVRole] = str(string(d.PCI.Function))
 		if d.PCI.Parent != "" {
 			attrs[AttrParentBusID] = str(d.PCI.Parent)
+		}
+		if d.PCI.Function == discover.FunctionVF {
+			if frac := discover.PartitionFraction(d.PCI.ParentNumVFs); frac != "" {
+				attrs[AttrPartition] = str(frac)
+			}
 		}
 	}
 	if addr := d.Address(); addr != "" {

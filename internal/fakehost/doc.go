@@ -32,5 +32,55 @@
 // into a cache entry of its own.
 //
 // What it does not do: it does not imitate ioctls (cXPU), firmware or any
-// behaviour of a real device; the files are a snapshot of a host at rest.
+// behaviour of a real device; the files are a snapshot of a host at rest,
+// with one exception, the fake SR-IOV kernel.
+//
+// # The fake SR-IOV kernel
+//
+// StartSRIOV(root, h, opts) (in tests fakehosttest.StartSRIOV) makes a built
+// tree's SR-IOV behave as the kernel and the kunlun driver do, so that code
+// laying out partitions runs unchanged against it. On every PF of h with
+// Device.TotalVFs > 0 it moves the PF's directory content
+// (/sys/devices/<PCIParent>/<bdf>) to a state directory outside the tree
+// and mounts there a FUSE loopback of it (go-fuse, fstype
+// fuse.xpu-fake-sriov, no entry or attribute caching); every file is the
+// backing one but sriov_numvfs, whose reads give the current count and
+// whose writes are the kernel's sriov_numvfs_store: EINVAL when not a
+// kstrtou16 number, ERANGE above sriov_totalvfs, nothing for the current
+// count, EBUSY for another nonzero count while VFs are enabled; only root
+// may write (0644). A change is made as the kernel makes it: before the
+// write returns, the VF PCI functions at the PF's next routing IDs
+// (0000:03:00.0's VFs are 0000:03:00.1, .2 ...), as siblings of the PF's
+// directory with the files and links Build writes for a VF (IDs, physfn,
+// /sys/bus/pci/devices and the driver's links, the PF's virtfnK), their
+// class devices and /sys/dev/char links as the host's layout has them and
+// their procfs entries (/proc/xpu/devN on 4.x, /proc/kunlun/devN on 5.x);
+// then, after SRIOVOptions.UdevDelay (50 ms by default), udev's part, the
+// /dev/xpuN nodes, handled in order. New VFs take the lowest free indexes,
+// their minors the index (driver 5.x) or 2*slot (4.x), their memory the
+// partition table's (pkg/discover, partitions.go). Writing 0 removes all of
+// it, the nodes again after the udev delay. Discovery of the tree then sees
+// what a real host would, and SRIOVKernel.Host describes it.
+//
+// Tests inject failures with FailNext: FaultWriteError (the write fails
+// with EIO, changing nothing), FaultNoNodes (the VFs appear, their nodes
+// never do), FaultSlowUdev (the nodes come after SlowUdevDelay),
+// FaultEnableError (the next write that would enable VFs fails with EIO,
+// the writes of 0 before it go through). Writes
+// logs every write with its result; Settle waits for udev.
+//
+// It needs root and /dev/fuse (testreq.FUSE). Close unmounts and puts the
+// directories back with the VFs of the moment; fakehosttest.StartSRIOV
+// closes at the test's cleanup, which runs before its temporary
+// directories are removed, on failure and on panic too. A test binary
+// killed before its cleanups (go test -timeout, SIGKILL) leaves mounts
+// whose server is gone, which make removing the tree fail; the next
+// StartSRIOV detaches every such dead fuse.xpu-fake-sriov mount (by hand:
+// umount -l <mount point>). The mounts are in the test's mount namespace:
+// a runtime that bind-mounts the tree recursively after StartSRIOV sees
+// them.
+//
+// FakeOpenFD and RemoveFakeProcess fake a process holding a node open
+// (<root>/proc/<pid>/fd/<fd> linking to <root>/dev/xpuN), for in-use checks
+// that walk the dev root's /proc.
 package fakehost

@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -85,4 +87,29 @@ func FuzzParseLayout(f *testing.F) {
 			require.Equal(t, l, back)
 		}
 	})
+}
+
+func TestParseConfig(t *testing.T) {
+	l, err := ParseConfig([]byte("# the node's layout\n\nall=2   # halves\n0000:3b:00.0=4,\n3=0\n"))
+	require.NoError(t, err)
+	require.Equal(t, "all=2,0000:3b:00.0=4,3=0", l.String())
+
+	_, err = ParseConfig([]byte("# nothing\n\n   \n"))
+	require.ErrorIs(t, err, ErrNoLayout)
+	_, err = ParseConfig([]byte("all=2\nall=x\n"))
+	require.ErrorContains(t, err, "line 2:")
+
+	dir := t.TempDir()
+	p := filepath.Join(dir, "partitions.conf")
+	require.NoError(t, os.WriteFile(p, []byte("all=4\n"), 0o644))
+	l, err = ReadConfig(p)
+	require.NoError(t, err)
+	require.Equal(t, "all=4", l.String())
+	require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("#", 65<<10)), 0o644))
+	_, err = ReadConfig(p)
+	require.ErrorContains(t, err, "too large")
+	_, err = ReadConfig(dir)
+	require.Error(t, err)
+	_, err = ReadConfig(filepath.Join(dir, "none"))
+	require.Error(t, err)
 }

@@ -324,3 +324,49 @@ func TestApplyRefusesHostileSysfs(t *testing.T) {
 	data, _ = os.ReadFile(outside + "/sriov_numvfs")
 	require.Equal(t, "0\n", string(data))
 }
+
+// A PF without a node of its own (only its VFs have one) is still a card:
+// by its address, with what its VFs and its sysfs directory tell.
+func TestCardWithoutPFNode(t *testing.T) {
+	h := fakehost.R200SRIOV()
+	h.Devices[0].NoNode = true
+	tr := build(t, h)
+	cards := Cards(discoverTree(t, tr))
+	require.Len(t, cards, 2)
+	require.Equal(t, 1, cards[0].Index)
+	c := cards[1]
+	require.Equal(t, -1, c.Index)
+	require.Equal(t, "0000:3b:00.0", c.Address)
+	require.Equal(t, "R200", c.Board)
+	require.Equal(t, 3, c.NumVFs)
+	require.Len(t, c.VFs, 3)
+	require.Equal(t, "card 0000:3b:00.0 (no PF node)", c.Name())
+
+	s, err := Show(context.Background(), config(tr))
+	require.NoError(t, err)
+	require.Equal(t, 3, s.Cards[1].TotalVFs, "read from sysfs")
+	require.Equal(t, []int{0, 1, 2, 3}, s.Cards[1].Allowed)
+	require.Equal(t, "1=0,0000:3b:00.0=3", s.Layout)
+
+	c2 := config(tr)
+	c2.DryRun = true
+	l, _ := ParseLayout("0000:3b:00.0=2")
+	rep, err := Apply(context.Background(), c2, l)
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Cards[1].Want)
+	_, err = Apply(context.Background(), c2, Layout{{Selector: "0", VFs: 2}})
+	require.ErrorContains(t, err, "0=2: no such card on this node (cards: 1 0000:5e:00.0, 0000:3b:00.0)")
+}
+
+// Kunlun1's two power domains on one PCI function are one card, without
+// SR-IOV: only 0 is allowed.
+func TestCardsK200(t *testing.T) {
+	tr := build(t, fakehost.K200())
+	cards := Cards(discoverTree(t, tr))
+	require.Len(t, cards, 1)
+	require.Equal(t, 0, cards[0].Index)
+	require.Equal(t, []int{0}, cards[0].Allowed)
+	l, _ := ParseLayout("all=1")
+	_, err := Plan(cards, l)
+	require.ErrorContains(t, err, "the card has no SR-IOV")
+}

@@ -96,6 +96,7 @@ func status(ctx context.Context, c Config, h *discover.Host) (*Status, error) {
 	if len(cards) == 0 {
 		return nil, fmt.Errorf("no card with a PCI function found under %s (%d device nodes): nothing to lay out", h.DevRoot, len(h.Devices))
 	}
+	c.fillTotalVFs(h.DevRoot, cards)
 	notes, err := findUsers(ctx, c, h, cards)
 	if err != nil {
 		return nil, err

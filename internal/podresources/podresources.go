@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -36,6 +37,9 @@ const (
 	// DefaultDRADriver is the DRA driver whose claims count
 	// (dra.DefaultDriverName).
 	DefaultDRADriver = "xpu.baidu.com"
+	// DefaultCDIKind is the CDI kind of the devices the DRA driver's
+	// claims name (baidu.com/xpu=3).
+	DefaultCDIKind = cdispec.DefaultKind
 	// draDevicePrefix is the prefix of the slice's device names, xpu-N
 	// (dra.DeviceName).
 	draDevicePrefix = "xpu-"
@@ -70,6 +74,9 @@ type Config struct {
 	// DRADriver is the DRA driver whose claims count (default
 	// DefaultDRADriver).
 	DRADriver string
+	// CDIKind is the CDI kind of the driver's devices (default
+	// DefaultCDIKind): a claim's CDI device KIND=N holds /dev/xpuN.
+	CDIKind string
 }
 
 // Client asks the kubelet which containers hold which XPUs.
@@ -95,6 +102,9 @@ func New(socket string, cfg Config) *Client {
 	}
 	if cfg.DRADriver == "" {
 		cfg.DRADriver = DefaultDRADriver
+	}
+	if cfg.CDIKind == "" {
+		cfg.CDIKind = DefaultCDIKind
 	}
 	return &Client{socket: socket, cfg: cfg}
 }
@@ -175,13 +185,9 @@ func (p *Client) Owners(resp *podresourcesapi.ListPodResourcesResponse) Owners {
 					if cr.GetDriverName() != p.cfg.DRADriver {
 						continue
 					}
-					n, ok := strings.CutPrefix(cr.GetDeviceName(), draDevicePrefix)
-					if !ok {
-						continue
-					}
-					if idx, ok := discover.ParseIndex(n); ok {
-						o := base
-						o.Claim, o.ClaimNamespace = dr.GetClaimName(), dr.GetClaimNamespace()
+					o := base
+					o.Claim, o.ClaimNamespace = dr.GetClaimName(), dr.GetClaimNamespace()
+					for _, idx := range p.claimed(cr) {
 						add(idx, o)
 					}
 				}
@@ -192,6 +198,25 @@ func (p *Client) Owners(resp *podresourcesapi.ListPodResourcesResponse) Owners {
 		slices.SortFunc(out[idx], func(a, b Owner) int {
 			return strings.Compare(a.Namespace+"/"+a.Pod+"/"+a.Container+"/"+a.Claim, b.Namespace+"/"+b.Pod+"/"+b.Container+"/"+b.Claim)
 		})
+	}
+	return out
+}
+
+// claimed are the XPUs a claim's device holds: the N of its device name
+// xpu-N and of its CDI devices KIND=N.
+func (p *Client) claimed(cr *podresourcesapi.ClaimResource) []int {
+	var out []int
+	if n, ok := strings.CutPrefix(cr.GetDeviceName(), draDevicePrefix); ok {
+		if idx, ok := discover.ParseIndex(n); ok {
+			out = append(out, idx)
+		}
+	}
+	for _, d := range cr.GetCdiDevices() {
+		if n, ok := strings.CutPrefix(d.GetName(), p.cfg.CDIKind+"="); ok {
+			if idx, ok := discover.ParseIndex(n); ok && !slices.Contains(out, idx) {
+				out = append(out, idx)
+			}
+		}
 	}
 	return out
 }

@@ -67,30 +67,37 @@ type Flags struct {
 
 // FromFlags returns the configuration of resource that f describes.
 func FromFlags(resource string, f Flags) (Config, error) {
-	if err := checkReplicas(f.Replicas); err != nil {
-		return Config{}, fmt.Errorf("--replicas: %w", err)
+	p, err := PolicyFromFlags(resource, f)
+	if err != nil {
+		return Config{}, err
 	}
-	c := Config{Replicas: f.Replicas, ResourceName: resource, FailRequestsGreaterThanOne: f.FailRequestsGreaterThanOne}
-	if f.RenameByDefault && c.Shared() {
-		c.ResourceName = resource + SharedSuffix
-	}
-	return c, nil
+	return p.For(resource), nil
 }
 
 // Load reads the configuration file path for the plugin's resource.
 func Load(path, resource string) (Config, error) {
+	p, err := LoadPolicy(path, resource)
+	if err != nil {
+		return Config{}, err
+	}
+	return p.For(resource), nil
+}
+
+// LoadPolicy reads the configuration file path for the plugin's resource
+// and its partition sizes.
+func LoadPolicy(path, resource string) (Policy, error) {
 	// A ConfigMap's file is a symlink (..data/name): followed, but what it
 	// leads to must be a regular file on an ordinary file system, read
 	// without blocking (fdio): a FIFO or a link to /dev/zero is an error.
 	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, MaxConfigSize)
 	if err != nil {
-		return Config{}, fmt.Errorf("reading the sharing configuration: %w", err)
+		return Policy{}, fmt.Errorf("reading the sharing configuration: %w", err)
 	}
-	c, err := Parse(data, resource)
+	p, err := ParsePolicy(data, resource)
 	if err != nil {
-		return Config{}, fmt.Errorf("sharing configuration %s: %w", path, err)
+		return Policy{}, fmt.Errorf("sharing configuration %s: %w", path, err)
 	}
-	return c, nil
+	return p, nil
 }
 
 // ErrUnsupported marks a key of NVIDIA's configuration that this plugin
@@ -135,60 +142,67 @@ var unsupported = map[string]string{
 
 // Parse decodes a configuration for the plugin's resource.
 func Parse(data []byte, resourceName string) (Config, error) {
+	p, err := ParsePolicy(data, resourceName)
+	if err != nil {
+		return Config{}, err
+	}
+	return p.For(resourceName), nil
+}
+
+// ParsePolicy decodes a configuration for the plugin's resource
+// resourceName and its partition sizes (resourceName-48gb ...).
+func ParsePolicy(data []byte, resourceName string) (Policy, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return Config{}, errors.New("the file is empty: give at least version: v1")
+			return Policy{}, errors.New("the file is empty: give at least version: v1")
 		}
-		return Config{}, fmt.Errorf("not YAML: %w", err)
+		return Policy{}, fmt.Errorf("not YAML: %w", err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return Config{}, errors.New("more than one YAML document: give one")
+		return Policy{}, errors.New("more than one YAML document: give one")
 	}
 	if err := checkKeys(&root, ""); err != nil {
-		return Config{}, err
+		return Policy{}, err
 	}
 	var f file
 	dec = yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		return Config{}, fmt.Errorf("decoding: %w", err)
+		return Policy{}, fmt.Errorf("decoding: %w", err)
 	}
 	if f.Version != "v1" {
-		return Config{}, fmt.Errorf("version %q: only v1 is known (write version: v1)", f.Version)
+		return Policy{}, fmt.Errorf("version %q: only v1 is known (write version: v1)", f.Version)
 	}
 	ts := f.Sharing.TimeSlicing
-	c := None(resourceName)
-	c.FailRequestsGreaterThanOne = ts.FailRequestsGreaterThanOne
-	seen := false
+	p := Policy{
+		base: resourceName, renameByDefault: ts.RenameByDefault,
+		failGreaterThanOne: ts.FailRequestsGreaterThanOne, named: map[string]share{},
+	}
 	for i, r := range ts.Resources {
 		at := fmt.Sprintf("sharing.timeSlicing.resources[%d]", i)
-		if r.Name != resourceName {
-			return Config{}, fmt.Errorf("%s.name %q is not this plugin's resource %s (set --resource-name to advertise another name)", at, r.Name, resourceName)
+		if r.Name != resourceName && !IsPartitionResource(resourceName, r.Name) {
+			return Policy{}, fmt.Errorf("%s.name %q is not this plugin's resource %s nor one of its partition sizes (%s-48gb, %s-24gb ...; set --resource-name to advertise another name)",
+				at, r.Name, resourceName, resourceName, resourceName)
 		}
-		if seen {
-			return Config{}, fmt.Errorf("%s.name: %s is named twice; give one entry", at, r.Name)
+		if _, ok := p.named[r.Name]; ok {
+			return Policy{}, fmt.Errorf("%s.name: %s is named twice; give one entry", at, r.Name)
 		}
-		seen = true
 		n, err := replicasOf(&r.Replicas)
 		if err != nil {
-			return Config{}, fmt.Errorf("%s.replicas: %w", at, err)
+			return Policy{}, fmt.Errorf("%s.replicas: %w", at, err)
 		}
 		if err := devicesOf(&r.Devices); err != nil {
-			return Config{}, fmt.Errorf("%s.devices: %w", at, err)
+			return Policy{}, fmt.Errorf("%s.devices: %w", at, err)
 		}
-		c.Replicas = n
-		switch {
-		case !c.Shared():
-		case r.Rename != "":
-			c.ResourceName = r.Rename
-		case ts.RenameByDefault:
-			c.ResourceName = resourceName + SharedSuffix
-		}
+		p.named[r.Name] = share{replicas: n, rename: r.Rename}
 	}
-	return c, nil
+	if err := p.checkRenames(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
 }
 
 // checkKeys refuses a key of n (at path) that the configuration does not

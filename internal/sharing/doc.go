@@ -5,7 +5,8 @@
 //
 // What it guarantees: a configuration is decoded strictly (an unknown key is
 // refused with its full path, e.g. sharing.timeSlicing.resources[0].replica),
-// every resource it names is the plugin's own, replicas are between 1 and
+// every resource it names is the plugin's own or one of its partition
+// sizes (RESOURCE-24gb: each resource is shared on its own, Policy), replicas are between 1 and
 // MaxReplicas, and a bad file changes nothing (the caller gets an error and
 // no Config).
 //

@@ -45,7 +45,13 @@ type draCluster struct {
 // context, node selector) is the manifests'.
 func startDRA(t testing.TB, start func(t testing.TB) harness.CRI) *draCluster {
 	t.Helper()
-	d := &draCluster{tree: FakeHost(t, fakehost.P800x8())}
+	return startDRAOn(t, start, fakehost.P800x8(), 8)
+}
+
+// startDRAOn is startDRA on the fake host h, which offers n devices.
+func startDRAOn(t testing.TB, start func(t testing.TB) harness.CRI, h fakehost.Host, n int) *draCluster {
+	t.Helper()
+	d := &draCluster{tree: FakeHost(t, h)}
 	d.Cluster = harness.NewCluster(t, harness.WithClusterRuntime(start), harness.WithNodeLabels("baidu.com/xpu.present=true"))
 	d.vendor = harness.UniqueVendor(t)
 	d.Runtime.WriteSpec(t, GenerateSpec(t, d.tree, d.vendor), d.vendor)
@@ -112,9 +118,9 @@ func startDRA(t testing.TB, start func(t testing.TB) harness.CRI) *draCluster {
 	require.NoError(t, err)
 	pod := waitDaemonSetPod(t, d.Cluster, d.ds.Namespace, "app.kubernetes.io/name=xpu-dra-driver")
 	require.Eventually(t, func() bool {
-		return strings.Contains(d.Logs(t, d.ds.Namespace, pod.Name, "xpu-dra-driver"), "publishing 8 XPU(s) in the ResourceSlice of node "+d.Node)
+		return strings.Contains(d.Logs(t, d.ds.Namespace, pod.Name, "xpu-dra-driver"), fmt.Sprintf("publishing %d XPU(s) in the ResourceSlice of node %s", n, d.Node))
 	}, podTimeout, 500*time.Millisecond, "the driver did not publish")
-	d.waitSlice(t, func(devs []resourceapi.Device) bool { return len(devs) == 8 })
+	d.waitSlice(t, func(devs []resourceapi.Device) bool { return len(devs) == n })
 	return d
 }
 

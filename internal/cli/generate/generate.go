@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 type options struct {
@@ -118,6 +119,12 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	for _, n := range host.Notes {
 		log.Debug(n)
 	}
+	return o.write(stdout, host, log)
+}
+
+// write builds the spec of host and prints it on stdout, or writes it to
+// --output atomically.
+func (o *options) write(stdout io.Writer, host *discover.Host, log *logrus.Logger) error {
 	spec, warnings, err := cdispec.New(host, o.spec)
 	if err != nil {
 		return fmt.Errorf("building the spec for %s: %w", host.DevRoot, err)
@@ -146,4 +153,34 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	}
 	log.Infof("wrote CDI spec %s (kind %s, %d devices, cdiVersion %s)", o.output, spec.Kind, len(spec.Devices), spec.Version)
 	return nil
+}
+
+// SpecWriter is generate's spec flags (--output, --format, the kind, the
+// name strategies, hooks, --host-root) and its way of writing the spec, for
+// the commands that change the host and then rewrite its spec (`partition
+// apply --output`): one code path for every spec xpu-cdi writes.
+type SpecWriter struct{ o options }
+
+// NewSpecWriter returns a SpecWriter; its flags are bound to it.
+func NewSpecWriter() *SpecWriter { return &SpecWriter{} }
+
+// Host is the host flags the spec flags go with (--host-root sets them).
+func (w *SpecWriter) Host() *cmdflags.Host { return &w.o.host }
+
+// Flags are generate's flags but for the host's (Host().Flags()).
+func (w *SpecWriter) Flags() []cli.Flag { return w.o.flags() }
+
+// Validate checks the flags as generate does (and applies --host-root).
+func (w *SpecWriter) Validate(c *cli.Context) error { return w.o.validate(c) }
+
+// Output is the --output file; "" when none was given.
+func (w *SpecWriter) Output() string { return w.o.output }
+
+// Write writes the spec of host to --output atomically, as `generate
+// --output` does; nothing without --output.
+func (w *SpecWriter) Write(host *discover.Host, log *logrus.Logger) error {
+	if w.o.output == "" {
+		return nil
+	}
+	return w.o.write(io.Discard, host, log)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -81,4 +82,28 @@ func WriteSpec(t testing.TB, tree *fakehost.Tree, dir string) string {
 		t.Fatalf("writing the fake host's spec: %v", err)
 	}
 	return path
+}
+
+// StartSRIOV starts the fake SR-IOV kernel (fakehost.StartSRIOV) on tree,
+// a tree Build made, with opts; it logs to t unless opts say otherwise. It needs root
+// and FUSE (testreq.FUSE: the test skips without them, fails under CI).
+// The kernel is closed at t's cleanup, before the tree's directory is
+// removed; a test binary killed before its cleanups (go test -timeout)
+// leaves dead mounts, which the next StartSRIOV detaches.
+func StartSRIOV(t testing.TB, tree *fakehost.Tree, opts fakehost.SRIOVOptions) *fakehost.SRIOVKernel {
+	t.Helper()
+	testreq.FUSE(t, "the fake SR-IOV kernel")
+	if opts.Log == nil {
+		opts.Log = t.Logf
+	}
+	k, err := fakehost.StartSRIOV(tree.Root, tree.Host, opts)
+	if err != nil {
+		t.Fatalf("starting the fake SR-IOV kernel: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := k.Close(); err != nil {
+			t.Errorf("closing the fake SR-IOV kernel: %v", err)
+		}
+	})
+	return k
 }

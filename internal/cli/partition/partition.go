@@ -1,0 +1,370 @@
+// Package partition is `xpu-cdi partition show` and `xpu-cdi partition
+// apply`: the SR-IOV partitions (VFs) of the node's cards, shown and laid
+// out (package internal/partition does the work).
+package partition
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
+	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
+)
+
+const layoutHelp = `A LAYOUT is a comma-separated list of SELECTOR=N. SELECTOR is "all", a card index (the N of
+the PF's /dev/xpuN) or a PF's PCI address; N is the number of VFs, 0 the whole card. Later
+entries win for the cards they select:
+  all=2                     every card in halves
+  all=2,0000:3b:00.0=4      halves, but the card at 0000:3b:00.0 in quarters
+  all=0                     every card whole again
+P800 takes 2 VFs (48 GiB each) or 4 (24 GiB); R200 1, 2 or 3 (16, 8, 5 GiB). Every PF and every
+VF takes one of the driver's device handles: 32 per node on P800 (8 cards x 2 VFs fit, 8 x 4 do
+not).`
+
+// kubelet are the flags of the PodResources check, shared by both
+// subcommands.
+type kubelet struct {
+	socket, resource, draDriver string
+}
+
+func (k *kubelet) flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked which pods hold the cards (skipped with a note when it does not exist; empty: not asked). With --host-root, the default is below it", Value: podresources.DefaultSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &k.socket},
+		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing) and NAME-<size> (partitions) count too", Value: podresources.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &k.resource},
+		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims count", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &k.draDriver},
+	}
+}
+
+// config fills the partition Config of the host flags and the kubelet's.
+func (k *kubelet) config(c *cli.Context, host *cmdflags.Host, log *logrus.Logger) (partition.Config, error) {
+	cfg := partition.Config{
+		DevRoot: host.DevRoot, DriverRoot: host.DriverRoot, HostRoot: host.HostRoot,
+		PodResourcesSocket: k.socket,
+		PodResources:       podresources.Config{ResourcePrefix: k.resource, DRADriver: k.draDriver},
+		Log:                log,
+	}
+	if host.HostRoot != "" && !c.IsSet("pod-resources-socket") {
+		cfg.PodResourcesSocket = filepath.Join(host.HostRoot, podresources.DefaultSocket)
+	}
+	if host.DriverArch != "" {
+		if _, err := elfso.ArchByGOARCH(host.DriverArch); err != nil {
+			return cfg, fmt.Errorf("--driver-arch (XPU_CDI_DRIVER_ARCH): %w", err)
+		}
+		cfg.DiscoverOptions = append(cfg.DiscoverOptions, discover.WithArch(host.DriverArch))
+	}
+	return cfg, nil
+}
+
+// NewCommand returns `xpu-cdi partition`.
+func NewCommand(log *logrus.Logger) *cli.Command {
+	return &cli.Command{
+		Name:  "partition",
+		Usage: "Show or lay out the SR-IOV partitions (VFs) of the node's cards",
+		Description: `A partition is an SR-IOV virtual function (VF) of a card: its own PCI function and /dev/xpuN,
+with its share of the card's memory isolated by the device (docs/partitions.md).
+
+  xpu-cdi partition show
+  xpu-cdi partition apply --layout all=2 --output /var/run/cdi/baidu.com-xpu.yaml
+
+` + layoutHelp,
+		Subcommands: []*cli.Command{newShowCommand(log), newApplyCommand(log)},
+	}
+}
+
+type showOptions struct {
+	host    cmdflags.Host
+	kubelet kubelet
+	json    bool
+}
+
+func newShowCommand(log *logrus.Logger) *cli.Command {
+	o := &showOptions{}
+	return &cli.Command{
+		Name:  "show",
+		Usage: "Print the cards, their VFs now and the counts allowed, the partition sizes, the handle budget and who uses each card",
+		Description: `For every physical card (a PF): its index, PCI address, model, the VFs enabled now and the
+counts a layout may give it, the size of each partition, its VF nodes, and who holds one of its
+nodes: processes on the host (through the dev root's /proc/*/fd, which sees every container's
+processes) and containers the kubelet gave a device to (PodResources). Then the node's layout
+and its device handles, used of the driver's limit. --json prints the same as JSON.`,
+		Flags: append(append(o.host.Flags(), o.host.HostRootFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print JSON", Destination: &o.json}), o.kubelet.flags()...),
+		Before: func(c *cli.Context) error { return o.host.ApplyHostRoot(c) },
+		Action: func(c *cli.Context) error {
+			cfg, err := o.kubelet.config(c, &o.host, log)
+			if err != nil {
+				return err
+			}
+			s, err := partition.Show(c.Context, cfg)
+			if err != nil {
+				return hint(err)
+			}
+			if o.json {
+				return printJSON(c.App.Writer, s)
+			}
+			return printStatus(c.App.Writer, s)
+		},
+	}
+}
+
+type applyOptions struct {
+	spec       *generate.SpecWriter
+	kubelet    kubelet
+	layout     string
+	configFile string
+	wait       time.Duration
+	settle     time.Duration
+	dryRun     bool
+	json       bool
+	parsed     partition.Layout
+	noLayout   bool
+}
+
+func newApplyCommand(log *logrus.Logger) *cli.Command {
+	o := &applyOptions{spec: generate.NewSpecWriter()}
+	flags := append(o.spec.Host().Flags(), o.spec.Flags()...)
+	for _, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "output" {
+			sf.Usage = "once the layout changed, rewrite the node's CDI spec `FILE` atomically, as generate --output does (the other spec flags are generate's); default: no spec written"
+		}
+	}
+	flags = append(flags, o.kubelet.flags()...)
+	flags = append(flags,
+		&cli.StringFlag{Name: "layout", Aliases: []string{"l"}, Usage: "the `LAYOUT` to apply (see above), e.g. all=2,0000:3b:00.0=4", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &o.layout},
+		&cli.StringFlag{Name: "config", Usage: "read the layout from `FILE` (one layout; '#' comments; entries may be on several lines); a file with no layout changes nothing. The host package applies " + partition.DefaultConfigFile + " at boot", EnvVars: []string{"XPU_CDI_PARTITION_CONFIG"}, Destination: &o.configFile},
+		&cli.DurationFlag{Name: "wait", Usage: "when a card to change is in use, look again until it is free or `DURATION` has passed; default: refuse at once", EnvVars: []string{"XPU_CDI_PARTITION_WAIT"}, Destination: &o.wait},
+		&cli.DurationFlag{Name: "settle", Usage: "wait at most `DURATION` after each sriov_numvfs write for the kernel and udev to show the VFs", Value: partition.DefaultSettle, EnvVars: []string{"XPU_CDI_PARTITION_SETTLE"}, Destination: &o.settle},
+		&cli.BoolFlag{Name: "dry-run", Usage: "check the layout and who uses the cards, print what would change, write nothing", Destination: &o.dryRun},
+		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON", Destination: &o.json},
+	)
+	return &cli.Command{
+		Name:  "apply",
+		Usage: "Lay the node's cards out: write each card's VF count to its sriov_numvfs",
+		Description: layoutHelp + `
+
+The whole layout is checked before anything is written: an unknown card, a count the card's model
+does not allow or above its sriov_totalvfs, a card without SR-IOV, a layout over the handle
+budget. A card to change that a process or a pod holds is refused (--wait waits for it). Then each
+card to change gets 0 (when it has VFs) and then its count, and after each write apply waits
+(--settle) until the kernel shows the virtfn links, the VF functions and their /dev/xpuN nodes.
+A card that fails is put back to its count and the cards after it are not touched. A card already
+at its count is not written: apply is idempotent. With --output the node's CDI spec is rewritten
+once the layout changed.
+
+Examples:
+  xpu-cdi partition apply --layout all=2 --dry-run
+  xpu-cdi partition apply --layout all=2,0000:3b:00.0=4 --wait 5m --output /var/run/cdi/baidu.com-xpu.yaml
+  xpu-cdi partition apply --config ` + partition.DefaultConfigFile,
+		Flags:  flags,
+		Before: func(c *cli.Context) error { return o.validate(c) },
+		Action: func(c *cli.Context) error { return o.run(c, log) },
+	}
+}
+
+func (o *applyOptions) validate(c *cli.Context) error {
+	if err := o.spec.Validate(c); err != nil {
+		return err
+	}
+	switch {
+	case o.layout != "" && o.configFile != "":
+		return fmt.Errorf("--layout %s and --config %s both give the layout: give one", o.layout, o.configFile)
+	case o.layout != "":
+		l, err := partition.ParseLayout(o.layout)
+		if err != nil {
+			return fmt.Errorf("--layout: %w", err)
+		}
+		o.parsed = l
+	case o.configFile != "":
+		l, err := partition.ReadConfig(o.configFile)
+		if errors.Is(err, partition.ErrNoLayout) {
+			o.noLayout = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		o.parsed = l
+	default:
+		return errors.New("no layout: give --layout LAYOUT (e.g. all=2) or --config FILE")
+	}
+	if o.wait < 0 || o.settle <= 0 {
+		return fmt.Errorf("--wait %s and --settle %s must be positive durations", o.wait, o.settle)
+	}
+	return nil
+}
+
+func (o *applyOptions) run(c *cli.Context, log *logrus.Logger) error {
+	if o.noLayout {
+		log.Infof("%s holds no layout: nothing to do", o.configFile)
+		return nil
+	}
+	cfg, err := o.kubelet.config(c, o.spec.Host(), log)
+	if err != nil {
+		return err
+	}
+	cfg.Wait, cfg.Settle, cfg.DryRun = o.wait, o.settle, o.dryRun
+	if o.spec.Output() != "" {
+		cfg.AfterApply = func(h *discover.Host) error { return o.spec.Write(h, log) }
+	}
+	rep, err := partition.Apply(c.Context, cfg, o.parsed)
+	if rep != nil {
+		if o.json {
+			if perr := printJSON(c.App.Writer, rep); perr != nil {
+				return errors.Join(err, perr)
+			}
+		} else if perr := printReport(c.App.Writer, rep); perr != nil {
+			return errors.Join(err, perr)
+		}
+	}
+	return hint(err)
+}
+
+// hint gives a host without any XPU generate's advice.
+func hint(err error) error {
+	if errors.Is(err, discover.ErrNoDevices) {
+		return &cmdflags.HintError{Err: err, Hint: "is the kunlun kernel module loaded (lsmod | grep kunlun)? When the host's /dev is mounted elsewhere, pass --dev-root or --host-root"}
+	}
+	return err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printStatus prints a Status as a table.
+func printStatus(w io.Writer, s *partition.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CARD\tADDRESS\tMODEL\tVFS\tALLOWED\tPARTITION\tVF NODES\tIN USE BY")
+	for _, c := range s.Cards {
+		idx := "-"
+		if c.Index >= 0 {
+			idx = strconv.Itoa(c.Index)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", idx, c.Address, c.Model, c.NumVFs, ints(c.Allowed), size(c), vfNodes(c), users(c))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "layout: %s\n", s.Layout)
+	if s.HandleLimit > 0 {
+		fmt.Fprintf(w, "handles: %d used of %d (every PF and every VF takes one)\n", s.HandlesUsed, s.HandleLimit)
+	} else {
+		fmt.Fprintf(w, "handles: %d used (every PF and every VF takes one; no public limit for this driver)\n", s.HandlesUsed)
+	}
+	for _, n := range s.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}
+
+// size describes a card's partitions: "2 x 48gb (1/2)", "whole (96gb)".
+func size(c partition.Card) string {
+	if c.NumVFs == 0 {
+		if c.MemoryMiB > 0 {
+			return "whole (" + discover.PartitionSizeName(c.MemoryMiB) + ")"
+		}
+		return "whole"
+	}
+	s := fmt.Sprintf("%d x ", c.NumVFs)
+	if c.VFMemoryMiB > 0 {
+		s += discover.PartitionSizeName(c.VFMemoryMiB)
+	} else {
+		s += "?"
+	}
+	return s + " (" + discover.PartitionFraction(c.NumVFs) + ")"
+}
+
+func vfNodes(c partition.Card) string {
+	if len(c.VFs) == 0 {
+		return "-"
+	}
+	s := make([]string, len(c.VFs))
+	for i, v := range c.VFs {
+		s[i] = strings.TrimPrefix(v.Node, "/dev/")
+	}
+	return strings.Join(s, ",")
+}
+
+func users(c partition.Card) string {
+	if len(c.InUse) == 0 {
+		return "-"
+	}
+	s := make([]string, len(c.InUse))
+	for i, u := range c.InUse {
+		s[i] = u.String()
+	}
+	return strings.Join(s, "; ")
+}
+
+func ints(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// printReport prints what apply did (or would do).
+func printReport(w io.Writer, r *partition.Report) error {
+	verb := "changed"
+	if r.DryRun {
+		verb = "would change"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CARD\tADDRESS\tVFS BEFORE\tWANTED\tAFTER\tWRITES\tRESULT")
+	for _, c := range r.Cards {
+		idx := "-"
+		if c.Index >= 0 {
+			idx = strconv.Itoa(c.Index)
+		}
+		result := "unchanged"
+		switch {
+		case c.Error != "" && c.RolledBack:
+			result = "failed, put back"
+		case c.Error != "":
+			result = "failed"
+		case c.Changed() && r.DryRun:
+			result = verb
+		case c.Changed() && c.After == c.Want:
+			result = verb
+		case c.Changed():
+			result = "not done"
+		}
+		writes := "-"
+		if len(c.Writes) > 0 {
+			writes = ints(c.Writes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", idx, c.Address, c.Before, c.Want, c.After, writes, result)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "layout: %s -> %s", r.Before, r.After)
+	if r.DryRun {
+		fmt.Fprint(w, " (dry run: nothing written)")
+	}
+	fmt.Fprintln(w)
+	if r.HandleLimit > 0 {
+		fmt.Fprintf(w, "handles: %d of %d\n", r.HandlesUsed, r.HandleLimit)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}

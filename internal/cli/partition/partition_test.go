@@ -1,0 +1,85 @@
+package partition
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+)
+
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	return clitest.Run(t, NewCommand, append([]string{"partition"}, args...)...)
+}
+
+func TestShow(t *testing.T) {
+	root := clitest.FakeHost(t, fakehost.R200SRIOV())
+	out, _, err := run(t, "show", "--host-root", root)
+	require.NoError(t, err)
+	require.Contains(t, out, "CARD  ADDRESS       MODEL  VFS  ALLOWED  PARTITION      VF NODES        IN USE BY\n")
+	require.Contains(t, out, "0     0000:3b:00.0  R200   3    0,1,2,3  3 x 5gb (1/3)  xpu2,xpu3,xpu4  -\n")
+	require.Contains(t, out, "1     0000:5e:00.0  R200   0    0,1,2,3  whole (16gb)   -               -\n")
+	require.Contains(t, out, "layout: 0=3,1=0\n")
+	require.Contains(t, out, "handles: 5 used (every PF and every VF takes one; no public limit for this driver)\n")
+	require.Contains(t, out, "note: no kubelet PodResources socket at "+filepath.Join(root, "/var/lib/kubelet/pod-resources/kubelet.sock"))
+
+	out, _, err = run(t, "show", "--dev-root", root, "--driver-root", root, "--pod-resources-socket", "", "--json")
+	require.NoError(t, err)
+	var s partition.Status
+	require.NoError(t, json.Unmarshal([]byte(out), &s))
+	require.Len(t, s.Cards, 2)
+	require.Equal(t, 3, s.Cards[0].NumVFs)
+	require.Equal(t, int64(5120), s.Cards[0].VFMemoryMiB)
+	require.Empty(t, s.Notes)
+}
+
+func TestApplyCLI(t *testing.T) {
+	tree := clitest.FakeTree(t, fakehost.R200SRIOV())
+	root := tree.Root
+
+	out, _, err := run(t, "apply", "--host-root", root, "--layout", "all=2", "--dry-run")
+	require.NoError(t, err)
+	require.Contains(t, out, "0     0000:3b:00.0  3           2       3      -       would change\n")
+	require.Contains(t, out, "layout: 0=3,1=0 -> all=2 (dry run: nothing written)\n")
+
+	_, _, err = run(t, "apply", "--host-root", root, "--layout", "all=4")
+	require.ErrorContains(t, err, "layout all=4 refused, nothing changed")
+	require.ErrorContains(t, err, "card 0 (0000:3b:00.0) (R200): 4 VFs is not a layout of a R200: allowed 0, 1, 2, 3")
+
+	_, _, err = run(t, "apply", "--host-root", root)
+	require.ErrorContains(t, err, "no layout: give --layout")
+	_, _, err = run(t, "apply", "--host-root", root, "--layout", "all=x")
+	require.ErrorContains(t, err, "--layout: layout entry")
+
+	conf := filepath.Join(t.TempDir(), "partitions.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("# no layout yet\n"), 0o644))
+	_, logs, err := run(t, "apply", "--host-root", root, "--config", conf)
+	require.NoError(t, err)
+	require.Contains(t, logs, "holds no layout: nothing to do")
+	_, _, err = run(t, "apply", "--host-root", root, "--config", conf, "--layout", "all=1")
+	require.ErrorContains(t, err, "both give the layout")
+
+	require.NoError(t, os.WriteFile(conf, []byte("# the node's\n0=3\n1=0\n"), 0o644))
+	out, _, err = run(t, "apply", "--host-root", root, "--config", conf, "--json")
+	require.NoError(t, err)
+	var rep partition.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.False(t, rep.Changed(), "already laid out")
+	require.Equal(t, "0=3,1=0", rep.Layout)
+
+	// In use: a process holds a VF.
+	require.NoError(t, os.MkdirAll(tree.Path("/proc/4242/fd"), 0o755))
+	require.NoError(t, os.WriteFile(tree.Path("/proc/4242/comm"), []byte("python3\n"), 0o644))
+	require.NoError(t, os.Symlink(tree.Path("/dev/xpu3"), tree.Path("/proc/4242/fd/5")))
+	_, _, err = run(t, "apply", "--host-root", root, "--layout", "0=1", "--dry-run")
+	require.ErrorContains(t, err, "card in use, nothing changed (--wait DURATION waits for it): card 0 (0000:3b:00.0) is held by pid 4242 (python3) holding /dev/xpu3")
+	out, _, err = run(t, "show", "--host-root", root)
+	require.NoError(t, err)
+	require.Contains(t, out, "pid 4242 (python3) holding /dev/xpu3")
+}

@@ -1,0 +1,157 @@
+package fakehost
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// mountLoopback serves p's backing directory on its mount point: every
+// file is the backing file, but for sriov_numvfs, whose reads and writes
+// are the kernel's. Lookups and attributes are never cached, so a new
+// virtfnK link shows at once.
+func mountLoopback(k *SRIOVKernel, p *sriovPF) (unmounter, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(p.backing, &st); err != nil {
+		return nil, err
+	}
+	lr := &fs.LoopbackRoot{Path: p.backing, Dev: uint64(st.Dev)}
+	root := &fs.LoopbackNode{RootData: lr}
+	lr.RootNode = root
+	lr.NewNode = func(r *fs.LoopbackRoot, parent *fs.Inode, name string, _ *syscall.Stat_t) fs.InodeEmbedder {
+		if parent == root.EmbeddedInode() && name == "sriov_numvfs" {
+			return &numvfsNode{LoopbackNode: fs.LoopbackNode{RootData: r}, k: k, pf: p}
+		}
+		return &fs.LoopbackNode{RootData: r}
+	}
+	zero := time.Duration(0)
+	return fs.Mount(p.mount, root, &fs.Options{
+		EntryTimeout: &zero, AttrTimeout: &zero, NegativeTimeout: &zero,
+		MountOptions: fuse.MountOptions{
+			DirectMount: true, DirectMountStrict: true, AllowOther: true,
+			FsName: SRIOVFSName, Name: SRIOVFSName,
+		},
+	})
+}
+
+// numvfsNode is a PF's sriov_numvfs.
+type numvfsNode struct {
+	fs.LoopbackNode
+	k  *SRIOVKernel
+	pf *sriovPF
+}
+
+var (
+	_ fs.NodeOpener    = (*numvfsNode)(nil)
+	_ fs.NodeSetattrer = (*numvfsNode)(nil)
+	_ fs.FileReader    = (*numvfsHandle)(nil)
+	_ fs.FileWriter    = (*numvfsHandle)(nil)
+)
+
+// Open gives a handle whose reads and writes go to the kernel, uncached;
+// only root may write (the attribute is 0644 root:root).
+func (n *numvfsNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
+		if c, ok := fuse.FromContext(ctx); ok && c.Uid != 0 {
+			return nil, 0, syscall.EACCES
+		}
+	}
+	return &numvfsHandle{k: n.k, pf: n.pf}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// Setattr ignores truncation (a shell's > opens with O_TRUNC), as sysfs
+// does; the rest is the backing file's.
+func (n *numvfsNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	in.Valid &^= fuse.FATTR_SIZE
+	return n.LoopbackNode.Setattr(ctx, nil, in, out)
+}
+
+type numvfsHandle struct {
+	k  *SRIOVKernel
+	pf *sriovPF
+}
+
+// Read gives the current count, as sriov_numvfs_show.
+func (h *numvfsHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	text := strconv.Itoa(h.k.NumVFs(h.pf.bdf)) + "\n"
+	if off >= int64(len(text)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(int(off)+len(dest), len(text))
+	return fuse.ReadResultData([]byte(text[off:end])), 0
+}
+
+// Write is one store: the whole buffer, whatever the offset (sysfs).
+func (h *numvfsHandle) Write(_ context.Context, data []byte, _ int64) (uint32, syscall.Errno) {
+	if errno := h.k.write(h.pf, string(data)); errno != 0 {
+		return 0, errno
+	}
+	return uint32(len(data)), 0
+}
+
+// detachMount lazily unmounts path.
+func detachMount(path string) error { return unix.Unmount(path, unix.MNT_DETACH) }
+
+// detachStaleMounts detaches this file system's mounts whose server is
+// gone (stat fails with ENOTCONN): the leftovers of a process that died
+// without Close, which would otherwise make removing their directories
+// fail. Live mounts, a running test's, are left alone.
+func detachStaleMounts(logf func(string, ...any)) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var stale []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, fld := range fields {
+			if fld == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || sep+1 >= len(fields) || fields[sep+1] != "fuse."+SRIOVFSName {
+			continue
+		}
+		stale = append(stale, unescapeMountinfo(fields[4]))
+	}
+	for _, mp := range stale {
+		var st unix.Stat_t
+		if err := unix.Stat(mp, &st); errors.Is(err, unix.ENOTCONN) {
+			if err := detachMount(mp); err == nil {
+				logf("detached the stale mount %s (its server died)", mp)
+			}
+		}
+	}
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				sb.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		sb.WriteByte(s[i])
+	}
+	return sb.String()
+}
