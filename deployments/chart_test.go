@@ -399,6 +399,7 @@ func TestChartPartitions(t *testing.T) {
 				require.Equal(t, "6443", e["KUBERNETES_SERVICE_PORT"])
 			}
 			require.Equal(t, "true", e["XPU_CDI_PARTITION_NODE_LABEL"])
+			require.Equal(t, "30s", e["XPU_CDI_PARTITION_LABEL_INTERVAL"])
 			require.Equal(t, "baidu.com/xpu", e["XPU_CDI_RESOURCE_NAME"], "the in-use check's resources")
 			require.Equal(t, "xpu.baidu.com", e["XPU_CDI_DRA_DRIVER_NAME"], "the in-use check's claims")
 			var nodeName *corev1.EnvVar

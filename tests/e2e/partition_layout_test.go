@@ -151,7 +151,7 @@ func TestHelmPartitionLayout(t *testing.T) {
 	require.Equal(t, map[string]int{"0000:03:00.0": 0, "0000:83:00.0": 0}, n.numVFs())
 
 	rel := &helmRelease{c: c, helm: helm, name: "xpu-partitions", values: append(n.values,
-		"devicePlugin.enabled=false", "partitions.layout=all=4",
+		"devicePlugin.enabled=false", "partitions.layout=all=4", "partitions.labelInterval=1s",
 		"installer.apiServer.host=127.0.0.1", "installer.apiServer.port="+strconv.Itoa(c.APIServerPort))}
 	rel.install(t)
 	n.waitLayout(t, 4)

@@ -63,13 +63,14 @@ func newNodeClient(dir string) (*nodeClient, error) {
 }
 
 // label returns the value of the label key of node name, "" when the node
-// has no such label.
+// has no such label. resourceVersion=0: the API server answers from its
+// watch cache, without a read of etcd (a label seconds old is fine).
 func (c *nodeClient) label(ctx context.Context, name, key string) (string, error) {
 	token, err := os.ReadFile(c.tokenFile)
 	if err != nil {
 		return "", fmt.Errorf("the service account's token: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/v1/nodes/"+url.PathEscape(name), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/v1/nodes/"+url.PathEscape(name)+"?resourceVersion=0", nil)
 	if err != nil {
 		return "", err
 	}

@@ -19,6 +19,10 @@ func TestNodeClient(t *testing.T) {
 	var gotAuth []string
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotAuth = append(gotAuth, r.Header.Get("Authorization"))
+		if r.URL.Query().Get("resourceVersion") != "0" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
 		switch r.URL.Path {
 		case "/api/v1/nodes/node-1":
 			_, _ = w.Write([]byte(`{"kind":"Node","metadata":{"name":"node-1","labels":{"baidu.com/xpu.partition-layout":"all-2","x":"y"}}}`))

@@ -24,6 +24,7 @@ type partitionOptions struct {
 	layout             string
 	nodeLabel          bool
 	nodeName           string
+	labelInterval      time.Duration
 	podResourcesSocket string
 	draDriver          string
 	// serviceAccountDir is where the pod's token and CA are (tests).
@@ -36,6 +37,7 @@ func (p *partitionOptions) flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "partition-layout", Usage: "keep the cards laid out as `LAYOUT` (SELECTOR=N entries, as partition apply --layout takes them, e.g. all=2); default: leave them alone", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &p.layout},
 		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayout + " of --node-name says (over --partition-layout); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
+		&cli.DurationFlag{Name: "partition-label-interval", Usage: "read the node label at most every `DURATION` (one GET of the Node, from the API server's cache)", Value: nodeinstall.DefaultLabelInterval, EnvVars: []string{"XPU_CDI_PARTITION_LABEL_INTERVAL"}, Destination: &p.labelInterval},
 		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims hold cards, for the in-use check", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &p.draDriver},
 		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
@@ -49,6 +51,9 @@ func (p *partitionOptions) validate() error {
 			return fmt.Errorf("--partition-layout: %w", err)
 		}
 		p.parsed = l
+	}
+	if p.labelInterval < 100*time.Millisecond {
+		return fmt.Errorf("--partition-label-interval %s is too short: give at least 100ms (e.g. 30s)", p.labelInterval)
 	}
 	if p.nodeLabel && p.nodeName == "" {
 		return errors.New("--partition-node-label needs --node-name (env XPU_CDI_NODE_NAME, from the pod's spec.nodeName)")
@@ -72,7 +77,8 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName str
 		Log:          log,
 	}
 	parts := &nodeinstall.Partitions{
-		Layout: p.parsed,
+		Layout:        p.parsed,
+		LabelInterval: p.labelInterval,
 		Apply: func(ctx context.Context, l partition.Layout) error {
 			_, err := partition.Apply(ctx, cfg, l)
 			return err
