@@ -64,11 +64,21 @@ func (r *Report) Changed() bool {
 // waits (Config.Settle) until the kernel shows the result: the virtfn
 // links, the VF functions and their /dev/xpuN nodes. A card that fails is
 // put back to its previous count and the cards after it are not touched.
-// A card already at its count is not written. Once something changed,
+// A card already at its count is not written. Applies on one node take
+// turns (a flock on the dev root's /sys/bus/pci/devices; not for a dry
+// run). Once something changed,
 // AfterApply runs with the new host. The report says what was done, also
 // with an error.
 func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 	c = c.withDefaults()
+	if !c.DryRun {
+		// One apply at a time per node, from the plan to the last write.
+		unlock, err := lockNode(ctx, c.DevRoot, max(c.Wait, c.Settle))
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
 	h, cards, changes, err := c.plan(l)
 	if err != nil {
 		return nil, err
