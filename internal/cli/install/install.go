@@ -68,7 +68,7 @@ func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, erro
 		}
 		s = &c
 	}
-	parts, err := o.partitions.build(o.hostRoot, o.devRoot, o.driverRoot, o.resourceName, log)
+	parts, err := o.partitions.build(o.hostRoot, o.devRoot, o.driverRoot, o.resourceName, cdispec.Kind(o.kind.Vendor, o.kind.Class), log)
 	if err != nil {
 		return nil, err
 	}

@@ -62,7 +62,7 @@ func (p *partitionOptions) validate() error {
 }
 
 // build returns the installer's Partitions, nil when no layout is kept.
-func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
+func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, cdiKind string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
 	if p.parsed == nil && !p.nodeLabel {
 		return nil, nil
 	}
@@ -72,8 +72,9 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName str
 		HostRoot:           hostRoot,
 		PodResourcesSocket: p.podResourcesSocket,
 		// The device plugin's resources (NAME, NAME-<size>, NAME.shared)
-		// and the DRA driver's claims count as holding a card.
-		PodResources: podresources.Config{ResourcePrefix: resourceName, DRADriver: p.draDriver},
+		// and the DRA driver's claims (their devices, and CDI devices of
+		// the spec's kind) count as holding a card.
+		PodResources: podresources.Config{ResourcePrefix: resourceName, DRADriver: p.draDriver, CDIKind: cdiKind},
 		Log:          log,
 	}
 	parts := &nodeinstall.Partitions{
