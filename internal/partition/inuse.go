@@ -177,6 +177,8 @@ func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, 
 }
 
 // comm is a process's command name (/proc/PID/comm), "" when unreadable.
+// The process chose it (PR_SET_NAME takes any bytes but NUL), so it is
+// escaped (discover.CleanText): it is printed to the admin's terminal.
 func comm(proc string, pid int) string {
 	f, err := os.Open(filepath.Join(proc, strconv.Itoa(pid), "comm"))
 	if err != nil {
@@ -185,5 +187,5 @@ func comm(proc string, pid int) string {
 	defer f.Close()
 	b := make([]byte, 64)
 	n, _ := io.ReadFull(f, b)
-	return strings.TrimSpace(string(b[:n]))
+	return discover.CleanText(strings.TrimSpace(string(b[:n])))
 }
