@@ -156,17 +156,8 @@ func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, 
 	names, _ := f.Readdirnames(min(limit, maxFDsPID))
 	var held []nodeOwner
 	for _, n := range names {
-		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join(dir, n), &st); err != nil {
-			continue
-		}
-		var k nodeKey
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFCHR:
-			k = nodeKey{char: true, dev: uint64(st.Rdev)} //nolint:unconvert // 32-bit st_rdev
-		case unix.S_IFREG:
-			k = nodeKey{dev: uint64(st.Dev), ino: uint64(st.Ino)} //nolint:unconvert // 32-bit st_dev
-		default:
+		k, ok := fdKey(filepath.Join(dir, n))
+		if !ok {
 			continue
 		}
 		if o, ok := keys[k]; ok && !slices.Contains(held, o) {
@@ -174,6 +165,45 @@ func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, 
 		}
 	}
 	return len(names), held
+}
+
+// fdKey is the key of the file a descriptor link leads to, false for
+// what is neither a character device nor a regular file. It never waits
+// for a file system: the descriptor may be a file of a FUSE or NFS mount
+// whose server hangs, and a plain stat(2) asks the server (FUSE GETATTR,
+// an NFS revalidation) and waits for it without end. statx with
+// AT_STATX_DONT_SYNC takes the attributes the kernel has, and asking only
+// the type and inode spares NFS's flush of dirty pages before it answers
+// a time (the device numbers come with every statx). A file system that
+// ignores AT_STATX_DONT_SYNC can still block it (docs/security.md,
+// "Partitions").
+func fdKey(link string) (nodeKey, bool) {
+	var stx unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE|unix.STATX_INO, &stx)
+	if errors.Is(err, unix.ENOSYS) {
+		// A kernel before 4.11: stat(2), which may wait.
+		var st unix.Stat_t
+		if err := unix.Stat(link, &st); err != nil {
+			return nodeKey{}, false
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFCHR:
+			return nodeKey{char: true, dev: uint64(st.Rdev)}, true //nolint:unconvert // 32-bit st_rdev
+		case unix.S_IFREG:
+			return nodeKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}, true //nolint:unconvert // 32-bit st_dev
+		}
+		return nodeKey{}, false
+	}
+	if err != nil {
+		return nodeKey{}, false
+	}
+	switch uint32(stx.Mode) & unix.S_IFMT {
+	case unix.S_IFCHR:
+		return nodeKey{char: true, dev: unix.Mkdev(stx.Rdev_major, stx.Rdev_minor)}, true
+	case unix.S_IFREG:
+		return nodeKey{dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), ino: stx.Ino}, true
+	}
+	return nodeKey{}, false
 }
 
 // comm is a process's command name (/proc/PID/comm), "" when unreadable.
