@@ -19,8 +19,10 @@ import (
 
 // Bounds of one scan of /proc/*/fd: a node has some thousands of
 // processes, each some hundreds of descriptors; a scan that goes past
-// these says so instead of taking minutes.
-const (
+// these says so instead of taking minutes, and Apply then refuses to
+// change a card (a process it did not look at may hold it). Variables
+// for the tests.
+var (
 	maxPIDs     = 1 << 16
 	maxFDsTotal = 1 << 21
 	maxFDsPID   = 1 << 16
@@ -75,7 +77,8 @@ func nodeKeys(h *discover.Host, cards []Card) map[nodeKey]nodeOwner {
 // (the magic link leads to the open file itself, which is all that is
 // looked at); processes and descriptors that vanish meanwhile are
 // skipped. The scan is bounded in processes, descriptors and time; what
-// it could not look at is in the returned notes.
+// it could not look at is in the returned notes, and only that: notes
+// mean the scan is incomplete.
 func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwner) (map[int][]User, []string, error) {
 	out := map[int][]User{}
 	if len(keys) == 0 {
@@ -101,8 +104,12 @@ func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwn
 			notes = append(notes, fmt.Sprintf("the scan of %s stopped at pid %d (%d descriptors looked at, %s): processes after it were not checked", proc, pid, total, scanTimeout))
 			break
 		}
-		n, held := scanPID(proc, pid, keys, maxFDsTotal-total)
+		lim := min(maxFDsTotal-total, maxFDsPID)
+		n, held, more := scanPID(proc, pid, keys, lim)
 		total += n
+		if more {
+			notes = append(notes, fmt.Sprintf("%s/%d/fd holds more than %d descriptors: those after the first %d were not checked", proc, pid, lim, lim))
+		}
 		for _, u := range held {
 			c := u.card
 			user := User{PID: pid, Node: u.node}
@@ -145,15 +152,20 @@ func listPIDs(proc string) ([]int, error) {
 }
 
 // scanPID stats the descriptors of one process, at most limit of them, and
-// returns how many it looked at and the nodes it holds.
-func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, []nodeOwner) {
+// returns how many it looked at, the nodes it holds and whether it has
+// more descriptors than it looked at.
+func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, []nodeOwner, bool) {
 	dir := filepath.Join(proc, strconv.Itoa(pid), "fd")
 	f, err := os.Open(dir)
 	if err != nil {
-		return 0, nil // gone, or not ours to read
+		return 0, nil, false // gone, or not ours to read
 	}
 	defer f.Close()
-	names, _ := f.Readdirnames(min(limit, maxFDsPID))
+	names, _ := f.Readdirnames(limit + 1)
+	more := len(names) > limit
+	if more {
+		names = names[:limit]
+	}
 	var held []nodeOwner
 	for _, n := range names {
 		k, ok := fdKey(filepath.Join(dir, n))
@@ -164,7 +176,7 @@ func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, 
 			held = append(held, o)
 		}
 	}
-	return len(names), held
+	return len(names), held, more
 }
 
 // fdKey is the key of the file a descriptor link leads to, false for
