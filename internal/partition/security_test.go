@@ -3,12 +3,16 @@ package partition
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 )
 
 // A process holding a card sets its command name (prctl PR_SET_NAME, any
@@ -74,4 +78,73 @@ func TestApplyRefusesWhenTheScanIsIncomplete(t *testing.T) {
 	_, err = Apply(context.Background(), c, Layout{{Selector: "0", VFs: 2}})
 	require.NoError(t, err)
 	require.Equal(t, before, snapshot(t, tr))
+}
+
+// withTimeout runs f and fails the test when it does not return within d
+// (the unfixed code would hang the test binary instead).
+func withTimeout(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %s", what, d)
+	}
+}
+
+// A FIFO in place of a PF's SR-IOV attribute (a crafted tree, or a fake
+// host) is refused at once: opened O_NONBLOCK, the open of a FIFO without
+// a writer (reading) or a reader (writing) does not wait.
+func TestSysfsAttributeFIFO(t *testing.T) {
+	h := fakehost.R200SRIOV()
+	h.Devices[0].NoNode = true
+	tr := build(t, h)
+	dir, err := filepath.EvalSymlinks(tr.Path("/sys/bus/pci/devices/0000:3b:00.0"))
+	require.NoError(t, err)
+	for _, name := range []string{"sriov_totalvfs", "sriov_numvfs"} {
+		require.NoError(t, os.Remove(filepath.Join(dir, name)))
+		require.NoError(t, unix.Mkfifo(filepath.Join(dir, name), 0o644))
+	}
+	// The PF has no node: show reads its sriov_totalvfs itself.
+	withTimeout(t, 5*time.Second, "show", func() {
+		s, err := Show(context.Background(), config(tr))
+		require.NoError(t, err)
+		require.Equal(t, 0, s.Cards[1].TotalVFs)
+	})
+	sys, err := openSysfs(tr.Root)
+	require.NoError(t, err)
+	defer sys.close()
+	withTimeout(t, 5*time.Second, "readInt", func() {
+		_, err := sys.readInt("0000:3b:00.0", attrNumVFs)
+		require.ErrorContains(t, err, "not a regular file")
+	})
+	withTimeout(t, 5*time.Second, "writeNumVFs", func() {
+		err := sys.writeNumVFs("0000:3b:00.0", 2)
+		require.Error(t, err)
+	})
+}
+
+// A PF's sriov_numvfs that is a hard link to another file (made by
+// whoever can write the tree; a kernel attribute never has a second
+// link) is refused: apply does not write the other file.
+func TestSysfsAttributeHardLink(t *testing.T) {
+	tr := build(t, p800SRIOV())
+	p3 := numVFsPath(t, tr, "0000:83:00.0")
+	precious := filepath.Join(filepath.Dir(tr.Root), "precious-"+filepath.Base(tr.Root))
+	require.NoError(t, os.WriteFile(precious, []byte("0\n"), 0o644))
+	t.Cleanup(func() { _ = os.Remove(precious) })
+	require.NoError(t, os.Remove(p3))
+	require.NoError(t, os.Link(precious, p3))
+	st, err := os.Stat(precious)
+	require.NoError(t, err)
+	l, _ := ParseLayout("3=2")
+	_, err = Apply(context.Background(), config(tr), l)
+	require.ErrorContains(t, err, "hard link")
+	data, err := os.ReadFile(precious)
+	require.NoError(t, err)
+	require.Equal(t, "0\n", string(data))
+	after, err := os.Stat(precious)
+	require.NoError(t, err)
+	require.Equal(t, st.ModTime(), after.ModTime(), "not written (and put back)")
 }
