@@ -148,3 +148,16 @@ func TestSysfsAttributeHardLink(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, st.ModTime(), after.ModTime(), "not written (and put back)")
 }
+
+// The layout label is read strictly in its label form: the characters of
+// a --layout (',', '=', ':', spaces) and a value no label can hold are
+// refused, not read as a layout.
+func TestParseLabelValueStrict(t *testing.T) {
+	for _, bad := range []string{"all-2,3=4", "all=2", "all-2 ", " all-2", "all- 2", "0000:3b:00.0-4", "all-2\n", "all-+2", "all-02"} {
+		_, err := ParseLabelValue(bad)
+		require.Error(t, err, "%q", bad)
+	}
+	l, err := ParseLabelValue("all-2_0000.3b.00.0-4")
+	require.NoError(t, err)
+	require.Equal(t, "all=2,0000:3b:00.0=4", l.String())
+}
