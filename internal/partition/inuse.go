@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,7 +80,7 @@ func nodeKeys(h *discover.Host, cards []Card) map[nodeKey]nodeOwner {
 // skipped. The scan is bounded in processes, descriptors and time; what
 // it could not look at is in the returned notes, and only that: notes
 // mean the scan is incomplete.
-func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwner) (map[int][]User, []string, error) {
+func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwner) (_ map[int][]User, notes []string, _ error) {
 	out := map[int][]User{}
 	if len(keys) == 0 {
 		return out, nil, nil
@@ -89,13 +90,18 @@ func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwn
 	if err != nil {
 		return nil, nil, err
 	}
-	var notes []string
 	if len(pids) > maxPIDs {
 		notes = append(notes, fmt.Sprintf("%s lists %d processes: only the first %d were looked at", proc, len(pids), maxPIDs))
 		pids = pids[:maxPIDs]
 	}
 	deadline := time.Now().Add(scanTimeout)
 	total := 0
+	var denied []int
+	defer func() {
+		if len(denied) > 0 {
+			notes = append(notes, deniedNote(proc, denied))
+		}
+	}()
 	for _, pid := range pids {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
@@ -105,10 +111,13 @@ func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwn
 			break
 		}
 		lim := min(maxFDsTotal-total, maxFDsPID)
-		n, held, more := scanPID(proc, pid, keys, lim)
+		n, held, more, err := scanPID(proc, pid, keys, lim)
 		total += n
 		if more {
 			notes = append(notes, fmt.Sprintf("%s/%d/fd holds more than %d descriptors: those after the first %d were not checked", proc, pid, lim, lim))
+		}
+		if err != nil {
+			denied = append(denied, pid)
 		}
 		for _, u := range held {
 			c := u.card
@@ -151,14 +160,35 @@ func listPIDs(proc string) ([]int, error) {
 	return pids, nil
 }
 
+// deniedNote names the processes whose descriptors could not be read.
+func deniedNote(proc string, pids []int) string {
+	const shown = 8
+	list := make([]string, 0, shown)
+	for _, pid := range pids[:min(len(pids), shown)] {
+		list = append(list, strconv.Itoa(pid))
+	}
+	more := ""
+	if len(pids) > shown {
+		more = fmt.Sprintf(" and %d more", len(pids)-shown)
+	}
+	return fmt.Sprintf("the descriptors of %d processes in %s could not be read (pid %s%s: permission denied; reading another user's /proc/PID/fd takes CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH)",
+		len(pids), proc, strings.Join(list, ", "), more)
+}
+
 // scanPID stats the descriptors of one process, at most limit of them, and
 // returns how many it looked at, the nodes it holds and whether it has
-// more descriptors than it looked at.
-func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, []nodeOwner, bool) {
+// more descriptors than it looked at. A process that is gone is skipped;
+// one whose descriptors may not be read (another user's, without
+// CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH, as in a container that drops
+// them) is an error: it may hold a card.
+func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, []nodeOwner, bool, error) {
 	dir := filepath.Join(proc, strconv.Itoa(pid), "fd")
 	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrPermission) {
+		return 0, nil, false, err
+	}
 	if err != nil {
-		return 0, nil, false // gone, or not ours to read
+		return 0, nil, false, nil // gone
 	}
 	defer f.Close()
 	names, _ := f.Readdirnames(limit + 1)
@@ -176,7 +206,7 @@ func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, 
 			held = append(held, o)
 		}
 	}
-	return len(names), held, more
+	return len(names), held, more, nil
 }
 
 // fdKey is the key of the file a descriptor link leads to, false for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,4 +161,53 @@ func TestParseLabelValueStrict(t *testing.T) {
 	l, err := ParseLabelValue("all-2_0000.3b.00.0-4")
 	require.NoError(t, err)
 	require.Equal(t, "all=2,0000:3b:00.0=4", l.String())
+}
+
+// onThreadWithoutDAC runs f on a thread of its own without
+// CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH in its effective set, as in the
+// chart's installer, which drops every capability (capabilities are per
+// thread; the thread is not reused: it exits with the goroutine, locked).
+func onThreadWithoutDAC(t *testing.T, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		if os.Geteuid() == 0 {
+			hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+			var data [2]unix.CapUserData
+			if err := unix.Capget(&hdr, &data[0]); err != nil {
+				t.Error(err)
+				return
+			}
+			data[0].Effective &^= 1<<unix.CAP_DAC_OVERRIDE | 1<<unix.CAP_DAC_READ_SEARCH
+			if err := unix.Capset(&hdr, &data[0]); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		f()
+	}()
+	<-done
+}
+
+// A process whose descriptors may not be read (another user's, by a root
+// without CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH: the chart's installer
+// drops every capability) may hold a card: the scan says it could not
+// look, which makes Apply refuse, instead of skipping it as gone.
+func TestScanDeniedProcessIsIncomplete(t *testing.T) {
+	tr := build(t, p800SRIOV())
+	defer holdOpen(t, tr, 4242, 7, "python3", "/dev/xpu1")()
+	require.NoError(t, os.Chmod(tr.Path("/proc/4242/fd"), 0))
+	h := discoverTree(t, tr)
+	cards := Cards(h)
+	var notes []string
+	var err error
+	onThreadWithoutDAC(t, func() {
+		_, notes, err = scanProcesses(context.Background(), tr.Root, nodeKeys(h, cards))
+	})
+	require.NoError(t, err)
+	require.Len(t, notes, 1)
+	require.Contains(t, notes[0], "the descriptors of 1 processes in "+tr.Path("/proc")+" could not be read (pid 4242: permission denied")
+	require.NoError(t, os.Chmod(tr.Path("/proc/4242/fd"), 0o755))
 }
