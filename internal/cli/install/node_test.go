@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
 )
 
 // TestNodeClient reads a Node's label from a TLS API server with the
@@ -73,11 +75,11 @@ func TestNodeClient(t *testing.T) {
 // is refused before any request.
 func TestNodeNameChecked(t *testing.T) {
 	for _, name := range []string{"..", ".", "a/b", "../../x", "Node-1", "node_1", "-a", "a-", "a..b", string(make([]byte, 254))} {
-		p := partitionOptions{nodeLabel: true, nodeName: name}
+		p := partitionOptions{nodeLabel: true, nodeName: name, labelInterval: nodeinstall.DefaultLabelInterval}
 		require.ErrorContains(t, p.validate(), "--node-name", "%q", name)
 	}
 	for _, name := range []string{"node-1", "ip-10-0-0-1.ec2.internal", "a", "0"} {
-		p := partitionOptions{nodeLabel: true, nodeName: name}
+		p := partitionOptions{nodeLabel: true, nodeName: name, labelInterval: nodeinstall.DefaultLabelInterval}
 		require.NoError(t, p.validate(), name)
 	}
 }
