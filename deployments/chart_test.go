@@ -399,6 +399,9 @@ func TestChartPartitions(t *testing.T) {
 				require.Equal(t, "6443", e["KUBERNETES_SERVICE_PORT"])
 			}
 			require.Equal(t, "true", e["XPU_CDI_PARTITION_NODE_LABEL"])
+			require.Equal(t, "30s", e["XPU_CDI_PARTITION_LABEL_INTERVAL"])
+			require.Equal(t, "baidu.com/xpu", e["XPU_CDI_RESOURCE_NAME"], "the in-use check's resources")
+			require.Equal(t, "xpu.baidu.com", e["XPU_CDI_DRA_DRIVER_NAME"], "the in-use check's claims")
 			var nodeName *corev1.EnvVar
 			for i := range c.Env {
 				if c.Env[i].Name == "XPU_CDI_NODE_NAME" {
@@ -409,6 +412,9 @@ func TestChartPartitions(t *testing.T) {
 			require.Equal(t, "spec.nodeName", nodeName.ValueFrom.FieldRef.FieldPath)
 			require.Nil(t, pod.AutomountServiceAccountToken, "the token is mounted")
 			require.Equal(t, []string{"ALL"}, capabilities(c), "sriov_numvfs needs no capability")
+			// The in-use check reads other users' /proc/PID/fd.
+			require.Equal(t, []corev1.Capability{"SYS_PTRACE", "DAC_READ_SEARCH"}, c.SecurityContext.Capabilities.Add)
+			require.Equal(t, corev1.AppArmorProfileTypeUnconfined, c.SecurityContext.AppArmorProfile.Type)
 
 			require.Len(t, r.serviceAccounts, 1)
 			require.Equal(t, r.serviceAccounts[0].Name, pod.ServiceAccountName)
@@ -421,8 +427,18 @@ func TestChartPartitions(t *testing.T) {
 		})
 	}
 
+	// Without the labels the resource name is still passed, once.
+	r := render(t, "--set", "partitions.layout=all=2", "--set", "labels.enabled=false", "--set", "devicePlugin.resourceName=kunlunxin.com/xpu")
+	checkPod(t, r.daemonSets["xpu-cdi-installer"], installerReads(t))
+	require.Equal(t, "kunlunxin.com/xpu", env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])["XPU_CDI_RESOURCE_NAME"])
+
+	// Without partitions the installer keeps no capability.
+	def := render(t).daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0]
+	require.Empty(t, def.SecurityContext.Capabilities.Add)
+	require.Nil(t, def.SecurityContext.AppArmorProfile)
+
 	// The installer off: nothing of it, whatever partitions says.
-	r := render(t, "--set", "partitions.layout=all=2", "--set", "installer.enabled=false")
+	r = render(t, "--set", "partitions.layout=all=2", "--set", "installer.enabled=false")
 	require.NotContains(t, r.daemonSets, "xpu-cdi-installer")
 	require.Empty(t, r.clusterRoles)
 	require.Empty(t, r.serviceAccounts)

@@ -24,9 +24,18 @@
 // directories Install created when they are empty: those it recorded in
 // the hook directory, trusted only while that directory passes the same
 // check, and only the hook directory, the spec's and their parents.
+// With Partitions it keeps a partition layout: applied (partition.Apply,
+// which checks the whole layout and refuses cards in use) before the spec
+// is written, when the layout asked for (the node label, else the
+// installer's) changes or the cards no longer have what the last apply
+// left; a refused or failed apply is an error of that pass, the spec is
+// still made to match the cards as they are, and it is tried again at the
+// next pass.
 //
 // What it does not do: it does not load the driver, configure the
 // container engine (its CDI support must be on, as in containerd 2.x and
 // CRI-O) or coexist with the host packages' spec of the same kind (one
-// spec per kind and node: run one or the other).
+// spec per kind and node: run one or the other). It does not undo a
+// layout on Uninstall: the cards stay as they were laid out until the
+// next reboot or apply.
 package nodeinstall

@@ -57,6 +57,9 @@ type Installer struct {
 	// partitions is what the last successful partition apply left; nil
 	// before one, and after a failed one.
 	partitions *partitionState
+	// label is the node label's value as read at labelAt.
+	label   string
+	labelAt time.Time
 }
 
 // New checks cfg and opens the host root. It reads and writes nothing.
@@ -247,6 +250,7 @@ func (in *Installer) Sync(ctx context.Context) (SpecState, error) {
 		applied, partErr = in.syncPartitions(ctx, h)
 		if applied {
 			h, err = in.o.Discover(in.o.HostRoot)
+			in.appliedOn(h)
 		}
 	}
 	state, err := in.syncSpec(h, err)

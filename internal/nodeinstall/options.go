@@ -127,8 +127,15 @@ func (c Config) withDefaults() (*Config, error) {
 			return nil, fmt.Errorf("%s %q: give a clean absolute path as the host names it (e.g. %s)", p.flag, p.value, map[string]string{"hook directory": DefaultHookDir, "spec path": DefaultSpecPath, "labels file": "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi"}[p.flag])
 		}
 	}
-	if o.Partitions != nil && o.Partitions.Apply == nil {
-		return nil, errNoApply
+	if o.Partitions != nil {
+		if o.Partitions.Apply == nil {
+			return nil, errNoApply
+		}
+		p := *o.Partitions
+		if p.LabelInterval <= 0 {
+			p.LabelInterval = DefaultLabelInterval
+		}
+		o.Partitions = &p
 	}
 	if _, err := cdispec.FormatForPath(o.SpecPath); err != nil {
 		return nil, fmt.Errorf("spec path: %w", err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
@@ -24,10 +25,17 @@ type Partitions struct {
 	// set, a value there is the node's layout, over Layout. Nil: the label
 	// is not read.
 	NodeLabel func(ctx context.Context) (string, error)
+	// LabelInterval is how often NodeLabel is asked at most (default
+	// DefaultLabelInterval): between two reads the last value stands, so
+	// that a thousand nodes do not each GET their Node every pass.
+	LabelInterval time.Duration
 	// Apply lays the host's cards out as l (partition.Apply: checked
 	// whole, cards in use refused, nothing changed on a refusal).
 	Apply func(ctx context.Context, l partition.Layout) error
 }
+
+// DefaultLabelInterval is how often the node label is read by default.
+const DefaultLabelInterval = 30 * time.Second
 
 // partitionState is what the last successful apply left: the layout asked
 // for and the cards' VF counts after it. Apply runs again only when either
@@ -44,7 +52,7 @@ type partitionState struct {
 func (in *Installer) wantedLayout(ctx context.Context) (partition.Layout, string, error) {
 	p := in.o.Partitions
 	if p.NodeLabel != nil {
-		v, err := p.NodeLabel(ctx)
+		v, err := in.nodeLabel(ctx)
 		if err != nil {
 			return nil, "", fmt.Errorf("reading the node label %s: %w", labels.PartitionLayout, err)
 		}
@@ -62,10 +70,27 @@ func (in *Installer) wantedLayout(ctx context.Context) (partition.Layout, string
 	return nil, "", nil
 }
 
+// nodeLabel is the node label's value, read again when the last read is
+// older than LabelInterval (or failed).
+func (in *Installer) nodeLabel(ctx context.Context) (string, error) {
+	now := time.Now()
+	if !in.labelAt.IsZero() && now.Sub(in.labelAt) < in.o.Partitions.LabelInterval {
+		return in.label, nil
+	}
+	v, err := in.o.Partitions.NodeLabel(ctx)
+	if err != nil {
+		in.labelAt = time.Time{}
+		return "", err
+	}
+	in.label, in.labelAt = v, now
+	return v, nil
+}
+
 // syncPartitions lays the cards out as wanted before the spec is written:
 // when the layout asked for changed since the last successful apply, or
 // the cards no longer have the VF counts that apply left. It reports
-// whether it applied (the host changed and must be read again).
+// whether it applied: the host changed, and the caller reads it again and
+// records its cards (appliedOn).
 func (in *Installer) syncPartitions(ctx context.Context, h *discover.Host) (bool, error) {
 	if in.o.Partitions == nil {
 		return false, nil
@@ -77,17 +102,20 @@ func (in *Installer) syncPartitions(ctx context.Context, h *discover.Host) (bool
 	if in.partitions != nil && in.partitions.layout == want.String() && in.partitions.cards == cardState(h) {
 		return false, nil
 	}
+	in.partitions = nil
 	if err := in.o.Partitions.Apply(ctx, want); err != nil {
-		in.partitions = nil
 		return false, fmt.Errorf("laying the cards out as %s (%s): %w", want, from, err)
 	}
-	after, err := in.o.Discover(in.o.HostRoot)
-	if err != nil && !notReady(err) {
-		return true, err
-	}
-	in.partitions = &partitionState{layout: want.String(), cards: cardState(after)}
+	in.partitions = &partitionState{layout: want.String()}
 	in.o.Log.Infof("the cards are laid out as %s (%s)", want, from)
 	return true, nil
+}
+
+// appliedOn records the cards of h, the host as read after an apply.
+func (in *Installer) appliedOn(h *discover.Host) {
+	if in.partitions != nil {
+		in.partitions.cards = cardState(h)
+	}
 }
 
 // cardState is the VF count of every SR-IOV physical function of h, by

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -57,9 +58,10 @@ func TestInstallKeepsThePartitionLayout(t *testing.T) {
 		c.LabelsFile = file
 		c.Discover = cards.discover(tree)
 		c.Partitions = &Partitions{
-			Layout:    chart,
-			NodeLabel: func(context.Context) (string, error) { return label, labelErr },
-			Apply:     cards.apply,
+			Layout:        chart,
+			NodeLabel:     func(context.Context) (string, error) { return label, labelErr },
+			LabelInterval: time.Nanosecond, // read at every pass
+			Apply:         cards.apply,
 		}
 	})
 	_, err = in.InstallHook()
@@ -114,6 +116,39 @@ func TestInstallKeepsThePartitionLayout(t *testing.T) {
 	cards.refuse = nil
 	sync()
 	require.Equal(t, []string{"all=4", "all=4", "all=2,0000:03:00.0=4", "all=4"}, cards.applied)
+}
+
+// TestInstallReadsTheLabelEveryInterval: between two reads of the node
+// label the last value stands; a failed read is tried again at once.
+func TestInstallReadsTheLabelEveryInterval(t *testing.T) {
+	tree := hostTree(t, fakehost.P800SRIOV())
+	cards := &fakeCards{numVFs: 2}
+	reads := 0
+	var readErr error
+	in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) {
+		c.Discover = cards.discover(tree)
+		c.Partitions = &Partitions{
+			NodeLabel: func(context.Context) (string, error) { reads++; return "all-4", readErr },
+			Apply:     cards.apply,
+		}
+	})
+	_, err := in.InstallHook()
+	require.NoError(t, err)
+	for range 3 {
+		_, err := in.Sync(context.Background())
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, reads, "one read per %s", DefaultLabelInterval)
+	require.Equal(t, []string{"all=4"}, cards.applied)
+
+	in.labelAt = time.Now().Add(-DefaultLabelInterval)
+	readErr = errors.New("timeout")
+	_, err = in.Sync(context.Background())
+	require.ErrorContains(t, err, "timeout")
+	readErr = nil
+	_, err = in.Sync(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, reads, "a failed read is not kept")
 }
 
 func TestInstallWithoutPartitions(t *testing.T) {

@@ -64,11 +64,21 @@ func (r *Report) Changed() bool {
 // waits (Config.Settle) until the kernel shows the result: the virtfn
 // links, the VF functions and their /dev/xpuN nodes. A card that fails is
 // put back to its previous count and the cards after it are not touched.
-// A card already at its count is not written. Once something changed,
+// A card already at its count is not written. Applies on one node take
+// turns (a flock on the dev root's /sys/bus/pci/devices; not for a dry
+// run). Once something changed,
 // AfterApply runs with the new host. The report says what was done, also
 // with an error.
 func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 	c = c.withDefaults()
+	if !c.DryRun {
+		// One apply at a time per node, from the plan to the last write.
+		unlock, err := lockNode(ctx, c.DevRoot, max(c.Wait, c.Settle))
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
 	h, cards, changes, err := c.plan(l)
 	if err != nil {
 		return nil, err
@@ -180,12 +190,17 @@ func newReport(l Layout, cards []Card, changes []Change, dry bool) *Report {
 func (c Config) waitFree(ctx context.Context, h *discover.Host, cards []Card, changes []Change, l Layout, rep *Report) (*discover.Host, []Card, []Change, error) {
 	deadline := time.Now().Add(c.Wait)
 	for {
-		notes, err := findUsers(ctx, c, h, cards)
+		notes, partial, err := findUsers(ctx, c, h, cards)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		rep.Notes = notes
 		busy := busyCards(changes, cards)
+		if partial && slices.ContainsFunc(changes, func(ch Change) bool { return ch.From != ch.To }) {
+			// A process the scan did not look at may hold a card to
+			// change: not known to be free is not free.
+			busy = append(busy, "the check of the processes holding the cards did not finish ("+strings.Join(notes, "; ")+")")
+		}
 		if len(busy) == 0 {
 			return h, cards, changes, nil
 		}

@@ -66,8 +66,10 @@ func TestCurrentAll(t *testing.T) {
 func cardsOf(n int) []Card {
 	var out []Card
 	for i := range n {
-		out = append(out, Card{Index: i, Address: "0000:0" + string(rune('1'+i)) + ":00.0", Model: "P800", Board: "P800",
-			Generation: "Kunlun3", TotalVFs: 4, Allowed: []int{0, 2, 4}})
+		out = append(out, Card{
+			Index: i, Address: "0000:0" + string(rune('1'+i)) + ":00.0", Model: "P800", Board: "P800",
+			Generation: "Kunlun3", TotalVFs: 4, Allowed: []int{0, 2, 4},
+		})
 	}
 	return out
 }
@@ -369,4 +371,32 @@ func TestCardsK200(t *testing.T) {
 	l, _ := ParseLayout("all=1")
 	_, err := Plan(cards, l)
 	require.ErrorContains(t, err, "the card has no SR-IOV")
+}
+
+// Applies take turns: while another holds the node's lock, Apply waits for
+// it, at most Settle (or Wait), and then refuses with nothing written.
+func TestApplyLock(t *testing.T) {
+	tr := build(t, p800SRIOV())
+	before := snapshot(t, tr)
+	c := config(tr)
+	unlock, err := lockNode(context.Background(), tr.Root, time.Second)
+	require.NoError(t, err)
+	l, _ := ParseLayout("3=2")
+	start := time.Now()
+	_, err = Apply(context.Background(), c, l)
+	require.ErrorIs(t, err, ErrLocked)
+	require.GreaterOrEqual(t, time.Since(start), c.Settle)
+	require.Equal(t, before, snapshot(t, tr))
+
+	// A dry run does not wait for it.
+	c.DryRun = true
+	_, err = Apply(context.Background(), c, l)
+	require.NoError(t, err)
+
+	// Released meanwhile: the apply goes on.
+	c.DryRun, c.Wait = false, 5*time.Second
+	go func() { time.Sleep(300 * time.Millisecond); unlock() }()
+	rep, err := Apply(context.Background(), c, Layout{{Selector: "0", VFs: 2}})
+	require.NoError(t, err)
+	require.False(t, rep.Changed())
 }

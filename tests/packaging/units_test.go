@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 )
 
 // TestUnitsVerify runs systemd-analyze verify on the shipped units in a
@@ -135,7 +137,14 @@ func TestPartitionsUnit(t *testing.T) {
 	for i, line := range strings.Split(string(conf), "\n") {
 		line = strings.TrimSpace(line)
 		require.Truef(t, line == "" || strings.HasPrefix(line, "#"), "partitions.conf line %d is not commented out: %q", i+1, line)
+		// The commented examples (#all=2, no space) are layouts apply takes.
+		if ex, ok := strings.CutPrefix(line, "#"); ok && ex != "" && !strings.HasPrefix(ex, " ") {
+			_, err := partition.ParseLayout(ex)
+			require.NoError(t, err, "partitions.conf line %d", i+1)
+		}
 	}
+	_, err = partition.ParseConfig(conf)
+	require.ErrorIs(t, err, partition.ErrNoLayout, "the shipped file holds no layout: apply --config changes nothing")
 
 	requireTools(t, "systemd-analyze")
 	root, unitDir := unitRoot(t, "xpu-cdi")

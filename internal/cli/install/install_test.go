@@ -92,6 +92,8 @@ func TestInstallBadFlags(t *testing.T) {
 	require.ErrorContains(t, err, `--partition-layout: layout entry "all-2" is not SELECTOR=N`)
 	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-node-label")
 	require.ErrorContains(t, err, "--partition-node-label needs --node-name")
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-label-interval", "1ms")
+	require.ErrorContains(t, err, "--partition-label-interval 1ms is too short")
 	// Outside a pod there is no API server to ask.
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-node-label", "--node-name", "node-1")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -13,6 +14,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 )
 
 // nodeTimeout bounds one read of the Node.
@@ -23,7 +25,9 @@ type partitionOptions struct {
 	layout             string
 	nodeLabel          bool
 	nodeName           string
+	labelInterval      time.Duration
 	podResourcesSocket string
+	draDriver          string
 	// serviceAccountDir is where the pod's token and CA are (tests).
 	serviceAccountDir string
 
@@ -34,7 +38,9 @@ func (p *partitionOptions) flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "partition-layout", Usage: "keep the cards laid out as `LAYOUT` (SELECTOR=N entries, as partition apply --layout takes them, e.g. all=2); default: leave them alone", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &p.layout},
 		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayout + " of --node-name says (over --partition-layout); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
+		&cli.DurationFlag{Name: "partition-label-interval", Usage: "read the node label at most every `DURATION` (one GET of the Node, from the API server's cache)", Value: nodeinstall.DefaultLabelInterval, EnvVars: []string{"XPU_CDI_PARTITION_LABEL_INTERVAL"}, Destination: &p.labelInterval},
 		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
+		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims hold cards, for the in-use check", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &p.draDriver},
 		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
 	}
 }
@@ -47,14 +53,40 @@ func (p *partitionOptions) validate() error {
 		}
 		p.parsed = l
 	}
+	if p.labelInterval < 100*time.Millisecond {
+		return fmt.Errorf("--partition-label-interval %s is too short: give at least 100ms (e.g. 30s)", p.labelInterval)
+	}
 	if p.nodeLabel && p.nodeName == "" {
 		return errors.New("--partition-node-label needs --node-name (env XPU_CDI_NODE_NAME, from the pod's spec.nodeName)")
+	}
+	if p.nodeLabel && !isNodeName(p.nodeName) {
+		return fmt.Errorf("--node-name %q is not a node name (a DNS subdomain: at most 253 lower-case letters, digits, '-' and '.', each dot-separated part starting and ending with a letter or digit)", p.nodeName)
 	}
 	return nil
 }
 
+// isNodeName reports whether s is a DNS subdomain (RFC 1123), as every
+// Node's name is: it goes into the URL path of the GET of the Node, where
+// "." or ".." would name another resource.
+func isNodeName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, part := range strings.Split(s, ".") {
+		if part == "" || len(part) > 63 || part[0] == '-' || part[len(part)-1] == '-' {
+			return false
+		}
+		for _, c := range []byte(part) {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // build returns the installer's Partitions, nil when no layout is kept.
-func (p *partitionOptions) build(hostRoot, devRoot, driverRoot string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
+func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, cdiKind string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
 	if p.parsed == nil && !p.nodeLabel {
 		return nil, nil
 	}
@@ -63,10 +95,15 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot string, log *logr
 		DriverRoot:         path.Join(hostRoot, driverRoot),
 		HostRoot:           hostRoot,
 		PodResourcesSocket: p.podResourcesSocket,
-		Log:                log,
+		// The device plugin's resources (NAME, NAME-<size>, NAME.shared)
+		// and the DRA driver's claims (their devices, and CDI devices of
+		// the spec's kind) count as holding a card.
+		PodResources: podresources.Config{ResourcePrefix: resourceName, DRADriver: p.draDriver, CDIKind: cdiKind},
+		Log:          log,
 	}
 	parts := &nodeinstall.Partitions{
-		Layout: p.parsed,
+		Layout:        p.parsed,
+		LabelInterval: p.labelInterval,
 		Apply: func(ctx context.Context, l partition.Layout) error {
 			_, err := partition.Apply(ctx, cfg, l)
 			return err
