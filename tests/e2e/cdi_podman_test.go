@@ -40,7 +40,11 @@ func parseNodes(t *testing.T, out string) (map[string]string, []string) {
 // expect returns the nodes and variables a container given devices idx must
 // see, from what the fake host builder made.
 func expect(tree *fakehost.Tree, idx ...int) (map[string]string, []string) {
-	nodes := map[string]string{"/dev/xpuctrl": fmt.Sprintf("%d:%d", tree.Major, fakehost.CtrlMinor)}
+	ctrl := fakehost.CtrlMinor
+	if tree.Host.CtrlMinor != 0 { // driver 5.x: 195:255
+		ctrl = tree.Host.CtrlMinor
+	}
+	nodes := map[string]string{"/dev/xpuctrl": fmt.Sprintf("%d:%d", tree.Major, ctrl)}
 	var env []string
 	for _, i := range idx {
 		for _, d := range tree.Devices {
