@@ -412,6 +412,9 @@ func TestChartPartitions(t *testing.T) {
 			require.Equal(t, "spec.nodeName", nodeName.ValueFrom.FieldRef.FieldPath)
 			require.Nil(t, pod.AutomountServiceAccountToken, "the token is mounted")
 			require.Equal(t, []string{"ALL"}, capabilities(c), "sriov_numvfs needs no capability")
+			// The in-use check reads other users' /proc/PID/fd.
+			require.Equal(t, []corev1.Capability{"SYS_PTRACE", "DAC_READ_SEARCH"}, c.SecurityContext.Capabilities.Add)
+			require.Equal(t, corev1.AppArmorProfileTypeUnconfined, c.SecurityContext.AppArmorProfile.Type)
 
 			require.Len(t, r.serviceAccounts, 1)
 			require.Equal(t, r.serviceAccounts[0].Name, pod.ServiceAccountName)
@@ -428,6 +431,11 @@ func TestChartPartitions(t *testing.T) {
 	r := render(t, "--set", "partitions.layout=all=2", "--set", "labels.enabled=false", "--set", "devicePlugin.resourceName=kunlunxin.com/xpu")
 	checkPod(t, r.daemonSets["xpu-cdi-installer"], installerReads(t))
 	require.Equal(t, "kunlunxin.com/xpu", env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])["XPU_CDI_RESOURCE_NAME"])
+
+	// Without partitions the installer keeps no capability.
+	def := render(t).daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0]
+	require.Empty(t, def.SecurityContext.Capabilities.Add)
+	require.Nil(t, def.SecurityContext.AppArmorProfile)
 
 	// The installer off: nothing of it, whatever partitions says.
 	r = render(t, "--set", "partitions.layout=all=2", "--set", "installer.enabled=false")

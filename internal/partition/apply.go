@@ -190,12 +190,17 @@ func newReport(l Layout, cards []Card, changes []Change, dry bool) *Report {
 func (c Config) waitFree(ctx context.Context, h *discover.Host, cards []Card, changes []Change, l Layout, rep *Report) (*discover.Host, []Card, []Change, error) {
 	deadline := time.Now().Add(c.Wait)
 	for {
-		notes, err := findUsers(ctx, c, h, cards)
+		notes, partial, err := findUsers(ctx, c, h, cards)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		rep.Notes = notes
 		busy := busyCards(changes, cards)
+		if partial && slices.ContainsFunc(changes, func(ch Change) bool { return ch.From != ch.To }) {
+			// A process the scan did not look at may hold a card to
+			// change: not known to be free is not free.
+			busy = append(busy, "the check of the processes holding the cards did not finish ("+strings.Join(notes, "; ")+")")
+		}
 		if len(busy) == 0 {
 			return h, cards, changes, nil
 		}

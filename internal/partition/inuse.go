@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,8 +20,10 @@ import (
 
 // Bounds of one scan of /proc/*/fd: a node has some thousands of
 // processes, each some hundreds of descriptors; a scan that goes past
-// these says so instead of taking minutes.
-const (
+// these says so instead of taking minutes, and Apply then refuses to
+// change a card (a process it did not look at may hold it). Variables
+// for the tests.
+var (
 	maxPIDs     = 1 << 16
 	maxFDsTotal = 1 << 21
 	maxFDsPID   = 1 << 16
@@ -75,8 +78,9 @@ func nodeKeys(h *discover.Host, cards []Card) map[nodeKey]nodeOwner {
 // (the magic link leads to the open file itself, which is all that is
 // looked at); processes and descriptors that vanish meanwhile are
 // skipped. The scan is bounded in processes, descriptors and time; what
-// it could not look at is in the returned notes.
-func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwner) (map[int][]User, []string, error) {
+// it could not look at is in the returned notes, and only that: notes
+// mean the scan is incomplete.
+func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwner) (_ map[int][]User, notes []string, _ error) {
 	out := map[int][]User{}
 	if len(keys) == 0 {
 		return out, nil, nil
@@ -86,13 +90,18 @@ func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwn
 	if err != nil {
 		return nil, nil, err
 	}
-	var notes []string
 	if len(pids) > maxPIDs {
 		notes = append(notes, fmt.Sprintf("%s lists %d processes: only the first %d were looked at", proc, len(pids), maxPIDs))
 		pids = pids[:maxPIDs]
 	}
 	deadline := time.Now().Add(scanTimeout)
 	total := 0
+	var denied []int
+	defer func() {
+		if len(denied) > 0 {
+			notes = append(notes, deniedNote(proc, denied))
+		}
+	}()
 	for _, pid := range pids {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
@@ -101,8 +110,15 @@ func scanProcesses(ctx context.Context, devRoot string, keys map[nodeKey]nodeOwn
 			notes = append(notes, fmt.Sprintf("the scan of %s stopped at pid %d (%d descriptors looked at, %s): processes after it were not checked", proc, pid, total, scanTimeout))
 			break
 		}
-		n, held := scanPID(proc, pid, keys, maxFDsTotal-total)
+		lim := min(maxFDsTotal-total, maxFDsPID)
+		n, held, more, err := scanPID(proc, pid, keys, lim)
 		total += n
+		if more {
+			notes = append(notes, fmt.Sprintf("%s/%d/fd holds more than %d descriptors: those after the first %d were not checked", proc, pid, lim, lim))
+		}
+		if err != nil {
+			denied = append(denied, pid)
+		}
 		for _, u := range held {
 			c := u.card
 			user := User{PID: pid, Node: u.node}
@@ -144,39 +160,97 @@ func listPIDs(proc string) ([]int, error) {
 	return pids, nil
 }
 
+// deniedNote names the processes whose descriptors could not be read.
+func deniedNote(proc string, pids []int) string {
+	const shown = 8
+	list := make([]string, 0, shown)
+	for _, pid := range pids[:min(len(pids), shown)] {
+		list = append(list, strconv.Itoa(pid))
+	}
+	more := ""
+	if len(pids) > shown {
+		more = fmt.Sprintf(" and %d more", len(pids)-shown)
+	}
+	return fmt.Sprintf("the descriptors of %d processes in %s could not be read (pid %s%s: permission denied; reading another user's /proc/PID/fd takes CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH)",
+		len(pids), proc, strings.Join(list, ", "), more)
+}
+
 // scanPID stats the descriptors of one process, at most limit of them, and
-// returns how many it looked at and the nodes it holds.
-func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, []nodeOwner) {
+// returns how many it looked at, the nodes it holds and whether it has
+// more descriptors than it looked at. A process that is gone is skipped;
+// one whose descriptors may not be read (another user's, without
+// CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH, as in a container that drops
+// them) is an error: it may hold a card.
+func scanPID(proc string, pid int, keys map[nodeKey]nodeOwner, limit int) (int, []nodeOwner, bool, error) {
 	dir := filepath.Join(proc, strconv.Itoa(pid), "fd")
 	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrPermission) {
+		return 0, nil, false, err
+	}
 	if err != nil {
-		return 0, nil // gone, or not ours to read
+		return 0, nil, false, nil // gone
 	}
 	defer f.Close()
-	names, _ := f.Readdirnames(min(limit, maxFDsPID))
+	names, _ := f.Readdirnames(limit + 1)
+	more := len(names) > limit
+	if more {
+		names = names[:limit]
+	}
 	var held []nodeOwner
 	for _, n := range names {
-		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join(dir, n), &st); err != nil {
-			continue
-		}
-		var k nodeKey
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFCHR:
-			k = nodeKey{char: true, dev: uint64(st.Rdev)} //nolint:unconvert // 32-bit st_rdev
-		case unix.S_IFREG:
-			k = nodeKey{dev: uint64(st.Dev), ino: uint64(st.Ino)} //nolint:unconvert // 32-bit st_dev
-		default:
+		k, ok := fdKey(filepath.Join(dir, n))
+		if !ok {
 			continue
 		}
 		if o, ok := keys[k]; ok && !slices.Contains(held, o) {
 			held = append(held, o)
 		}
 	}
-	return len(names), held
+	return len(names), held, more, nil
+}
+
+// fdKey is the key of the file a descriptor link leads to, false for
+// what is neither a character device nor a regular file. It never waits
+// for a file system: the descriptor may be a file of a FUSE or NFS mount
+// whose server hangs, and a plain stat(2) asks the server (FUSE GETATTR,
+// an NFS revalidation) and waits for it without end. statx with
+// AT_STATX_DONT_SYNC takes the attributes the kernel has, and asking only
+// the type and inode spares NFS's flush of dirty pages before it answers
+// a time (the device numbers come with every statx). A file system that
+// ignores AT_STATX_DONT_SYNC can still block it (docs/security.md,
+// "Partitions").
+func fdKey(link string) (nodeKey, bool) {
+	var stx unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE|unix.STATX_INO, &stx)
+	if errors.Is(err, unix.ENOSYS) {
+		// A kernel before 4.11: stat(2), which may wait.
+		var st unix.Stat_t
+		if err := unix.Stat(link, &st); err != nil {
+			return nodeKey{}, false
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFCHR:
+			return nodeKey{char: true, dev: uint64(st.Rdev)}, true //nolint:unconvert // 32-bit st_rdev
+		case unix.S_IFREG:
+			return nodeKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}, true //nolint:unconvert // 32-bit st_dev
+		}
+		return nodeKey{}, false
+	}
+	if err != nil {
+		return nodeKey{}, false
+	}
+	switch uint32(stx.Mode) & unix.S_IFMT {
+	case unix.S_IFCHR:
+		return nodeKey{char: true, dev: unix.Mkdev(stx.Rdev_major, stx.Rdev_minor)}, true
+	case unix.S_IFREG:
+		return nodeKey{dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), ino: stx.Ino}, true
+	}
+	return nodeKey{}, false
 }
 
 // comm is a process's command name (/proc/PID/comm), "" when unreadable.
+// The process chose it (PR_SET_NAME takes any bytes but NUL), so it is
+// escaped (discover.CleanText): it is printed to the admin's terminal.
 func comm(proc string, pid int) string {
 	f, err := os.Open(filepath.Join(proc, strconv.Itoa(pid), "comm"))
 	if err != nil {
@@ -185,5 +259,5 @@ func comm(proc string, pid int) string {
 	defer f.Close()
 	b := make([]byte, 64)
 	n, _ := io.ReadFull(f, b)
-	return strings.TrimSpace(string(b[:n]))
+	return discover.CleanText(strings.TrimSpace(string(b[:n])))
 }

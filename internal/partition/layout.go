@@ -116,13 +116,20 @@ func (l Layout) LabelValue() (string, error) {
 }
 
 // ParseLabelValue reads a layout from its label form (LabelValue).
+// Only the characters of a label value are taken, so that the value is
+// read in its label form and nothing else (no ',', '=' or ':' of a
+// --layout, no spaces).
 func ParseLabelValue(v string) (Layout, error) {
-	v = strings.TrimSpace(v)
 	if len(v) > maxLabelValue {
 		return nil, fmt.Errorf("label value %q is longer than %d characters", v, maxLabelValue)
 	}
 	if v == "" {
 		return nil, errors.New("empty layout label: write entries as SELECTOR-N joined by '_', e.g. all-2 or all-2_0000.3b.00.0-4")
+	}
+	if i := strings.IndexFunc(v, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' && r != '_' && r != '.'
+	}); i >= 0 {
+		return nil, fmt.Errorf("layout label %q: %q at %d is not a character of a label value (letters, digits, '-', '_', '.'; entries as SELECTOR-N joined by '_', e.g. all-2_0000.3b.00.0-4)", v, v[i:i+1], i)
 	}
 	entries := strings.Split(v, "_")
 	for i, e := range entries {

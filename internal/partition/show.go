@@ -97,7 +97,7 @@ func status(ctx context.Context, c Config, h *discover.Host) (*Status, error) {
 		return nil, fmt.Errorf("no card with a PCI function found under %s (%d device nodes): nothing to lay out", h.DevRoot, len(h.Devices))
 	}
 	c.fillTotalVFs(h.DevRoot, cards)
-	notes, err := findUsers(ctx, c, h, cards)
+	notes, _, err := findUsers(ctx, c, h, cards)
 	if err != nil {
 		return nil, err
 	}
@@ -108,21 +108,23 @@ func status(ctx context.Context, c Config, h *discover.Host) (*Status, error) {
 
 // findUsers fills the InUse of cards: the processes holding their nodes
 // and the containers the kubelet gave them to. It returns notes on what
-// could not be checked.
-func findUsers(ctx context.Context, c Config, h *discover.Host, cards []Card) ([]string, error) {
+// could not be checked, and whether the process scan is incomplete (then
+// a card with no user found may still be held).
+func findUsers(ctx context.Context, c Config, h *discover.Host, cards []Card) ([]string, bool, error) {
 	for i := range cards {
 		cards[i].InUse = nil
 	}
 	procs, notes, err := scanProcesses(ctx, h.DevRoot, nodeKeys(h, cards))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	partial := len(notes) > 0
 	for ci, users := range procs {
 		cards[ci].InUse = append(cards[ci].InUse, users...)
 	}
 	pods, note, err := listPods(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if note != "" {
 		notes = append(notes, note)
@@ -137,7 +139,7 @@ func findUsers(ctx context.Context, c Config, h *discover.Host, cards []Card) ([
 			}
 		}
 	}
-	return notes, nil
+	return notes, partial, nil
 }
 
 // cardIndices are the device indices of a card's PF and VFs.

@@ -31,7 +31,10 @@ const pciDevices = "/sys/bus/pci/devices"
 // Every path is resolved inside the root (openat2 RESOLVE_IN_ROOT, package
 // rootfs): a link in a hostile tree cannot lead a write out of it. The
 // attribute itself is opened by name in the resolved directory, never
-// through a symlink, and must be a regular file.
+// through a symlink, without waiting (O_NONBLOCK: a FIFO there does not
+// hang the open), and must be a regular file with one link (a kernel
+// attribute never has a second one; a hard link to a file elsewhere on
+// the tree's file system is refused, not written).
 type sysfs struct {
 	root *rootfs.Root
 }
@@ -63,19 +66,38 @@ func (s *sysfs) openAttr(addr, name string, flags int) (int, error) {
 	}
 	defer dir.Close()
 	p := s.hostPath(pfDir(addr) + "/" + name)
-	fd, err := unix.Openat(int(dir.Fd()), name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	// The type first, so that not even an open reaches a device node.
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return -1, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if err := checkAttr(&st); err != nil {
+		return -1, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	fd, err := unix.Openat(int(dir.Fd()), name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return -1, &os.PathError{Op: "open", Path: p, Err: err}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := unix.Fstat(fd, &st); err != nil || checkAttr(&st) != nil {
 		_ = unix.Close(fd)
 		if err == nil {
-			err = errors.New("not a regular file (a sysfs attribute is one)")
+			err = checkAttr(&st)
 		}
 		return -1, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	return fd, nil
+}
+
+// checkAttr refuses what a sysfs attribute is not: anything but a regular
+// file, or a file with another link.
+func checkAttr(st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return errors.New("not a regular file (a sysfs attribute is one)")
+	}
+	if st.Nlink != 1 {
+		return fmt.Errorf("a hard link (%d links; a sysfs attribute has one)", st.Nlink)
+	}
+	return nil
 }
 
 // readInt reads a PF's numeric attribute.

@@ -15,6 +15,10 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 // The pod's service account, as the kubelet mounts it.
@@ -23,6 +27,14 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 // maxNodeSize bounds the Node read from the API server (its status lists
 // the node's images, which can run to hundreds of kB).
 const maxNodeSize = 16 << 20
+
+// Bounds of the service account's files, read as regular files on an
+// ordinary file system without waiting (fdio): a CA bundle of a few
+// certificates, a token of a few kB.
+const (
+	maxCASize    = 1 << 20
+	maxTokenSize = 64 << 10
+)
 
 // nodeClient reads the pod's own Node through the API server's REST API
 // with the pod's service account (in-cluster), so that xpu-cdi, which the
@@ -42,7 +54,7 @@ func newNodeClient(dir string) (*nodeClient, error) {
 	if host == "" || port == "" {
 		return nil, errors.New("not in a pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set (the chart runs the installer with a service account when partitions are configured)")
 	}
-	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	ca, _, err := fdio.ReadFileAt(unix.AT_FDCWD, filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.crt"), 0, maxCASize)
 	if err != nil {
 		return nil, fmt.Errorf("the service account's CA: %w (is a service account token mounted?)", err)
 	}
@@ -58,7 +70,10 @@ func newNodeClient(dir string) (*nodeClient, error) {
 	return &nodeClient{
 		base:      "https://" + net.JoinHostPort(host, port),
 		tokenFile: filepath.Join(dir, "token"),
-		http:      &http.Client{Transport: tr, Timeout: nodeTimeout},
+		http: &http.Client{Transport: tr, Timeout: nodeTimeout,
+			// A redirect is not followed: Go's client would send the
+			// token along to another port or scheme of the same host.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}, nil
 }
 
@@ -66,7 +81,7 @@ func newNodeClient(dir string) (*nodeClient, error) {
 // has no such label. resourceVersion=0: the API server answers from its
 // watch cache, without a read of etcd (a label seconds old is fine).
 func (c *nodeClient) label(ctx context.Context, name, key string) (string, error) {
-	token, err := os.ReadFile(c.tokenFile)
+	token, _, err := fdio.ReadFileAt(unix.AT_FDCWD, c.tokenFile, c.tokenFile, 0, maxTokenSize)
 	if err != nil {
 		return "", fmt.Errorf("the service account's token: %w", err)
 	}

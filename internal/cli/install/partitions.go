@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -58,7 +59,30 @@ func (p *partitionOptions) validate() error {
 	if p.nodeLabel && p.nodeName == "" {
 		return errors.New("--partition-node-label needs --node-name (env XPU_CDI_NODE_NAME, from the pod's spec.nodeName)")
 	}
+	if p.nodeLabel && !isNodeName(p.nodeName) {
+		return fmt.Errorf("--node-name %q is not a node name (a DNS subdomain: at most 253 lower-case letters, digits, '-' and '.', each dot-separated part starting and ending with a letter or digit)", p.nodeName)
+	}
 	return nil
+}
+
+// isNodeName reports whether s is a DNS subdomain (RFC 1123), as every
+// Node's name is: it goes into the URL path of the GET of the Node, where
+// "." or ".." would name another resource.
+func isNodeName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, part := range strings.Split(s, ".") {
+		if part == "" || len(part) > 63 || part[0] == '-' || part[len(part)-1] == '-' {
+			return false
+		}
+		for _, c := range []byte(part) {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // build returns the installer's Partitions, nil when no layout is kept.
