@@ -43,8 +43,10 @@ func TestChartDRAOptions(t *testing.T) {
 			c := ds.Spec.Template.Spec.Containers[0]
 			require.Equal(t, "xpu.example.com", env(c)["XPU_CDI_DRA_DRIVER_NAME"])
 			require.Equal(t, "/var/lib/kubelet/plugins/xpu.example.com", hostPaths(ds)["/var/lib/kubelet/plugins/xpu.example.com"], "the plugin's directory follows the name")
-			require.ElementsMatch(t, []string{"xpu.example.com", "kunlun1.xpu.example.com", "kunlun2.xpu.example.com", "kunlun3.xpu.example.com",
-				"xpu-48gb.example.com", "xpu-24gb.example.com", "xpu-16gb.example.com", "xpu-8gb.example.com", "xpu-5gb.example.com"}, mapKeys(r.deviceClasses))
+			require.ElementsMatch(t, []string{
+				"xpu.example.com", "kunlun1.xpu.example.com", "kunlun2.xpu.example.com", "kunlun3.xpu.example.com",
+				"xpu-48gb.example.com", "xpu-24gb.example.com", "xpu-16gb.example.com", "xpu-8gb.example.com", "xpu-5gb.example.com",
+			}, mapKeys(r.deviceClasses))
 			checkClassSelection(t, r.deviceClasses, "xpu.example.com")
 		}},
 		{"partition classes of other sizes", []string{"dra.deviceClasses.partitions.sizes={48gb,512mb}", "dra.deviceClasses.families.enabled=false"}, func(t *testing.T, r *rendered) {

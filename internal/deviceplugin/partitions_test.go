@@ -173,13 +173,15 @@ func TestLayoutChangeThroughTheKubelet(t *testing.T) {
 	var mu sync.Mutex
 	tree := halves
 	log := &logtest.Recorder{}
-	p, err := New(Config{PluginDir: shortDir(t), Log: log, HealthInterval: 30 * time.Millisecond, WatchInterval: 20 * time.Millisecond,
+	p, err := New(Config{
+		PluginDir: shortDir(t), Log: log, HealthInterval: 30 * time.Millisecond, WatchInterval: 20 * time.Millisecond,
 		SpecDirs: []string{specDir},
 		Discover: func() (*discover.Host, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			return discover.Discover(tree.DiscoverOptions()...)
-		}})
+		},
+	})
 	require.NoError(t, err)
 	r := start(t, p)
 	ctx := ctxT(t)

@@ -526,7 +526,8 @@ func TestDeviceSetChanges(t *testing.T) {
 	resp, err := vfs.Client.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"3"}}}})
 	require.NoError(t, err)
 	require.Equal(t, "/var/run/xpu-container-devices/3", resp.ContainerResponses[0].Mounts[0].ContainerPath)
-	require.NoError(t, p.Ready())
+	// The kubelet has the registration before the plugin has its answer.
+	require.Eventually(t, func() bool { return p.Ready() == nil }, 10*time.Second, 10*time.Millisecond, "ready: %v", p.Ready())
 
 	// The VFs go: their resource advertises nothing, and stays registered.
 	set(before)

@@ -219,14 +219,20 @@ func StartSRIOV(root string, h Host, opts SRIOVOptions) (*SRIOVKernel, error) {
 // it there from FUSE.
 func (k *SRIOVKernel) mountPF(p *sriovPF) error {
 	st, err := os.Lstat(p.mount)
-	if err != nil || !st.IsDir() {
-		return fmt.Errorf("fake SR-IOV kernel: PF %s: no directory %s (%v)", p.bdf, p.mount, err)
+	if err == nil && !st.IsDir() {
+		err = errors.New("not a directory")
+	}
+	if err != nil {
+		return fmt.Errorf("fake SR-IOV kernel: PF %s: no directory %s: %w", p.bdf, p.mount, err)
 	}
 	p.mode = st.Mode().Perm()
 	num := filepath.Join(p.mount, "sriov_numvfs")
 	nst, err := os.Lstat(num)
-	if err != nil || !nst.Mode().IsRegular() {
-		return fmt.Errorf("fake SR-IOV kernel: PF %s: no sriov_numvfs file in %s (%v)", p.bdf, p.mount, err)
+	if err == nil && !nst.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		return fmt.Errorf("fake SR-IOV kernel: PF %s: no sriov_numvfs file in %s: %w", p.bdf, p.mount, err)
 	}
 	p.numMode = nst.Mode().Perm()
 	b, err := os.ReadFile(num)
@@ -298,7 +304,7 @@ func (k *SRIOVKernel) stopAll() error {
 				// Someone holds a file open: detach, the mount
 				// goes when they close it.
 				if derr := detachMount(p.mount); derr != nil {
-					errs = append(errs, fmt.Errorf("fake SR-IOV kernel: unmounting %s: %w (detaching: %v)", p.mount, err, derr))
+					errs = append(errs, fmt.Errorf("fake SR-IOV kernel: unmounting %s: %w (detaching: %w)", p.mount, err, derr))
 					continue
 				}
 				k.logf("unmounting %s: %v; detached it", p.mount, err)
@@ -799,9 +805,9 @@ func copyTree(src, dst string) error {
 			if err != nil {
 				return err
 			}
-			return os.Symlink(target, to)
+			return os.Symlink(target, to) //nolint:gosec // G122: a tree the fake kernel moved itself, in its own state directory
 		case fi.Mode().IsRegular():
-			data, err := os.ReadFile(path)
+			data, err := os.ReadFile(path) //nolint:gosec // G122: as above
 			if err != nil {
 				return err
 			}

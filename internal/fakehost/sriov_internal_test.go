@@ -12,11 +12,27 @@ func TestKstrtou16(t *testing.T) {
 		want int
 		ok   bool
 	}{
-		{"4", 4, true}, {"4\n", 4, true}, {"+4", 4, true}, {"0x4", 4, true}, {"0X1f", 31, true},
-		{"010", 8, true}, {"0", 0, true}, {"0\n", 0, true}, {"65535", 65535, true},
-		{"", 0, false}, {"\n", 0, false}, {"4\n\n", 0, false}, {" 4", 0, false}, {"4 ", 0, false},
-		{"-1", 0, false}, {"08", 0, false}, {"0x", 0, false}, {"1_0", 0, false}, {"65536", 0, false},
-		{"four", 0, false}, {"++4", 0, false},
+		{"4", 4, true},
+		{"4\n", 4, true},
+		{"+4", 4, true},
+		{"0x4", 4, true},
+		{"0X1f", 31, true},
+		{"010", 8, true},
+		{"0", 0, true},
+		{"0\n", 0, true},
+		{"65535", 65535, true},
+		{"", 0, false},
+		{"\n", 0, false},
+		{"4\n\n", 0, false},
+		{" 4", 0, false},
+		{"4 ", 0, false},
+		{"-1", 0, false},
+		{"08", 0, false},
+		{"0x", 0, false},
+		{"1_0", 0, false},
+		{"65536", 0, false},
+		{"four", 0, false},
+		{"++4", 0, false},
 	} {
 		got, ok := kstrtou16(tc.in)
 		require.Equal(t, tc.ok, ok, "%q", tc.in)

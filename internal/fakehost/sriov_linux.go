@@ -27,7 +27,9 @@ func mountLoopback(k *SRIOVKernel, p *sriovPF) (unmounter, error) {
 	lr := &fs.LoopbackRoot{Path: p.backing, Dev: uint64(st.Dev)}
 	root := &fs.LoopbackNode{RootData: lr}
 	lr.RootNode = root
-	lr.NewNode = func(r *fs.LoopbackRoot, parent *fs.Inode, name string, _ *syscall.Stat_t) fs.InodeEmbedder {
+	// NewNode, not its replacement NodeWrapChilder, whose WrapChild is not
+	// told the child's name: only sriov_numvfs, by name, is the kernel's.
+	lr.NewNode = func(r *fs.LoopbackRoot, parent *fs.Inode, name string, _ *syscall.Stat_t) fs.InodeEmbedder { //nolint:staticcheck // SA1019: see above
 		if parent == root.EmbeddedInode() && name == "sriov_numvfs" {
 			return &numvfsNode{LoopbackNode: fs.LoopbackNode{RootData: r}, k: k, pf: p}
 		}

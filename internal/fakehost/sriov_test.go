@@ -404,7 +404,7 @@ func TestSRIOVCrash(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "%s", out)
-	require.Equal(t, "signal: killed", exit.ProcessState.String(), "%s", out)
+	require.Equal(t, "signal: killed", exit.String(), "%s", out)
 	dead := mounted(t, crashed.Root)
 	require.Len(t, dead, 2, "%s", out)
 	_, err = os.Stat(dead[0])

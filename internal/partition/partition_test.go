@@ -66,8 +66,10 @@ func TestCurrentAll(t *testing.T) {
 func cardsOf(n int) []Card {
 	var out []Card
 	for i := range n {
-		out = append(out, Card{Index: i, Address: "0000:0" + string(rune('1'+i)) + ":00.0", Model: "P800", Board: "P800",
-			Generation: "Kunlun3", TotalVFs: 4, Allowed: []int{0, 2, 4}})
+		out = append(out, Card{
+			Index: i, Address: "0000:0" + string(rune('1'+i)) + ":00.0", Model: "P800", Board: "P800",
+			Generation: "Kunlun3", TotalVFs: 4, Allowed: []int{0, 2, 4},
+		})
 	}
 	return out
 }

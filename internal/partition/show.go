@@ -164,7 +164,7 @@ func listPods(ctx context.Context, c Config) (podresources.Owners, string, error
 		return nil, fmt.Sprintf("no kubelet PodResources socket at %s: which pods hold the cards was not checked", c.PodResourcesSocket), nil
 	}
 	cl := podresources.New(c.PodResourcesSocket, c.PodResources)
-	defer cl.Close()
+	defer func() { _ = cl.Close() }()
 	owners, err := cl.List(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("asking the kubelet which pods hold the cards (--pod-resources-socket %s): %w", c.PodResourcesSocket, err)

@@ -106,7 +106,7 @@ func (s *sysfs) readInt(addr, name string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	b := make([]byte, maxAttr)
 	n, err := unix.Read(fd, b)
 	if err != nil {
@@ -125,7 +125,7 @@ func (s *sysfs) writeNumVFs(addr string, n int) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	data := []byte(strconv.Itoa(n) + "\n")
 	w, err := unix.Write(fd, data)
 	if err == nil && w != len(data) {
@@ -146,7 +146,7 @@ func (s *sysfs) virtfns(addr string, n int) ([]string, error) {
 		return nil, err
 	}
 	names, err := dir.Readdirnames(-1)
-	dir.Close()
+	_ = dir.Close()
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", s.hostPath(pfDir(addr)), err)
 	}
@@ -172,7 +172,7 @@ func (s *sysfs) virtfns(addr string, n int) ([]string, error) {
 		var st unix.Stat_t
 		err = unix.Fstatat(int(vf.Fd()), "physfn", &st, unix.AT_SYMLINK_NOFOLLOW)
 		target, lerr := os.Readlink(s.hostPath(p))
-		vf.Close()
+		_ = vf.Close()
 		switch {
 		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOENT):
 			return nil, fmt.Errorf("%s leads to a function without physfn: not a VF (yet)", s.hostPath(p))

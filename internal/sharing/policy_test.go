@@ -42,16 +42,26 @@ sharing:
 
 func TestPolicyRefusals(t *testing.T) {
 	for _, tc := range []struct{ description, yaml, err string }{
-		{"another plugin's resource", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n",
-			`sharing.timeSlicing.resources[0].name "nvidia.com/gpu" is not this plugin's resource baidu.com/xpu nor one of its partition sizes`},
-		{"not a size", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: baidu.com/xpu-half\n      replicas: 2\n",
-			`"baidu.com/xpu-half" is not this plugin's resource`},
-		{"a size twice", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: baidu.com/xpu-24gb\n      replicas: 2\n    - name: baidu.com/xpu-24gb\n      replicas: 3\n",
-			"resources[1].name: baidu.com/xpu-24gb is named twice"},
-		{"renamed to another resource", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: baidu.com/xpu\n      rename: baidu.com/xpu-48gb\n      replicas: 2\n",
-			"baidu.com/xpu is renamed baidu.com/xpu-48gb, the name of another resource of this plugin"},
-		{"two renamed alike", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: baidu.com/xpu\n      rename: baidu.com/ts\n      replicas: 2\n    - name: baidu.com/xpu-24gb\n      rename: baidu.com/ts\n      replicas: 2\n",
-			"baidu.com/xpu and baidu.com/xpu-24gb are both renamed baidu.com/ts"},
+		{
+			"another plugin's resource", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n",
+			`sharing.timeSlicing.resources[0].name "nvidia.com/gpu" is not this plugin's resource baidu.com/xpu nor one of its partition sizes`,
+		},
+		{
+			"not a size", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: baidu.com/xpu-half\n      replicas: 2\n",
+			`"baidu.com/xpu-half" is not this plugin's resource`,
+		},
+		{
+			"a size twice", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: baidu.com/xpu-24gb\n      replicas: 2\n    - name: baidu.com/xpu-24gb\n      replicas: 3\n",
+			"resources[1].name: baidu.com/xpu-24gb is named twice",
+		},
+		{
+			"renamed to another resource", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: baidu.com/xpu\n      rename: baidu.com/xpu-48gb\n      replicas: 2\n",
+			"baidu.com/xpu is renamed baidu.com/xpu-48gb, the name of another resource of this plugin",
+		},
+		{
+			"two renamed alike", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: baidu.com/xpu\n      rename: baidu.com/ts\n      replicas: 2\n    - name: baidu.com/xpu-24gb\n      rename: baidu.com/ts\n      replicas: 2\n",
+			"baidu.com/xpu and baidu.com/xpu-24gb are both renamed baidu.com/ts",
+		},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			_, err := ParsePolicy([]byte(tc.yaml), res)

@@ -29,3 +29,11 @@ func TestPartitionModels(t *testing.T) {
 		t.Error("PartitionFraction")
 	}
 }
+
+func TestVFCount(t *testing.T) {
+	for in, want := range map[string]int{"2\n": 2, "0": 0, "-5\n": 0, "65536": 0, "65535": 65535, "x": 0, "": 0} {
+		if got := vfCount([]byte(in)); got != want {
+			t.Errorf("vfCount(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

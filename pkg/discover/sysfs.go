@@ -146,9 +146,9 @@ func (s *sysfs) read(fn pciFunction) (*PCI, []string, error) {
 		p.Function = FunctionPF
 		// A function without the SR-IOV capability has neither file.
 		if n, err := dir.read("sriov_numvfs"); err == nil {
-			p.NumVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
+			p.NumVFs = vfCount(n)
 			if n, err := dir.read("sriov_totalvfs"); err == nil {
-				p.TotalVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
+				p.TotalVFs = vfCount(n)
 			}
 		}
 	default:
@@ -323,9 +323,24 @@ func (s *sysfs) parentPF(addr string) parentPF {
 	}
 	pf := parentPF{model: modelFor(p, "", "")}
 	if n, err := dir.read("sriov_numvfs"); err == nil {
-		pf.numVFs, _ = strconv.Atoi(strings.TrimSpace(string(n)))
+		pf.numVFs = vfCount(n)
 	}
 	return pf
+}
+
+// maxVFCount is the most VFs a PCI function can have (the SR-IOV
+// capability's TotalVFs is 16 bits).
+const maxVFCount = 1<<16 - 1
+
+// vfCount reads sriov_numvfs or sriov_totalvfs; what is not a count the
+// kernel can write (negative, too large, not a number) is 0, so that a
+// crafted tree cannot lower the handles a layout is counted with.
+func vfCount(b []byte) int {
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || v < 0 || v > maxVFCount {
+		return 0
+	}
+	return v
 }
 
 // readPCI reads the ID files of a PCI function directory.

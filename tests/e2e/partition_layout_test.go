@@ -214,8 +214,10 @@ func TestPartitionApplyInUse(t *testing.T) {
 	require.Len(t, idx, 1)
 	held := strconv.Itoa(idx[0]) // the card's index: its PF's /dev/xpuN
 
-	apply := []string{"partition", "apply", "--layout", held + "=2", "--dev-root", n.tree.Root, "--driver-root", n.tree.Root,
-		"--pod-resources-socket", filepath.Join(c.KubeletRootDir, "pod-resources", "kubelet.sock")}
+	apply := []string{
+		"partition", "apply", "--layout", held + "=2", "--dev-root", n.tree.Root, "--driver-root", n.tree.Root,
+		"--pod-resources-socket", filepath.Join(c.KubeletRootDir, "pod-resources", "kubelet.sock"),
+	}
 	before := n.numVFs()
 	stdout, stderr, err := runXPUCDI(t, apply...)
 	require.Error(t, err, "apply on a card a pod holds must be refused:\n%s\n%s", stdout, stderr)

@@ -70,10 +70,12 @@ func newNodeClient(dir string) (*nodeClient, error) {
 	return &nodeClient{
 		base:      "https://" + net.JoinHostPort(host, port),
 		tokenFile: filepath.Join(dir, "token"),
-		http: &http.Client{Transport: tr, Timeout: nodeTimeout,
+		http: &http.Client{
+			Transport: tr, Timeout: nodeTimeout,
 			// A redirect is not followed: Go's client would send the
 			// token along to another port or scheme of the same host.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
 	}, nil
 }
 
@@ -95,7 +97,7 @@ func (c *nodeClient) label(ctx context.Context, name, key string) (string, error
 	if err != nil {
 		return "", fmt.Errorf("getting node %s: %w", name, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxNodeSize+1))
 	if err != nil {
 		return "", fmt.Errorf("getting node %s: %w", name, err)
