@@ -64,7 +64,7 @@ func newPartitionNode(t *testing.T, c *harness.Cluster) *partitionNode {
 		"installer.hookDir="+filepath.Join(t.TempDir(), "opt", "xpu-cdi", "bin"), "cdi.specFile="+n.specFile,
 		"installer.interval=1s", "cdi.vendor="+vendor, "devicePlugin.healthCheckInterval=1s",
 		"labels.featuresDir="+n.features, "host.devRoot="+n.tree.Root, "host.driverRoot="+n.tree.Root,
-		"host.kubeletDir="+c.KubeletRootDir, "exporter.enabled=false",
+		"exporter.enabled=false",
 	)
 	return n
 }
@@ -152,6 +152,10 @@ func TestHelmPartitionLayout(t *testing.T) {
 
 	rel := &helmRelease{c: c, helm: helm, name: "xpu-partitions", values: append(n.values,
 		"devicePlugin.enabled=false", "partitions.layout=all=4", "partitions.labelInterval=1s",
+		// The installer's PodResources socket: the test kubelet's root
+		// directory (its device plugin directory is the fixed
+		// /var/lib/kubelet/device-plugins, hence not with the plugin).
+		"host.kubeletDir="+c.KubeletRootDir,
 		"installer.apiServer.host=127.0.0.1", "installer.apiServer.port="+strconv.Itoa(c.APIServerPort))}
 	rel.install(t)
 	n.waitLayout(t, 4)
@@ -218,6 +222,7 @@ func TestPartitionApplyInUse(t *testing.T) {
 	stdout, stderr, err := runXPUCDI(t, apply...)
 	require.Error(t, err, "apply on a card a pod holds must be refused:\n%s\n%s", stdout, stderr)
 	require.Contains(t, stdout+stderr, "pod default/xpu-holder", "the refusal names the pod")
+	t.Logf("refused:\n%s%s", stdout, stderr)
 	require.Empty(t, n.kernel.Writes(), "a refused layout writes nothing")
 	require.Equal(t, before, n.numVFs())
 
