@@ -270,33 +270,52 @@ func (c Config) setCount(ctx context.Context, sys *sysfs, addr string, n int, r 
 		return err
 	}
 	if cur == n {
-		return c.settle(ctx, sys, addr, n)
+		return c.settle(ctx, sys, addr, n, nil)
 	}
 	steps := []int{n}
 	if cur > 0 && n > 0 {
 		steps = []int{0, n}
 	}
 	for _, v := range steps {
+		h, err := c.discover()
+		if err != nil {
+			return err
+		}
+		old := vfNodes(h, addr)
 		r.Writes = append(r.Writes, v)
 		if err := sys.writeNumVFs(addr, v); err != nil {
 			return err
 		}
-		if err := c.settle(ctx, sys, addr, v); err != nil {
+		if err := c.settle(ctx, sys, addr, v, old); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// vfNodes are the nodes of the VFs of the PF at addr.
+func vfNodes(h *discover.Host, addr string) []string {
+	var nodes []string
+	for _, d := range h.Devices {
+		if d.PCI != nil && d.PCI.Function == discover.FunctionVF && d.PCI.Parent == addr {
+			nodes = append(nodes, d.Node.Path)
+		}
+	}
+	return nodes
+}
+
 // settle waits, at most c.Settle, until the kernel shows n VFs of the PF
 // at addr: sriov_numvfs reads n, virtfn0..n-1 lead to functions with
 // physfn, and discovery finds exactly these n functions as VFs of the PF
 // with a node each (udev creates the nodes after the kernel, and removes
-// them after it too).
-func (c Config) settle(ctx context.Context, sys *sysfs, addr string, n int) error {
+// them after it too), and none of the nodes old the PF's VFs had before
+// the write is left without its function: udev has removed it (else a
+// new VF taking its index would look ready through the stale node, which
+// udev then removes).
+func (c Config) settle(ctx context.Context, sys *sysfs, addr string, n int, old []string) error {
 	deadline := time.Now().Add(c.Settle)
 	for {
-		why := c.settled(sys, addr, n)
+		why := c.settled(sys, addr, n, old)
 		if why == nil {
 			return nil
 		}
@@ -313,7 +332,7 @@ func (c Config) settle(ctx context.Context, sys *sysfs, addr string, n int) erro
 
 // settled returns nil when the PF at addr shows n VFs, else what is not
 // there yet.
-func (c Config) settled(sys *sysfs, addr string, n int) error {
+func (c Config) settled(sys *sysfs, addr string, n int, old []string) error {
 	cur, err := sys.readInt(addr, attrNumVFs)
 	if err != nil {
 		return err
@@ -339,6 +358,11 @@ func (c Config) settled(sys *sysfs, addr string, n int) error {
 	want := slices.Sorted(slices.Values(vfs))
 	if !slices.Equal(found, want) {
 		return fmt.Errorf("the VF functions are %v, but the /dev/xpuN nodes of the VFs found are those of %v (udev not done?)", want, found)
+	}
+	for _, d := range h.Devices {
+		if d.PCI == nil && slices.Contains(old, d.Node.Path) {
+			return fmt.Errorf("%s, a node of a VF that is gone, is still there (udev not done?)", d.Node.Path)
+		}
 	}
 	return nil
 }
