@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -275,4 +276,30 @@ func (c Card) Name() string {
 		return "card " + strconv.Itoa(c.Index) + " (" + c.Address + ")"
 	}
 	return "card " + c.Address + " (no PF node)"
+}
+
+// Partitioning describes how the card is cut, as `partition show` and
+// `info` print it: "whole (96gb)", "2 x 48gb (1/2)", "4 x ? (1/4)" when
+// no public size is known for the count.
+func (c Card) Partitioning() string {
+	if c.NumVFs == 0 {
+		if c.MemoryMiB > 0 {
+			return "whole (" + discover.PartitionSizeName(c.MemoryMiB) + ")"
+		}
+		return "whole"
+	}
+	size := "?"
+	if c.VFMemoryMiB > 0 {
+		size = discover.PartitionSizeName(c.VFMemoryMiB)
+	}
+	return fmt.Sprintf("%d x %s (%s)", c.NumVFs, size, discover.PartitionFraction(c.NumVFs))
+}
+
+// HandlesText says how many of the driver's device handles are used, of
+// its limit where one is public.
+func HandlesText(used, limit int) string {
+	if limit > 0 {
+		return fmt.Sprintf("%d used of %d (every PF and every VF takes one)", used, limit)
+	}
+	return fmt.Sprintf("%d used (every PF and every VF takes one; no public limit for this driver)", used)
 }

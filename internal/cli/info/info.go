@@ -130,6 +130,9 @@ type cardView struct {
 	// when the card is whole.
 	VFMemoryMiB int64  `json:"vfMemoryMiB,omitempty"`
 	Size        string `json:"size,omitempty"`
+	// Partitioning is how the card is cut, as `partition show` says it
+	// ("2 x 48gb (1/2)", "whole (96gb)").
+	Partitioning string `json:"partitioning"`
 }
 
 // viewPartitions is nil when no card of h has SR-IOV.
@@ -147,7 +150,7 @@ func viewPartitions(h *discover.Host) *partitionsView {
 	for _, c := range cards {
 		v.Cards = append(v.Cards, cardView{
 			Index: c.Index, Address: c.Address, Model: c.Board, NumVFs: c.NumVFs, Allowed: c.Allowed,
-			VFMemoryMiB: c.VFMemoryMiB, Size: discover.PartitionSizeName(c.VFMemoryMiB),
+			VFMemoryMiB: c.VFMemoryMiB, Size: discover.PartitionSizeName(c.VFMemoryMiB), Partitioning: c.Partitioning(),
 		})
 	}
 	return v
@@ -317,22 +320,11 @@ func writePartitions(w io.Writer, p *partitionsView) error {
 		for i, n := range c.Allowed {
 			allowed[i] = strconv.Itoa(n)
 		}
-		size := "whole card"
-		switch {
-		case c.Size != "":
-			size = fmt.Sprintf("%s (%d MiB, %s)", c.Size, c.VFMemoryMiB, discover.PartitionFraction(c.NumVFs))
-		case c.NumVFs > 0:
-			size = "size unknown"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", idx, c.Address, c.Model, c.NumVFs, dash(strings.Join(allowed, ",")), size)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", idx, c.Address, c.Model, c.NumVFs, dash(strings.Join(allowed, ",")), c.Partitioning)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if p.HandleLimit > 0 {
-		fmt.Fprintf(w, "  handles: %d of %d (every PF and VF takes one)\n", p.HandlesUsed, p.HandleLimit)
-	} else {
-		fmt.Fprintf(w, "  handles: %d (no public limit for this generation)\n", p.HandlesUsed)
-	}
+	fmt.Fprintf(w, "  handles: %s\n", partition.HandlesText(p.HandlesUsed, p.HandleLimit))
 	return nil
 }

@@ -256,38 +256,17 @@ func printStatus(w io.Writer, s *partition.Status) error {
 		if c.Index >= 0 {
 			idx = strconv.Itoa(c.Index)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", idx, c.Address, c.Model, c.NumVFs, ints(c.Allowed), size(c), vfNodes(c), users(c))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", idx, c.Address, c.Model, c.NumVFs, ints(c.Allowed), c.Partitioning(), vfNodes(c), users(c))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "layout: %s\n", s.Layout)
-	if s.HandleLimit > 0 {
-		fmt.Fprintf(w, "handles: %d used of %d (every PF and every VF takes one)\n", s.HandlesUsed, s.HandleLimit)
-	} else {
-		fmt.Fprintf(w, "handles: %d used (every PF and every VF takes one; no public limit for this driver)\n", s.HandlesUsed)
-	}
+	fmt.Fprintf(w, "handles: %s\n", partition.HandlesText(s.HandlesUsed, s.HandleLimit))
 	for _, n := range s.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	return nil
-}
-
-// size describes a card's partitions: "2 x 48gb (1/2)", "whole (96gb)".
-func size(c partition.Card) string {
-	if c.NumVFs == 0 {
-		if c.MemoryMiB > 0 {
-			return "whole (" + discover.PartitionSizeName(c.MemoryMiB) + ")"
-		}
-		return "whole"
-	}
-	s := fmt.Sprintf("%d x ", c.NumVFs)
-	if c.VFMemoryMiB > 0 {
-		s += discover.PartitionSizeName(c.VFMemoryMiB)
-	} else {
-		s += "?"
-	}
-	return s + " (" + discover.PartitionFraction(c.NumVFs) + ")"
 }
 
 func vfNodes(c partition.Card) string {
