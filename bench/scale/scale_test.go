@@ -59,7 +59,7 @@ func TestScale(t *testing.T) {
 	p800 := newFakeHost(t, fakehost.P800Sysfs())
 	var vf *fakeHost
 	if slicesContainPartitioned(cfg.Cases) {
-		vf = newFakeHost(t, partitionedP800())
+		vf = newFakeHost(t, partitionedP800(t))
 	}
 	for _, n := range cfg.Nodes {
 		t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) {
@@ -160,30 +160,18 @@ func (f *fakeHost) driver(t *testing.T, node string) *dra.Driver {
 	return d
 }
 
-// partitionedP800 is the P800x8 box (procfs with memory) with SR-IOV on:
-// every card split into 2 VFs of 48 GiB (the 1/2-card partitions of the
-// public P800 reports), 16 compute devices. The P800 VF device ID is not
-// public; the Kunlun2 VF ID stands in.
-func partitionedP800() fakehost.Host {
+// partitionedP800 is the P800x8 box (procfs with memory) with SR-IOV on
+// (sriov_totalvfs 4) and every card cut in halves as the fake SR-IOV
+// kernel cuts them (fakehost.Host.WithVFs): 2 VFs of 48 GiB each, the
+// public P800 1/2-card partitions, 16 compute devices.
+func partitionedP800(t *testing.T) fakehost.Host {
 	h := fakehost.P800x8()
 	h.Shape = "p800x8-2vf"
-	pfs := h.Devices
-	for i := range pfs {
-		pfs[i].TotalVFs = 2
+	for i := range h.Devices {
+		h.Devices[i].TotalVFs = 4
 	}
-	next := len(pfs)
-	for _, pf := range pfs {
-		for k := range 2 {
-			vf := pf
-			vf.Index, vf.Minor = next, uint32(2*next)
-			vf.BDF = pf.BDF[:len(pf.BDF)-1] + fmt.Sprint(1+k)
-			vf.DeviceID, vf.Function, vf.PhysFn, vf.TotalVFs = fakehost.DeviceIDVF, fakehost.FunctionVF, pf.BDF, 0
-			vf.MemoryMiB = 49152
-			vf.Serial = fmt.Sprintf("%s%d", pf.Serial[:len(pf.Serial)-1], k)
-			h.Devices = append(h.Devices, vf)
-			next++
-		}
-	}
+	h, err := h.WithVFs(2)
+	require.NoError(t, err)
 	return h
 }
 

@@ -125,7 +125,7 @@ func TestSimulatedSlices(t *testing.T) {
 	require.True(t, d.Refresh())
 	require.Empty(t, d.Slices()[0].Spec.Devices[0].Taints)
 
-	vf := newFakeHost(t, partitionedP800())
+	vf := newFakeHost(t, partitionedP800(t))
 	d = vf.driver(t, NodeName(0))
 	require.True(t, d.Refresh())
 	s = d.Slices()[0]

@@ -578,35 +578,9 @@ func underDir(dir, p string) bool {
 // procfs show them before the write returns, udev makes the nodes later.
 func (k *SRIOVKernel) enable(p *sriovPF, n int) error {
 	pf := k.device(p.bdf)
-	mem := vfMemoryMiB(pf, n)
-	usedIdx, usedMinor := map[int]bool{}, map[uint32]bool{}
-	if !k.host.NoCtrl {
-		usedMinor[k.host.ctrlMinor()] = true
-	}
-	for _, d := range k.host.Devices {
-		usedIdx[d.Index] = true
-		usedMinor[d.Minor] = true
-	}
-	var vfs []Device
-	next := 0
-	for i := range n {
-		vf, err := vfOf(pf, i, mem)
-		if err != nil {
-			return err
-		}
-		for {
-			minor := uint32(next)
-			if !k.host.XRE5() {
-				minor = slotMinor(next)
-			}
-			if !usedIdx[next] && !usedMinor[minor] {
-				vf.Index, vf.Minor = next, minor
-				usedIdx[next], usedMinor[minor] = true, true
-				break
-			}
-			next++
-		}
-		vfs = append(vfs, vf)
+	vfs, err := k.host.newVFs(pf, n)
+	if err != nil {
+		return err
 	}
 	saved := k.host.Devices
 	k.host.Devices = append(append([]Device(nil), saved...), vfs...)
@@ -670,6 +644,71 @@ func (k *SRIOVKernel) disable(p *sriovPF) error {
 func (k *SRIOVKernel) setNum(p *sriovPF, n int) error {
 	p.num = n
 	return os.WriteFile(filepath.Join(p.backing, "sriov_numvfs"), fmt.Appendf(nil, "%d\n", n), 0o644)
+}
+
+// newVFs are the n VFs the driver makes for pf on h: at the next functions
+// of pf's bus, with the lowest indices and minors h does not use (driver
+// 5.x: minor = index; 4.x: the probe slot's minor), each with the
+// partition table's memory.
+func (h Host) newVFs(pf Device, n int) ([]Device, error) {
+	mem := vfMemoryMiB(pf, n)
+	usedIdx, usedMinor := map[int]bool{}, map[uint32]bool{}
+	if !h.NoCtrl {
+		usedMinor[h.ctrlMinor()] = true
+	}
+	for _, d := range h.Devices {
+		usedIdx[d.Index] = true
+		usedMinor[d.Minor] = true
+	}
+	var vfs []Device
+	next := 0
+	for i := range n {
+		vf, err := vfOf(pf, i, mem)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			minor := uint32(next)
+			if !h.XRE5() {
+				minor = slotMinor(next)
+			}
+			if !usedIdx[next] && !usedMinor[minor] {
+				vf.Index, vf.Minor = next, minor
+				usedIdx[next], usedMinor[minor] = true, true
+				break
+			}
+			next++
+		}
+		vfs = append(vfs, vf)
+	}
+	return vfs, nil
+}
+
+// WithVFs returns h with every SR-IOV PF (TotalVFs > 0, no VFs yet) cut
+// into n VFs, as the fake SR-IOV kernel makes them on a write of n to each
+// PF's sriov_numvfs, in the order of h.Devices: for hosts built already
+// laid out, such as benchmarks'.
+func (h Host) WithVFs(n int) (Host, error) {
+	out := cloneHost(h)
+	for _, pf := range h.Devices {
+		if pf.Function != FunctionPF || pf.TotalVFs == 0 {
+			continue
+		}
+		if n > pf.TotalVFs {
+			return Host{}, fmt.Errorf("fake host: %d VFs for %s, which has sriov_totalvfs %d", n, pf.BDF, pf.TotalVFs)
+		}
+		for _, d := range out.Devices {
+			if d.Function == FunctionVF && d.PhysFn == pf.BDF {
+				return Host{}, fmt.Errorf("fake host: %s has VFs already", pf.BDF)
+			}
+		}
+		vfs, err := out.newVFs(pf, n)
+		if err != nil {
+			return Host{}, err
+		}
+		out.Devices = append(out.Devices, vfs...)
+	}
+	return out, nil
 }
 
 // vfMemoryMiB is the memory of each of n VFs of pf: the partition table's

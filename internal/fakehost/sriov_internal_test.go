@@ -1,6 +1,7 @@
 package fakehost
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,4 +71,31 @@ func TestVFOf(t *testing.T) {
 	pf.BDF = "0000:3b:1f.7"
 	_, err = vfOf(pf, 0, 1)
 	require.ErrorContains(t, err, "beyond its bus")
+}
+
+// WithVFs lays a host out as the kernel's writes would: the VFs at the
+// next functions of each PF, the lowest free indices, the table's sizes.
+func TestWithVFs(t *testing.T) {
+	h := P800x8()
+	for i := range h.Devices {
+		h.Devices[i].TotalVFs = 4
+	}
+	cut, err := h.WithVFs(2)
+	require.NoError(t, err)
+	require.Len(t, h.Devices, 8, "h is not changed")
+	require.Len(t, cut.Devices, 24)
+	for i, vf := range cut.Devices[8:] {
+		pf := h.Devices[i/2]
+		require.Equal(t, 8+i, vf.Index)
+		require.Equal(t, FunctionVF, vf.Function)
+		require.Equal(t, pf.BDF, vf.PhysFn)
+		require.Equal(t, pf.BDF[:len(pf.BDF)-1]+strconv.Itoa(1+i%2), vf.BDF)
+		require.Equal(t, 49152, vf.MemoryMiB)
+		require.Equal(t, slotMinor(8+i), vf.Minor, "driver 4.x layout: the slot's minor")
+	}
+
+	_, err = h.WithVFs(5)
+	require.ErrorContains(t, err, "sriov_totalvfs 4")
+	_, err = cut.WithVFs(2)
+	require.ErrorContains(t, err, "has VFs already")
 }
