@@ -339,9 +339,7 @@ func printReport(w io.Writer, r *partition.Report) error {
 		fmt.Fprint(w, " (dry run: nothing written)")
 	}
 	fmt.Fprintln(w)
-	if r.HandleLimit > 0 {
-		fmt.Fprintf(w, "handles: %d of %d\n", r.HandlesUsed, r.HandleLimit)
-	}
+	fmt.Fprintf(w, "handles: %s\n", partition.HandlesText(r.HandlesUsed, r.HandleLimit))
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

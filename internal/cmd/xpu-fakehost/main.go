@@ -61,7 +61,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "root", Usage: "directory to build the tree in (must be empty or missing)", Required: true, Destination: &f.root, EnvVars: []string{"XPU_CDI_FAKEHOST_ROOT"}},
 			&cli.BoolFlag{Name: "json", Usage: "print the tree record as JSON on stdout", Destination: &f.json},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing fake host tree in --root", Destination: &f.force},
-			&cli.UintFlag{Name: "major", Usage: "xpu char major (default: the shape's: 243, 195 for p800-xre5 and p800-sysfs)", Destination: &f.major, EnvVars: []string{"XPU_CDI_FAKEHOST_MAJOR"}},
+			&cli.UintFlag{Name: "major", Usage: "xpu char major (default: the shape's: 195 for the driver 5.x shapes p800-xre5, p800-sysfs, p800-sriov and p800-quarters, else 243)", Destination: &f.major, EnvVars: []string{"XPU_CDI_FAKEHOST_MAJOR"}},
 			&cli.StringFlag{Name: "xre-version", Usage: "XRE version (/usr/local/xpu-<version>; default: the shape's)", Destination: &f.xreVersion, EnvVars: []string{"XPU_CDI_FAKEHOST_XRE_VERSION"}},
 			&cli.StringFlag{Name: "cache-dir", Usage: "build cache for the compiled ELF templates", Destination: &f.cacheDir, EnvVars: []string{"XPU_CDI_FAKEHOST_CACHE_DIR"}},
 			&cli.BoolFlag{Name: "no-ctrl", Usage: "leave out /dev/xpuctrl", Destination: &f.noCtrl},
