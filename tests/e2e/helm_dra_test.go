@@ -49,8 +49,10 @@ func TestHelmChartDRA(t *testing.T) {
 			for _, dc := range classes.Items {
 				names = append(names, dc.Name)
 			}
-			require.ElementsMatch(t, []string{"xpu.baidu.com", "kunlun1.xpu.baidu.com", "kunlun2.xpu.baidu.com", "kunlun3.xpu.baidu.com",
-				"xpu-48gb.baidu.com", "xpu-24gb.baidu.com", "xpu-16gb.baidu.com", "xpu-8gb.baidu.com", "xpu-5gb.baidu.com"}, names)
+			require.ElementsMatch(t, []string{
+				"xpu.baidu.com", "kunlun1.xpu.baidu.com", "kunlun2.xpu.baidu.com", "kunlun3.xpu.baidu.com",
+				"xpu-48gb.baidu.com", "xpu-24gb.baidu.com", "xpu-16gb.baidu.com", "xpu-8gb.baidu.com", "xpu-5gb.baidu.com",
+			}, names)
 
 			t.Run("helm test", func(t *testing.T) {
 				logs := rel.test(t)
