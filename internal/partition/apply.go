@@ -198,8 +198,13 @@ func (c Config) waitFree(ctx context.Context, h *discover.Host, cards []Card, ch
 		busy := busyCards(changes, cards)
 		if partial && slices.ContainsFunc(changes, func(ch Change) bool { return ch.From != ch.To }) {
 			// A process the scan did not look at may hold a card to
-			// change: not known to be free is not free.
-			busy = append(busy, "the check of the processes holding the cards did not finish ("+strings.Join(notes, "; ")+")")
+			// change: not known to be free is not free, unless the admin
+			// says otherwise.
+			if c.IgnoreIncompleteScan {
+				c.Log.Warnf("the check of the processes holding the cards did not finish, going on (--ignore-incomplete-scan): %s", strings.Join(notes, "; "))
+			} else {
+				busy = append(busy, "the check of the processes holding the cards did not finish ("+strings.Join(notes, "; ")+"; --ignore-incomplete-scan applies the layout anyway)")
+			}
 		}
 		if len(busy) == 0 {
 			return h, cards, changes, nil

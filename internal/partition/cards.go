@@ -64,6 +64,9 @@ type User struct {
 	Container string `json:"container,omitempty"`
 	// Claim is the DRA claim a container holds the device through.
 	Claim string `json:"claim,omitempty"`
+	// Mapped says the process holds the node through a memory mapping
+	// only (its descriptor closed after mmap).
+	Mapped bool `json:"mapped,omitempty"`
 }
 
 // String names the user for messages: "pid 42 (python)",
@@ -88,7 +91,10 @@ func (u User) String() string {
 			s += " claim " + u.Claim
 		}
 	}
-	if u.Node != "" {
+	switch {
+	case u.Node != "" && u.Mapped:
+		s += " mapping " + u.Node
+	case u.Node != "":
 		s += " holding " + u.Node
 	}
 	return s

@@ -89,7 +89,7 @@ func holdOpen(t testing.TB, tr *fakehost.Tree, pid, fd int, comm, node string) (
 	return func() { require.NoError(t, os.RemoveAll(dir)) }
 }
 
-func build(t testing.TB, h fakehost.Host) *fakehost.Tree {
+func build(t testing.TB, h fakehost.Host, opts ...fakehost.Option) *fakehost.Tree {
 	t.Helper()
-	return fakehosttest.Build(t, h)
+	return fakehosttest.Build(t, h, opts...)
 }

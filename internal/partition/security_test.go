@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 )
 
 // A process holding a card sets its command name (prctl PR_SET_NAME, any
@@ -36,45 +38,84 @@ func TestProcessCommandEscaped(t *testing.T) {
 	require.False(t, strings.ContainsAny(err.Error(), "\x1b\x07\u202e"), err.Error())
 }
 
-// A process holding a card that the bounded scan does not reach (here: a
-// process with more descriptors than the per-process bound, as a pod
-// raising its RLIMIT_NOFILE can have, and a scan out of time) must not
-// let Apply re-lay-out the card: an incomplete scan refuses, naming what
-// was not checked; Show only notes it.
-func TestApplyRefusesWhenTheScanIsIncomplete(t *testing.T) {
-	tr := build(t, p800SRIOV())
-	release := holdOpen(t, tr, 4242, 7, "python3", "/dev/xpu1")
-	for fd := 10; fd < 16; fd++ {
+// A process with many descriptors holds none of the cards (a pod raising
+// its RLIMIT_NOFILE, a proxy with many sockets): the scan looks at all
+// of them, with no bound per process (it had one of 65536), and does not
+// stand in the way. A process holding a card after its many descriptors
+// is found.
+func TestScanHasNoDescriptorBound(t *testing.T) {
+	tr := fakehosttest.BuildOnTmpfs(t, p800SRIOV()) // 65636 links
+	const many = 1<<16 + 100
+	holdOpen(t, tr, 4242, many, "python3", "/dev/xpu1")
+	for fd := range many {
 		require.NoError(t, os.Symlink(tr.Path("/proc/devices"), tr.Path("/proc/4242/fd/"+strconv.Itoa(fd))))
 	}
+	s, err := Show(context.Background(), config(tr))
+	require.NoError(t, err)
+	require.Empty(t, s.Notes)
+	require.Equal(t, []User{{PID: 4242, Command: "python3", Node: "/dev/xpu1"}}, s.Cards[0].InUse)
+	c := config(tr)
+	c.DryRun = true
+	_, err = Apply(context.Background(), c, Layout{{Selector: "3", VFs: 2}})
+	require.NoError(t, err, "card 3 is not held")
+}
+
+// A scan that runs out of time (here: a process whose maps a read never
+// ends, as a process can hold its memory lock, and a bound of 1s) must
+// not let Apply re-lay-out a card: it refuses, naming the processes with
+// the most descriptors and their users; Show only notes it. Only the
+// admin's --ignore-incomplete-scan goes on, and never past a holder the
+// scan found.
+func TestApplyRefusesWhenTheScanIsIncomplete(t *testing.T) {
+	tr := build(t, p800SRIOV())
+	for fd := range 40 {
+		holdOpen(t, tr, 4242, fd, "python3", "/proc/devices")
+	}
+	// A maps whose reader waits: a FIFO with a writer that writes nothing.
+	require.NoError(t, unix.Mkfifo(tr.Path("/proc/4242/maps"), 0o644))
+	w, err := os.OpenFile(tr.Path("/proc/4242/maps"), os.O_RDWR, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	require.NoError(t, os.MkdirAll(tr.Path("/etc"), 0o755))
+	require.NoError(t, os.WriteFile(tr.Path("/etc/passwd"), fmt.Appendf(nil, "root:x:0:0::/root:/bin/sh\nscanme:x:%d:0::/:/bin/sh\n", os.Geteuid()), 0o644))
 	before := snapshot(t, tr)
-	defer func(v int, d time.Duration) { maxFDsPID, scanTimeout = v, d }(maxFDsPID, scanTimeout)
-	maxFDsPID = 4
+	defer func(d time.Duration) { scanTimeout = d }(scanTimeout)
+	scanTimeout = time.Second
 	l, _ := ParseLayout("0=4")
 
 	s, err := Show(context.Background(), config(tr))
 	require.NoError(t, err)
 	require.Len(t, s.Notes, 1)
-	require.Contains(t, s.Notes[0], "holds more than 4 descriptors")
+	heavy := fmt.Sprintf("pid 4242 (python3) of uid %d (%s): 40 descriptors, not finished", os.Geteuid(), map[bool]string{true: "root", false: "scanme"}[os.Geteuid() == 0])
+	require.Contains(t, s.Notes[0], "ran out of time")
+	require.Contains(t, s.Notes[0], heavy)
 	for _, dry := range []bool{true, false} {
 		c := config(tr)
 		c.DryRun = dry
 		_, err = Apply(context.Background(), c, l)
 		require.ErrorIs(t, err, ErrInUse, "dry run %v", dry)
 		require.ErrorContains(t, err, "did not finish")
-		require.ErrorContains(t, err, "/proc/4242/fd holds more than 4 descriptors")
+		require.ErrorContains(t, err, heavy)
+		require.ErrorContains(t, err, "--ignore-incomplete-scan")
 	}
 	require.Equal(t, before, snapshot(t, tr))
 
-	// Out of time before the first process (one holding nothing).
-	release()
-	defer holdOpen(t, tr, 77, 3, "sleep", "/proc/devices")()
-	maxFDsPID, scanTimeout = 1<<16, 0
+	// The admin's override goes on; a holder found still refuses.
 	c := config(tr)
-	c.DryRun = true
+	c.DryRun, c.IgnoreIncompleteScan = true, true
+	_, err = Apply(context.Background(), c, l)
+	require.NoError(t, err)
+	holdOpen(t, tr, 4343, 3, "python3", "/dev/xpu1")
 	_, err = Apply(context.Background(), c, l)
 	require.ErrorIs(t, err, ErrInUse)
-	require.ErrorContains(t, err, "processes after it were not checked")
+	require.ErrorContains(t, err, "is held by pid 4343 (python3)")
+
+	// Out of time before the first process: every process is unreached.
+	scanTimeout = 0
+	c.IgnoreIncompleteScan = false
+	_, err = Apply(context.Background(), c, l)
+	require.ErrorIs(t, err, ErrInUse)
+	require.ErrorContains(t, err, "0 processes were not finished and 2 not reached")
 	// Nothing to change: nothing refused.
 	_, err = Apply(context.Background(), c, Layout{{Selector: "0", VFs: 2}})
 	require.NoError(t, err)
@@ -203,6 +244,8 @@ func TestScanDeniedProcessIsIncomplete(t *testing.T) {
 	cards := Cards(h)
 	var notes []string
 	var err error
+	defer func(n int) { scanWorkers = n }(scanWorkers)
+	scanWorkers = 1 // capabilities are per thread: the scan stays on this one
 	onThreadWithoutDAC(t, func() {
 		_, notes, err = scanProcesses(context.Background(), tr.Root, nodeKeys(h, cards))
 	})

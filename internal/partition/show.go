@@ -48,6 +48,12 @@ type Config struct {
 	// Settle bounds the wait for the kernel (and udev) to show the result
 	// of one write (default DefaultSettle).
 	Settle time.Duration
+	// IgnoreIncompleteScan lets Apply change cards although the scan of
+	// the processes holding them did not finish (out of time, or a
+	// process whose descriptors may not be read): the admin's override
+	// of `partition apply --ignore-incomplete-scan`, never set by the
+	// installer or a node label. Holders the scan did find still refuse.
+	IgnoreIncompleteScan bool
 	// DryRun plans and checks, and writes nothing.
 	DryRun bool
 	Log    logger.Interface

@@ -129,6 +129,7 @@ type applyOptions struct {
 	wait       time.Duration
 	settle     time.Duration
 	dryRun     bool
+	ignoreScan bool
 	json       bool
 	parsed     partition.Layout
 	noLayout   bool
@@ -149,6 +150,9 @@ func newApplyCommand(log *logrus.Logger) *cli.Command {
 		&cli.DurationFlag{Name: "wait", Usage: "when a card to change is in use, look again until it is free or `DURATION` has passed; default: refuse at once", EnvVars: []string{"XPU_CDI_PARTITION_WAIT"}, Destination: &o.wait},
 		&cli.DurationFlag{Name: "settle", Usage: "wait at most `DURATION` after each sriov_numvfs write for the kernel and udev to show the VFs", Value: partition.DefaultSettle, EnvVars: []string{"XPU_CDI_PARTITION_SETTLE"}, Destination: &o.settle},
 		&cli.BoolFlag{Name: "dry-run", Usage: "check the layout and who uses the cards, print what would change, write nothing", Destination: &o.dryRun},
+		// No environment variable: an override of a safety check is typed
+		// for one run, never left in a unit file or a pod's environment.
+		&cli.BoolFlag{Name: "ignore-incomplete-scan", Usage: "lay the cards out although the scan of the processes holding them did not finish (out of time, or a process whose descriptors may not be read); holders it found still refuse. An admin's override: a process the scan did not reach may hold a card that is then re-laid out under it", Destination: &o.ignoreScan},
 		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON", Destination: &o.json},
 	)
 	return &cli.Command{
@@ -158,7 +162,10 @@ func newApplyCommand(log *logrus.Logger) *cli.Command {
 
 The whole layout is checked before anything is written: an unknown card, a count the card's model
 does not allow or above its sriov_totalvfs, a card without SR-IOV, a layout over the handle
-budget. A card to change that a process or a pod holds is refused (--wait waits for it). Then each
+budget. A card to change that a process or a pod holds is refused (--wait waits for it); so is
+every change when the scan of the processes (every thread's descriptors and every mapping) did not
+finish within its time bound or could not read a process (--ignore-incomplete-scan overrides that,
+for an admin who knows the processes it names). Then each
 card to change gets 0 (when it has VFs) and then its count, and after each write apply waits
 (--settle) until the kernel shows the virtfn links, the VF functions and their /dev/xpuN nodes.
 A card that fails is put back to its count and the cards after it are not touched. A card already
@@ -216,7 +223,7 @@ func (o *applyOptions) run(c *cli.Context, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	cfg.Wait, cfg.Settle, cfg.DryRun = o.wait, o.settle, o.dryRun
+	cfg.Wait, cfg.Settle, cfg.DryRun, cfg.IgnoreIncompleteScan = o.wait, o.settle, o.dryRun, o.ignoreScan
 	if o.spec.Output() != "" {
 		cfg.AfterApply = func(h *discover.Host) error { return o.spec.Write(h, log) }
 	}

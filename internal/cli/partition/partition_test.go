@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
+	"github.com/xpu-cdi/xpu-cdi/internal/cli/install"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 )
@@ -82,4 +86,30 @@ func TestApplyCLI(t *testing.T) {
 	out, _, err = run(t, "show", "--host-root", root)
 	require.NoError(t, err)
 	require.Contains(t, out, "pid 4242 (python3) holding /dev/xpu3")
+}
+
+// The override of an incomplete in-use scan is a flag of `partition
+// apply` alone, with no environment variable: the installer (the node
+// label's path) has no way to set it.
+func TestIgnoreIncompleteScanIsApplyOnly(t *testing.T) {
+	flagNamed := func(c *cli.Command) *cli.BoolFlag {
+		for _, f := range c.Flags {
+			if slices.Contains(f.Names(), "ignore-incomplete-scan") {
+				return f.(*cli.BoolFlag)
+			}
+		}
+		return nil
+	}
+	cmd := NewCommand(logrus.New())
+	for _, sub := range cmd.Subcommands {
+		f := flagNamed(sub)
+		if sub.Name != "apply" {
+			require.Nil(t, f, sub.Name)
+			continue
+		}
+		require.NotNil(t, f)
+		require.Empty(t, f.EnvVars, "an override is typed per run")
+		require.False(t, f.Value, "not the default")
+	}
+	require.Nil(t, flagNamed(install.NewCommand(logrus.New())))
 }

@@ -1,0 +1,244 @@
+package partition
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+)
+
+// The test binary re-executes itself as a process holding a node in one
+// of the ways the in-use scan must see (holderEnv says which, holderNode
+// the node's host path). It writes "ready" once it holds the node and
+// exits when its stdin closes.
+const (
+	holderEnv  = "XPU_CDI_TEST_HOLDER"
+	holderNode = "XPU_CDI_TEST_HOLDER_NODE"
+)
+
+// The ways of holding a node.
+const (
+	// holdThread: a thread that unshared its descriptor table
+	// (unshare(CLONE_FILES)) opens the node; the leader's table, which
+	// /proc/PID/fd shows, does not have it.
+	holdThread = "thread"
+	// holdDeadLeader: the node is open in the process's table, and the
+	// leader thread exits alone (exit(2), not exit_group): a zombie
+	// leader, whose /proc/PID/fd is empty, with live threads.
+	holdDeadLeader = "dead-leader"
+	// holdMapping: the node is mapped MAP_SHARED and its descriptor
+	// closed.
+	holdMapping = "mapping"
+	// holdPrivateMapping: the same with MAP_PRIVATE (a mapping of
+	// /dev/zero's driver keeps its file only when private).
+	holdPrivateMapping = "private-mapping"
+)
+
+func init() {
+	if os.Getenv(holderEnv) != "" {
+		// The main goroutine stays on the leader thread (which exits, for
+		// holdDeadLeader): no other goroutine runs on it.
+		runtime.LockOSThread()
+	}
+}
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(holderEnv); mode != "" {
+		os.Exit(runHolder(mode, os.Getenv(holderNode)))
+	}
+	os.Exit(m.Run())
+}
+
+// runHolder is the holder process.
+func runHolder(mode, node string) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "holder:", err); return 1 }
+	ready := func() { fmt.Println("ready") }
+	waitStdin := func() { _, _ = io.Copy(io.Discard, os.Stdin); os.Exit(0) }
+	switch mode {
+	case holdThread:
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the process
+			if err := unix.Unshare(unix.CLONE_FILES); err != nil {
+				errc <- err
+				return
+			}
+			if _, err := unix.Open(node, unix.O_PATH|unix.O_CLOEXEC, 0); err != nil {
+				errc <- err
+				return
+			}
+			errc <- nil
+			select {}
+		}()
+		if err := <-errc; err != nil {
+			return fail(err)
+		}
+		ready()
+		waitStdin()
+	case holdDeadLeader:
+		if _, err := unix.Open(node, unix.O_PATH|unix.O_CLOEXEC, 0); err != nil {
+			return fail(err)
+		}
+		go waitStdin()
+		ready()
+		// The leader thread alone exits; the others keep the process.
+		_, _, _ = unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0)
+	case holdMapping, holdPrivateMapping:
+		fd, err := unix.Open(node, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail(err)
+		}
+		flags := unix.MAP_SHARED
+		if mode == holdPrivateMapping {
+			flags = unix.MAP_PRIVATE
+		}
+		if _, err := unix.Mmap(fd, 0, os.Getpagesize(), unix.PROT_READ, flags); err != nil {
+			return fail(err)
+		}
+		if err := unix.Close(fd); err != nil {
+			return fail(err)
+		}
+		ready()
+		waitStdin()
+	}
+	return fail(fmt.Errorf("unknown mode %q", mode))
+}
+
+// startHolder starts the holder process (mode) holding the tree's node
+// (an in-tree path) and makes it a process of the tree's /proc: the
+// tree's proc/PID links to the real /proc/PID. It returns the pid; the
+// process is ended with the test.
+func startHolder(t *testing.T, tr *fakehost.Tree, mode, node string) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), holderEnv+"="+mode, holderNode+"="+tr.Path(node))
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "the holder (%s) did not start", mode)
+	require.Equal(t, "ready\n", line)
+	pid := cmd.Process.Pid
+	require.NoError(t, os.Symlink("/proc/"+strconv.Itoa(pid), tr.Path("/proc/"+strconv.Itoa(pid))))
+	return pid
+}
+
+// fdTablesHold reports whether the leader's table (/proc/PID/fd) and any
+// thread's table hold a descriptor of the file at path.
+func fdTablesHold(t *testing.T, pid int, path string) (leader, anyThread bool) {
+	t.Helper()
+	var want unix.Stat_t
+	require.NoError(t, unix.Stat(path, &want))
+	holds := func(dir string) bool {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			var st unix.Stat_t
+			if unix.Stat(filepath.Join(dir, e.Name()), &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+				return true
+			}
+		}
+		return false
+	}
+	leader = holds(fmt.Sprintf("/proc/%d/fd", pid))
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	require.NoError(t, err)
+	for _, task := range tasks {
+		anyThread = anyThread || holds(fmt.Sprintf("/proc/%d/task/%s/fd", pid, task.Name()))
+	}
+	return leader, anyThread
+}
+
+// requireHeld checks that show names pid as a user of card 0 (through
+// node, mapped or not) and that apply refuses to change card 0, a dry
+// run or not, writing nothing.
+func requireHeld(t *testing.T, tr *fakehost.Tree, pid int, node string, mapped bool) {
+	t.Helper()
+	before := snapshot(t, tr)
+	s, err := Show(context.Background(), config(tr))
+	require.NoError(t, err)
+	require.Empty(t, s.Notes)
+	require.Contains(t, s.Cards[0].InUse, User{PID: pid, Command: strings.TrimSpace(readFile(t, fmt.Sprintf("/proc/%d/comm", pid))), Node: node, Mapped: mapped})
+	l, _ := ParseLayout("0=4")
+	for _, dry := range []bool{true, false} {
+		c := config(tr)
+		c.DryRun = dry
+		_, err = Apply(context.Background(), c, l)
+		require.ErrorIs(t, err, ErrInUse, "dry run %v", dry)
+		require.ErrorContains(t, err, fmt.Sprintf("is held by pid %d", pid))
+	}
+	require.Equal(t, before, snapshot(t, tr))
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// A thread that unshared its descriptor table (unshare(CLONE_FILES))
+// holds a card: /proc/PID/fd, the leader's table, does not show it, the
+// thread's /proc/PID/task/TID/fd does. Apply must refuse the card.
+func TestScanSeesAThreadsOwnTable(t *testing.T) {
+	tr := build(t, p800SRIOV())
+	pid := startHolder(t, tr, holdThread, "/dev/xpu1")
+	leader, thread := fdTablesHold(t, pid, tr.Path("/dev/xpu1"))
+	require.False(t, leader, "the leader's table must not hold the node")
+	require.True(t, thread, "a thread's table holds the node")
+	requireHeld(t, tr, pid, "/dev/xpu1", false)
+}
+
+// The leader thread of a process holding a card exits alone: a zombie
+// leader, whose /proc/PID/fd is empty, while its threads run on and hold
+// the card. Apply must refuse it.
+func TestScanSeesTheThreadsOfADeadLeader(t *testing.T) {
+	tr := build(t, p800SRIOV())
+	pid := startHolder(t, tr, holdDeadLeader, "/dev/xpu1")
+	require.Eventually(t, func() bool {
+		return strings.Contains(readFile(t, fmt.Sprintf("/proc/%d/status", pid)), "State:\tZ")
+	}, 5*time.Second, 10*time.Millisecond, "the leader must be a zombie")
+	leader, thread := fdTablesHold(t, pid, tr.Path("/dev/xpu1"))
+	require.False(t, leader, "a zombie leader's table is empty")
+	require.True(t, thread, "the threads' table holds the node")
+	requireHeld(t, tr, pid, "/dev/xpu1", false)
+}
+
+// A process maps a card's node MAP_SHARED and closes the descriptor: it
+// holds the card through the mapping alone. Apply must refuse it. The
+// node is a plain file here (as on a fake host without mknod, root or
+// not); TestScanSeesAMappedCharNode maps a real character device.
+func TestScanSeesAMappingWithoutDescriptor(t *testing.T) {
+	tr := build(t, p800SRIOV(), fakehost.WithoutMknod())
+	pid := startHolder(t, tr, holdMapping, "/dev/xpu1")
+	leader, thread := fdTablesHold(t, pid, tr.Path("/dev/xpu1"))
+	require.False(t, leader || thread, "no descriptor holds the node")
+	require.Contains(t, readFile(t, fmt.Sprintf("/proc/%d/maps", pid)), tr.Path("/dev/xpu1"))
+	requireHeld(t, tr, pid, "/dev/xpu1", true)
+}
