@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 // The test binary re-executes itself as a process holding a node in one
@@ -213,6 +214,42 @@ func TestScanSeesAThreadsOwnTable(t *testing.T) {
 	require.False(t, leader, "the leader's table must not hold the node")
 	require.True(t, thread, "a thread's table holds the node")
 	requireHeld(t, tr, pid, "/dev/xpu1", false)
+
+	// Through the machine's own /proc, where kcmp proves which threads
+	// share their leader's table (reading init's namespace takes root):
+	// the thread's own table is still scanned.
+	if os.Geteuid() != 0 {
+		return
+	}
+	require.True(t, procIsOurs("/proc"))
+	h := discoverTree(t, tr)
+	out, _, err := scanProcesses(context.Background(), "/", nodeKeys(h, Cards(h)))
+	require.NoError(t, err)
+	require.Contains(t, out[0], User{PID: pid, Command: strings.TrimSpace(readFile(t, fmt.Sprintf("/proc/%d/comm", pid))), Node: "/dev/xpu1"})
+}
+
+// kcmp tells the threads that share the leader's table from the one
+// with a table of its own (the holder's thread that unshared it).
+func TestSameFiles(t *testing.T) {
+	tr := build(t, p800SRIOV())
+	pid := startHolder(t, tr, holdThread, "/dev/xpu1")
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	require.NoError(t, err)
+	var own, shared int
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		require.NoError(t, err)
+		if tid == pid {
+			continue
+		}
+		if sameFiles(pid, tid) {
+			shared++
+		} else {
+			own++
+		}
+	}
+	require.Equal(t, 1, own, "one thread unshared its table")
+	require.Positive(t, shared, "the Go runtime's other threads share the leader's")
 }
 
 // The leader thread of a process holding a card exits alone: a zombie
@@ -241,4 +278,40 @@ func TestScanSeesAMappingWithoutDescriptor(t *testing.T) {
 	require.False(t, leader || thread, "no descriptor holds the node")
 	require.Contains(t, readFile(t, fmt.Sprintf("/proc/%d/maps", pid)), tr.Path("/dev/xpu1"))
 	requireHeld(t, tr, pid, "/dev/xpu1", true)
+}
+
+// TestScanSeesAMappingWithoutDescriptor with a real character device:
+// the fake host's node of /dev/xpu1 is a node of /dev/zero's numbers
+// (1:5; the xpu driver's major has no driver here), mapped MAP_PRIVATE
+// (a shared mapping of /dev/zero is re-pointed to an anonymous file) and
+// its descriptor closed. The mapping names the node's identity in maps,
+// and map_files leads to the device's numbers.
+func TestScanSeesAMappedCharNode(t *testing.T) {
+	testreq.Root(t, "mknod of a character device the test can map")
+	h := p800SRIOV()
+	h.Major = 1
+	for i := range h.Devices {
+		if h.Devices[i].Index == 1 {
+			h.Devices[i].Minor = 5
+		}
+	}
+	tr := build(t, h)
+	require.True(t, tr.RealNodes)
+	pid := startHolder(t, tr, holdPrivateMapping, "/dev/xpu1")
+	requireHeld(t, tr, pid, "/dev/xpu1", true)
+
+	// Without the node's identity (another node of the same device, as
+	// a container's runtime makes one), map_files tells the device.
+	h2 := discoverTree(t, tr)
+	keys := nodeKeys(h2, Cards(h2))
+	for k := range keys {
+		if !k.char {
+			delete(keys, k)
+		}
+	}
+	require.Contains(t, keys, nodeKey{char: true, dev: unix.Mkdev(1, 5)})
+	out, notes, err := scanProcesses(context.Background(), tr.Root, keys)
+	require.NoError(t, err)
+	require.Empty(t, notes)
+	require.Contains(t, out[0], User{PID: pid, Command: strings.TrimSpace(readFile(t, fmt.Sprintf("/proc/%d/comm", pid))), Node: "/dev/xpu1", Mapped: true})
 }

@@ -305,20 +305,26 @@ func sameFiles(a, b int) bool {
 }
 
 // procIsOurs reports whether proc is the procfs of this process's PID
-// namespace (then its PIDs are the ones kcmp takes): proc/self is this
-// process and proc/1 (the namespace's init) is in the namespace this
-// process is in. False when it cannot tell (another user's init, a fake
-// host's /proc): then every thread's table is scanned.
+// namespace (then its PIDs are the ones kcmp takes). proc/self is this
+// process as proc's namespace sees it, and its status's NSpid lists its
+// PIDs from that namespace down to its own: one PID, this process's own,
+// proves the namespace is its own. False when it cannot tell (a kernel
+// before 4.1, a fake host's /proc, the host's procfs in a container):
+// then every thread's table is scanned.
 func procIsOurs(proc string) bool {
-	self, err := os.Readlink(filepath.Join(proc, "self"))
-	if err != nil || self != strconv.Itoa(os.Getpid()) {
+	f, err := os.Open(filepath.Join(proc, "self", "status"))
+	if err != nil {
 		return false
 	}
-	var init, me unix.Stat_t
-	if unix.Stat(filepath.Join(proc, "1", "ns", "pid"), &init) != nil || unix.Stat(filepath.Join(proc, "self", "ns", "pid"), &me) != nil {
-		return false
+	defer f.Close()
+	b := make([]byte, 4096)
+	n, _ := io.ReadFull(f, b)
+	for line := range strings.SplitSeq(string(b[:n]), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			return slices.Equal(strings.Fields(rest), []string{strconv.Itoa(os.Getpid())})
+		}
 	}
-	return init.Dev == me.Dev && init.Ino == me.Ino
+	return false
 }
 
 // table stats every descriptor of one table (dir's path names it
