@@ -3,7 +3,10 @@ package partition
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
@@ -64,4 +67,41 @@ func BenchmarkShow8Cards24VFs(b *testing.B) {
 			b.Fatalf("%d cards, %d VFs, %d handles, card 1 users %v", len(s.Cards), vfs, s.HandlesUsed, s.Cards[1].InUse)
 		}
 	}
+}
+
+// BenchmarkScanManyDescriptors is the in-use scan (`partition show`) of a
+// node whose processes hold many descriptors and no card: 100k sockets
+// and pipes and 100k dups of a plain file (as a proxy or a database has,
+// or a user who wants to stop every layout), in real processes of
+// RLIMIT_NOFILE's hard limit each (one process where the limit allows).
+// A process holding a card comes last. It reports the descriptors looked
+// at per second.
+func BenchmarkScanManyDescriptors(b *testing.B) {
+	const total = 200_000
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	per := int(min(lim.Max-64, total))
+	tr := fakehosttest.BuildOnTmpfs(b, p800x8Quarters())
+	n := 0
+	for n < total {
+		count := min(per, total-n)
+		startHolder(b, tr, holdMany, "/proc/devices", holderCount+"="+strconv.Itoa(count))
+		n += count
+	}
+	holdOpen(b, tr, 1<<22, 3, "python3", "/dev/xpu12")
+	c := config(tr)
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := Show(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(s.Notes) > 0 || len(s.Cards[1].InUse) != 1 {
+			b.Fatalf("notes %v, card 1 users %v", s.Notes, s.Cards[1].InUse)
+		}
+	}
+	b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "descriptors/s")
+	b.ReportMetric(float64(per), "descriptors/process")
 }

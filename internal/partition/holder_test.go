@@ -46,7 +46,14 @@ const (
 	// holdPrivateMapping: the same with MAP_PRIVATE (a mapping of
 	// /dev/zero's driver keeps its file only when private).
 	holdPrivateMapping = "private-mapping"
+	// holdMany: no card, but as many descriptors as holderCount says
+	// (at most its RLIMIT_NOFILE): half of them sockets and pipes, half
+	// dups of the plain file holderNode names.
+	holdMany = "many"
 )
+
+// holderCount is the descriptors of holdMany.
+const holderCount = "XPU_CDI_TEST_HOLDER_COUNT"
 
 func init() {
 	if os.Getenv(holderEnv) != "" {
@@ -97,6 +104,12 @@ func runHolder(mode, node string) int {
 		ready()
 		// The leader thread alone exits; the others keep the process.
 		_, _, _ = unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0)
+	case holdMany:
+		if err := holdManyDescriptors(node, os.Getenv(holderCount)); err != nil {
+			return fail(err)
+		}
+		ready()
+		waitStdin()
 	case holdMapping, holdPrivateMapping:
 		fd, err := unix.Open(node, unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -118,14 +131,50 @@ func runHolder(mode, node string) int {
 	return fail(fmt.Errorf("unknown mode %q", mode))
 }
 
+// holdManyDescriptors opens count descriptors: a quarter socket pairs, a
+// quarter pipes (two descriptors each), half dups of the file at path.
+func holdManyDescriptors(path, count string) error {
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		return err
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	lim.Cur = lim.Max
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	for range n / 8 {
+		if _, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			return err
+		}
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	for range n/2 - 1 {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startHolder starts the holder process (mode) holding the tree's node
 // (an in-tree path) and makes it a process of the tree's /proc: the
 // tree's proc/PID links to the real /proc/PID. It returns the pid; the
 // process is ended with the test.
-func startHolder(t *testing.T, tr *fakehost.Tree, mode, node string) int {
+func startHolder(t testing.TB, tr *fakehost.Tree, mode, node string, env ...string) int {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), holderEnv+"="+mode, holderNode+"="+tr.Path(node))
+	cmd.Env = append(append(os.Environ(), holderEnv+"="+mode, holderNode+"="+tr.Path(node)), env...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
