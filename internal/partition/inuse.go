@@ -51,6 +51,10 @@ const (
 	// kcmpFiles is KCMP_FILES of linux/kcmp.h: do two tasks share their
 	// descriptor table.
 	kcmpFiles = 2
+	// maxTablesCompared bounds the tables a thread's is compared with: a
+	// process whose every thread has a table of its own costs a table
+	// read per thread, not a kcmp per pair.
+	maxTablesCompared = 8
 )
 
 // nodeKey identifies a device node: by st_rdev for a character device,
@@ -233,10 +237,13 @@ func (s *scan) process(ctx context.Context, pid int) {
 
 	tids := listTasks(dir)
 	complete := true
-	// A dead leader (a zombie whose threads live on) has released its
-	// table; its fd directory, owned by root then, is not read.
+	// The tasks whose tables were read. A dead leader (a zombie whose
+	// threads live on) has released its table; its fd directory, owned
+	// by root then, is not read.
+	var read []int
 	if !deadLeader(dir) {
 		complete = s.table(ctx, pc, dir, "fd")
+		read = append(read, pid)
 	}
 	for _, tid := range tids {
 		if tid == pid || !complete {
@@ -244,11 +251,13 @@ func (s *scan) process(ctx context.Context, pid int) {
 		}
 		// A thread shares its leader's table unless it was made without
 		// CLONE_FILES or unshared it; a table of its own is scanned.
-		// kcmp proves the sharing; without it, every table is scanned.
-		if s.kcmp && sameFiles(pid, tid) {
+		// kcmp proves the sharing (with one of the first tables read);
+		// without it, every table is scanned.
+		if s.kcmp && slices.ContainsFunc(read[:min(len(read), maxTablesCompared)], func(r int) bool { return sameFiles(r, tid) }) {
 			continue
 		}
 		complete = s.table(ctx, pc, dir, "task/"+strconv.Itoa(tid)+"/fd")
+		read = append(read, tid)
 	}
 	if complete {
 		complete = s.mappings(ctx, pc, dir, tids)
@@ -396,18 +405,35 @@ func (s *scan) stat(ctx context.Context, pid, dir int, names []string) bool {
 
 // hold takes a process holding a node: open, or mapped only.
 func (s *scan) hold(pid int, o nodeOwner, mapped bool) {
+	if s.held(pid, o, mapped) {
+		return
+	}
 	command := comm(s.proc, pid)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done {
+	if s.done || s.heldLocked(pid, o, mapped) {
 		return
 	}
+	s.out[o.card] = append(s.out[o.card], User{PID: pid, Command: command, Node: o.node, Mapped: mapped})
+}
+
+// held reports whether pid is already taken as holding o (a process
+// holding a node through 1000 dups is read once), marking it as holding
+// it open when it now is.
+func (s *scan) held(pid int, o nodeOwner, mapped bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done || s.heldLocked(pid, o, mapped)
+}
+
+func (s *scan) heldLocked(pid int, o nodeOwner, mapped bool) bool {
 	users := s.out[o.card]
-	if i := slices.IndexFunc(users, func(u User) bool { return u.PID == pid && u.Node == o.node }); i >= 0 {
-		users[i].Mapped = users[i].Mapped && mapped // a descriptor says more than a mapping
-		return
+	i := slices.IndexFunc(users, func(u User) bool { return u.PID == pid && u.Node == o.node })
+	if i < 0 {
+		return false
 	}
-	s.out[o.card] = append(users, User{PID: pid, Command: command, Node: o.node, Mapped: mapped})
+	users[i].Mapped = users[i].Mapped && mapped // a descriptor says more than a mapping
+	return true
 }
 
 func (s *scan) deny(pid int) {
