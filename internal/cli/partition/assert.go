@@ -21,7 +21,7 @@ const (
 
 type assertOptions struct {
 	host cmdflags.Host
-	source
+	src  source
 }
 
 func newAssertCommand(log *logrus.Logger) *cli.Command {
@@ -38,19 +38,19 @@ A --config file that holds no layout asks nothing of the cards: it always matche
 Examples:
   xpu-cdi partition assert --layout all=2
   xpu-cdi partition assert --config fleet.conf --name halves && echo laid out`,
-		Flags: append(append(o.host.Flags(), o.host.HostRootFlag()), o.source.flags()...),
+		Flags: append(append(o.host.Flags(), o.host.HostRootFlag()), o.src.flags()...),
 		Before: func(c *cli.Context) error {
 			if err := o.host.ApplyHostRoot(c); err != nil {
 				return &cmdflags.StatusError{Err: err, Status: statusError}
 			}
-			if err := o.source.validate(); err != nil {
+			if err := o.src.validate(); err != nil {
 				return &cmdflags.StatusError{Err: err, Status: statusError}
 			}
 			return nil
 		},
 		Action: func(c *cli.Context) error {
-			if o.noLayout {
-				fmt.Fprintf(c.App.Writer, "%s holds no layout: nothing to check\n", o.configFile)
+			if o.src.noLayout {
+				fmt.Fprintf(c.App.Writer, "%s holds no layout: nothing to check\n", o.src.configFile)
 				return nil
 			}
 			var k kubelet
@@ -58,12 +58,12 @@ Examples:
 			if err != nil {
 				return &cmdflags.StatusError{Err: err, Status: statusError}
 			}
-			differ, err := partition.Assert(c.Context, cfg, o.parsed)
+			differ, err := partition.Assert(c.Context, cfg, o.src.parsed)
 			if err != nil {
 				return &cmdflags.StatusError{Err: hint(err), Status: statusError}
 			}
 			if len(differ) == 0 {
-				fmt.Fprintf(c.App.Writer, "the node matches the layout %s\n", o.parsed)
+				fmt.Fprintf(c.App.Writer, "the node matches the layout %s\n", o.src.parsed)
 				return nil
 			}
 			msgs := make([]string, len(differ))
@@ -71,7 +71,7 @@ Examples:
 				msgs[i] = fmt.Sprintf("%s has %d VFs, the layout wants %d", ch.Card.Name(), ch.From, ch.To)
 			}
 			return &cmdflags.StatusError{
-				Err:    errors.New("the node does not match the layout " + o.parsed.String() + ": " + strings.Join(msgs, "; ")),
+				Err:    errors.New("the node does not match the layout " + o.src.parsed.String() + ": " + strings.Join(msgs, "; ")),
 				Status: statusMismatch,
 			}
 		},

@@ -182,11 +182,11 @@ func (s *source) validate() error {
 type applyOptions struct {
 	spec    *generate.SpecWriter
 	kubelet kubelet
-	source
-	wait   time.Duration
-	settle time.Duration
-	dryRun bool
-	json   bool
+	src     source
+	wait    time.Duration
+	settle  time.Duration
+	dryRun  bool
+	json    bool
 }
 
 func newApplyCommand(log *logrus.Logger) *cli.Command {
@@ -198,7 +198,7 @@ func newApplyCommand(log *logrus.Logger) *cli.Command {
 		}
 	}
 	flags = append(flags, o.kubelet.flags()...)
-	flags = append(flags, o.source.flags()...)
+	flags = append(flags, o.src.flags()...)
 	flags = append(flags,
 		&cli.DurationFlag{Name: "wait", Usage: "when a card to change is in use, look again until it is free or `DURATION` has passed; default: refuse at once", EnvVars: []string{"XPU_CDI_PARTITION_WAIT"}, Destination: &o.wait},
 		&cli.DurationFlag{Name: "settle", Usage: "wait at most `DURATION` after each sriov_numvfs write for the kernel and udev to show the VFs", Value: partition.DefaultSettle, EnvVars: []string{"XPU_CDI_PARTITION_SETTLE"}, Destination: &o.settle},
@@ -238,7 +238,7 @@ func (o *applyOptions) validate(c *cli.Context) error {
 	if err := o.spec.Validate(c); err != nil {
 		return err
 	}
-	if err := o.source.validate(); err != nil || o.noLayout {
+	if err := o.src.validate(); err != nil || o.src.noLayout {
 		return err
 	}
 	if o.wait < 0 || o.settle <= 0 {
@@ -248,8 +248,8 @@ func (o *applyOptions) validate(c *cli.Context) error {
 }
 
 func (o *applyOptions) run(c *cli.Context, log *logrus.Logger) error {
-	if o.noLayout {
-		log.Infof("%s holds no layout: nothing to do", o.configFile)
+	if o.src.noLayout {
+		log.Infof("%s holds no layout: nothing to do", o.src.configFile)
 		return nil
 	}
 	cfg, err := o.kubelet.config(c, o.spec.Host(), log)
@@ -260,7 +260,7 @@ func (o *applyOptions) run(c *cli.Context, log *logrus.Logger) error {
 	if o.spec.Output() != "" {
 		cfg.AfterApply = func(h *discover.Host) error { return o.spec.Write(h, log) }
 	}
-	rep, err := partition.Apply(c.Context, cfg, o.parsed)
+	rep, err := partition.Apply(c.Context, cfg, o.src.parsed)
 	if rep != nil {
 		if o.json {
 			if perr := printJSON(c.App.Writer, rep); perr != nil {
