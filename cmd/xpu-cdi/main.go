@@ -36,7 +36,7 @@ func main() {
 	log.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
 	if err := newApp(log).Run(os.Args); err != nil {
 		printError(os.Stderr, err)
-		os.Exit(1)
+		os.Exit(cmdflags.ExitStatus(err))
 	}
 }
 

@@ -1,6 +1,8 @@
 package cmdflags
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -56,4 +58,23 @@ func TestLogLevel(t *testing.T) {
 	require.Equal(t, logrus.DebugLevel, log.GetLevel())
 	l = LogLevel{}
 	require.ErrorContains(t, run(t, []cli.Flag{l.Flag()}, func() error { return l.Apply(log) }, "--log-level", "loud"), "--log-level")
+}
+
+func TestExitStatus(t *testing.T) {
+	plain := errors.New("plain")
+	for _, tc := range []struct {
+		description string
+		err         error
+		want        int
+	}{
+		{"a plain error", plain, 1},
+		{"a status error", &StatusError{Err: plain, Status: 2}, 2},
+		{"a wrapped status error", fmt.Errorf("context: %w", &StatusError{Err: plain, Status: 3}), 3},
+		{"a status error with a hint inside", &StatusError{Err: &HintError{Err: plain, Hint: "h"}, Status: 2}, 2},
+		{"a zero status", &StatusError{Err: plain}, 1},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			require.Equal(t, tc.want, ExitStatus(tc.err))
+		})
+	}
 }

@@ -124,3 +124,24 @@ type HintError struct {
 func (e *HintError) Error() string { return e.Err.Error() }
 
 func (e *HintError) Unwrap() error { return e.Err }
+
+// StatusError is an error for which main exits with Status instead of 1:
+// `partition assert` tells a node that does not match (1) from a check that
+// could not be made (2). It is not a cli.ExitCoder, which urfave/cli would
+// print and exit on by itself, without main's hint.
+type StatusError struct {
+	Err    error
+	Status int
+}
+
+func (e *StatusError) Error() string { return e.Err.Error() }
+
+func (e *StatusError) Unwrap() error { return e.Err }
+
+// ExitStatus is the status main exits with for err: a StatusError's, else 1.
+func ExitStatus(err error) int {
+	if s := (*StatusError)(nil); errors.As(err, &s) && s.Status > 0 {
+		return s.Status
+	}
+	return 1
+}

@@ -143,7 +143,9 @@ func TestPartitionsUnit(t *testing.T) {
 			require.NoError(t, err, "partitions.conf line %d", i+1)
 		}
 	}
-	_, err = partition.ParseConfig(conf)
+	pc, err := partition.ParseConfig(conf)
+	require.NoError(t, err)
+	_, err = pc.Layout("")
 	require.ErrorIs(t, err, partition.ErrNoLayout, "the shipped file holds no layout: apply --config changes nothing")
 
 	requireTools(t, "systemd-analyze")

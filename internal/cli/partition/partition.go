@@ -35,6 +35,14 @@ P800 takes 2 VFs (48 GiB each) or 4 (24 GiB); R200 1, 2 or 3 (16, 8, 5 GiB). Eve
 VF takes one of the driver's device handles: 32 per node on P800 (8 cards x 2 VFs fit, 8 x 4 do
 not).`
 
+const namedExample = `  [whole]
+  all=0
+  [halves]
+  all=2
+  [mixed]         # halves, the card at 0000:3b:00.0 in quarters
+  all=2
+  0000:3b:00.0=4`
+
 // kubelet are the flags of the PodResources check, shared by both
 // subcommands.
 type kubelet struct {
@@ -79,9 +87,11 @@ with its share of the card's memory isolated by the device (docs/partitions.md).
 
   xpu-cdi partition show
   xpu-cdi partition apply --layout all=2 --output /var/run/cdi/baidu.com-xpu.yaml
+  xpu-cdi partition assert --layout all=2       exit status 1 when the node is laid out otherwise
+  xpu-cdi partition export > partitions.conf    the layout now, as --config reads it
 
 ` + layoutHelp,
-		Subcommands: []*cli.Command{newShowCommand(log), newApplyCommand(log)},
+		Subcommands: []*cli.Command{newShowCommand(log), newApplyCommand(log), newAssertCommand(log), newExportCommand(log)},
 	}
 }
 
@@ -121,18 +131,63 @@ and its device handles, used of the driver's limit. --json prints the same as JS
 	}
 }
 
+// source is where apply and assert take the layout from: --layout, or
+// --config with --name for a file of named layouts.
+type source struct {
+	layout     string
+	configFile string
+	name       string
+	parsed     partition.Layout
+	noLayout   bool
+}
+
+func (s *source) flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "layout", Aliases: []string{"l"}, Usage: "the `LAYOUT` (see above), e.g. all=2,0000:3b:00.0=4", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &s.layout},
+		&cli.StringFlag{Name: "config", Usage: "read the layout from `FILE`: one layout ('#' comments; entries may be on several lines), or named layouts, each under a [NAME] line (choose one with --name); a file with no layout changes nothing. The host package applies " + partition.DefaultConfigFile + " at boot", EnvVars: []string{"XPU_CDI_PARTITION_CONFIG"}, Destination: &s.configFile},
+		&cli.StringFlag{Name: "name", Usage: "with --config, the layout `NAME` of a file of named layouts", EnvVars: []string{"XPU_CDI_PARTITION_NAME"}, Destination: &s.name},
+	}
+}
+
+// validate reads the layout. A --config file without any layout sets
+// noLayout: there is nothing to do.
+func (s *source) validate() error {
+	switch {
+	case s.layout != "" && s.configFile != "":
+		return fmt.Errorf("--layout %s and --config %s both give the layout: give one", s.layout, s.configFile)
+	case s.name != "" && s.configFile == "":
+		return fmt.Errorf("--name %s names a layout of a --config file: give --config FILE too", s.name)
+	case s.layout != "":
+		l, err := partition.ParseLayout(s.layout)
+		if err != nil {
+			return fmt.Errorf("--layout: %w", err)
+		}
+		s.parsed = l
+	case s.configFile != "":
+		l, err := partition.ReadConfig(s.configFile, s.name)
+		if errors.Is(err, partition.ErrNoLayout) {
+			s.noLayout = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		s.parsed = l
+	default:
+		return errors.New("no layout: give --layout LAYOUT (e.g. all=2) or --config FILE [--name NAME]")
+	}
+	return nil
+}
+
 type applyOptions struct {
 	spec       *generate.SpecWriter
 	kubelet    kubelet
-	layout     string
-	configFile string
+	src        source
 	wait       time.Duration
 	settle     time.Duration
 	dryRun     bool
 	ignoreScan bool
 	json       bool
-	parsed     partition.Layout
-	noLayout   bool
 }
 
 func newApplyCommand(log *logrus.Logger) *cli.Command {
@@ -144,9 +199,8 @@ func newApplyCommand(log *logrus.Logger) *cli.Command {
 		}
 	}
 	flags = append(flags, o.kubelet.flags()...)
+	flags = append(flags, o.src.flags()...)
 	flags = append(flags,
-		&cli.StringFlag{Name: "layout", Aliases: []string{"l"}, Usage: "the `LAYOUT` to apply (see above), e.g. all=2,0000:3b:00.0=4", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &o.layout},
-		&cli.StringFlag{Name: "config", Usage: "read the layout from `FILE` (one layout; '#' comments; entries may be on several lines); a file with no layout changes nothing. The host package applies " + partition.DefaultConfigFile + " at boot", EnvVars: []string{"XPU_CDI_PARTITION_CONFIG"}, Destination: &o.configFile},
 		&cli.DurationFlag{Name: "wait", Usage: "when a card to change is in use, look again until it is free or `DURATION` has passed; default: refuse at once", EnvVars: []string{"XPU_CDI_PARTITION_WAIT"}, Destination: &o.wait},
 		&cli.DurationFlag{Name: "settle", Usage: "wait at most `DURATION` after each sriov_numvfs write for the kernel and udev to show the VFs", Value: partition.DefaultSettle, EnvVars: []string{"XPU_CDI_PARTITION_SETTLE"}, Destination: &o.settle},
 		&cli.BoolFlag{Name: "dry-run", Usage: "check the layout and who uses the cards, print what would change, write nothing", Destination: &o.dryRun},
@@ -175,7 +229,12 @@ once the layout changed.
 Examples:
   xpu-cdi partition apply --layout all=2 --dry-run
   xpu-cdi partition apply --layout all=2,0000:3b:00.0=4 --wait 5m --output /var/run/cdi/baidu.com-xpu.yaml
-  xpu-cdi partition apply --config ` + partition.DefaultConfigFile,
+  xpu-cdi partition apply --config ` + partition.DefaultConfigFile + `
+  xpu-cdi partition apply --config fleet.conf --name halves
+
+A file of named layouts (choose one with --name; at boot, give the unit
+XPU_CDI_PARTITION_NAME=NAME, e.g. with systemctl edit xpu-cdi-partitions.service):
+` + namedExample,
 		Flags:  flags,
 		Before: func(c *cli.Context) error { return o.validate(c) },
 		Action: func(c *cli.Context) error { return o.run(c, log) },
@@ -186,27 +245,8 @@ func (o *applyOptions) validate(c *cli.Context) error {
 	if err := o.spec.Validate(c); err != nil {
 		return err
 	}
-	switch {
-	case o.layout != "" && o.configFile != "":
-		return fmt.Errorf("--layout %s and --config %s both give the layout: give one", o.layout, o.configFile)
-	case o.layout != "":
-		l, err := partition.ParseLayout(o.layout)
-		if err != nil {
-			return fmt.Errorf("--layout: %w", err)
-		}
-		o.parsed = l
-	case o.configFile != "":
-		l, err := partition.ReadConfig(o.configFile)
-		if errors.Is(err, partition.ErrNoLayout) {
-			o.noLayout = true
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("--config: %w", err)
-		}
-		o.parsed = l
-	default:
-		return errors.New("no layout: give --layout LAYOUT (e.g. all=2) or --config FILE")
+	if err := o.src.validate(); err != nil || o.src.noLayout {
+		return err
 	}
 	if o.wait < 0 || o.settle <= 0 {
 		return fmt.Errorf("--wait %s and --settle %s must be positive durations", o.wait, o.settle)
@@ -215,8 +255,8 @@ func (o *applyOptions) validate(c *cli.Context) error {
 }
 
 func (o *applyOptions) run(c *cli.Context, log *logrus.Logger) error {
-	if o.noLayout {
-		log.Infof("%s holds no layout: nothing to do", o.configFile)
+	if o.src.noLayout {
+		log.Infof("%s holds no layout: nothing to do", o.src.configFile)
 		return nil
 	}
 	cfg, err := o.kubelet.config(c, o.spec.Host(), log)
@@ -227,7 +267,7 @@ func (o *applyOptions) run(c *cli.Context, log *logrus.Logger) error {
 	if o.spec.Output() != "" {
 		cfg.AfterApply = func(h *discover.Host) error { return o.spec.Write(h, log) }
 	}
-	rep, err := partition.Apply(c.Context, cfg, o.parsed)
+	rep, err := partition.Apply(c.Context, cfg, o.src.parsed)
 	if rep != nil {
 		if o.json {
 			if perr := printJSON(c.App.Writer, rep); perr != nil {
