@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -321,13 +322,7 @@ func sameFiles(a, b int) bool {
 // before 4.1, a fake host's /proc, the host's procfs in a container):
 // then every thread's table is scanned.
 func procIsOurs(proc string) bool {
-	f, err := os.Open(filepath.Join(proc, "self", "status"))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b := make([]byte, 4096)
-	n, _ := io.ReadFull(f, b)
+	b, n := readProcText(filepath.Join(proc, "self", "status"), 4096)
 	for line := range strings.SplitSeq(string(b[:n]), "\n") {
 		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
 			return slices.Equal(strings.Fields(rest), []string{strconv.Itoa(os.Getpid())})
@@ -605,12 +600,20 @@ func statKey(mode uint32, rdev, dev, ino uint64) (nodeKey, bool) {
 // The process chose it (PR_SET_NAME takes any bytes but NUL), so it is
 // escaped (discover.CleanText): it is printed to the admin's terminal.
 func comm(proc string, pid int) string {
-	f, err := os.Open(filepath.Join(proc, strconv.Itoa(pid), "comm"))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b := make([]byte, 64)
-	n, _ := io.ReadFull(f, b)
+	b, n := readProcText(filepath.Join(proc, strconv.Itoa(pid), "comm"), 64)
 	return discover.CleanText(strings.TrimSpace(string(b[:n])))
+}
+
+// readProcText reads at most limit bytes of a procfs file: a regular file,
+// opened without blocking or following a final link (a fake host's /proc
+// is a tree anyone may have built), nothing when it cannot be read.
+func readProcText(path string, limit int) ([]byte, int) {
+	b := make([]byte, limit)
+	fd, _, err := fdio.OpenRegularAt(unix.AT_FDCWD, path, path, unix.O_NOFOLLOW)
+	if err != nil {
+		return b, 0
+	}
+	defer func() { _ = unix.Close(fd) }()
+	n, _ := fdio.ReadFullAt(fd, path, b, 0)
+	return b, max(n, 0)
 }
