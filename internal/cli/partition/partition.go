@@ -78,7 +78,7 @@ func NewCommand(log *logrus.Logger) *cli.Command {
 with its share of the card's memory isolated by the device (docs/partitions.md).
 
   xpu-cdi partition show
-  xpu-cdi partition apply --layout all=2 --output /var/run/cdi/baidu.com-xpu.yaml
+  xpu-cdi partition apply --layout all=2 --output /etc/cdi/baidu.com-xpu.yaml
 
 ` + layoutHelp,
 		Subcommands: []*cli.Command{newShowCommand(log), newApplyCommand(log)},
@@ -167,7 +167,7 @@ once the layout changed.
 
 Examples:
   xpu-cdi partition apply --layout all=2 --dry-run
-  xpu-cdi partition apply --layout all=2,0000:3b:00.0=4 --wait 5m --output /var/run/cdi/baidu.com-xpu.yaml
+  xpu-cdi partition apply --layout all=2,0000:3b:00.0=4 --wait 5m --output /etc/cdi/baidu.com-xpu.yaml
   xpu-cdi partition apply --config ` + partition.DefaultConfigFile,
 		Flags:  flags,
 		Before: func(c *cli.Context) error { return o.validate(c) },

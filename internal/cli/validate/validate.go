@@ -115,7 +115,7 @@ func check(w io.Writer, path string) bool {
 	for _, p := range problems {
 		fmt.Fprintf(w, "  %s\n", p)
 	}
-	fmt.Fprintf(w, "  fix: regenerate it with: xpu-cdi generate --output %s (or `xpu-cdi refresh` for the /var/run/cdi spec)\n", path)
+	fmt.Fprintf(w, "  fix: regenerate it with: xpu-cdi generate --output %s (or `xpu-cdi refresh` for the spec the packages keep, /etc/cdi/baidu.com-xpu.yaml)\n", path)
 	return false
 }
 
