@@ -26,19 +26,20 @@ const TrixiePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 // "ready" and sleeps. The root is an overlay whose lower layer is the cached
 // root file system (never written) and whose upper layer is the test's; it
 // is a mount point, which runc's pivot_root needs. /proc, /sys (cgroups),
-// /dev and a /run tmpfs are what the engines need; the host's /tmp is bound
-// at /tmp, so a path under it (the test's fake host tree, sockets, logs,
-// archives) is the same path inside and out; the engines' storage is on
+// /dev and a /run tmpfs are what the engines need; the host's temporary
+// directory (os.TempDir) is bound at the same path, so a path under it (the
+// test's fake host tree, sockets, logs, archives) is the same inside and out; the engines' storage is on
 // directories of the host file system (overlay on an overlay's upper layer
 // is refused).
 const trixieHolder = `set -eu
-root=$1 lower=$2 upper=$3 work=$4 store=$5
+root=$1 lower=$2 upper=$3 work=$4 store=$5 tmp=$6
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$upper,workdir=$work" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
 mount -t tmpfs -o mode=0755 tmpfs "$root/run"
-mount --bind /tmp "$root/tmp"
+mkdir -p "$root$tmp"
+mount --bind "$tmp" "$root$tmp"
 for d in containers docker containerd; do
 	mkdir -p "$store/$d" "$root/var/lib/$d"
 	mount --bind "$store/$d" "$root/var/lib/$d"
@@ -55,7 +56,8 @@ exec sleep 2147483647
 // cleanup; the cached root is never written.
 type Trixie struct {
 	// Dir is the test's private directory on the host (and, through the
-	// /tmp bind, at the same path inside): sockets and configs go there.
+	// bind of the temporary directory, at the same path inside): sockets
+	// and configs go there.
 	Dir string
 	// Root is where the chroot's root is mounted inside the namespace.
 	Root   string
@@ -79,8 +81,12 @@ func NewTrixie(t testing.TB) *Trixie {
 			t.Fatalf("creating %s: %v", filepath.Join(dir, d), err)
 		}
 	}
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		t.Fatalf("resolving the temporary directory %s: %v", os.TempDir(), err)
+	}
 	cmd := exec.Command(unshare, "--mount", "--propagation", "private", "--", "sh", "-c", trixieHolder, "trixie-holder",
-		tr.Root, lower, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "store"))
+		tr.Root, lower, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "store"), tmp)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
