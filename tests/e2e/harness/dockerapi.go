@@ -68,7 +68,7 @@ func (c *DockerClient) do(ctx context.Context, method, path string, query url.Va
 	if err != nil {
 		return nil, fmt.Errorf("docker API %s %s on %s: %w", method, path, c.socket, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, dockerAPIMaxBody))
 	if err != nil {
 		return nil, fmt.Errorf("docker API %s %s: reading the answer: %w", method, path, err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	securejoin "github.com/cyphar/filepath-securejoin"
+
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
@@ -126,9 +128,18 @@ func NewTrixie(t testing.TB) *Trixie {
 }
 
 // HostPath is the path on the host through which the file path inside the
-// chroot is reached (the holder's /proc/PID/root).
+// chroot is reached (the holder's /proc/PID/root), with the symlinks of its
+// directories resolved inside the chroot (/var/run -> /run is the chroot's
+// /run, not the namespace's); the last component is not followed, so a
+// symlink is seen as itself (os.Lstat).
 func (tr *Trixie) HostPath(path string) string {
-	return filepath.Join("/proc", strconv.Itoa(tr.holder.Process.Pid), "root", tr.Root, path)
+	root := filepath.Join("/proc", strconv.Itoa(tr.holder.Process.Pid), "root", tr.Root)
+	dir, err := securejoin.SecureJoin(root, filepath.Dir(filepath.Clean("/"+path)))
+	if err != nil {
+		// Only an unreadable directory on the way: the lexical path.
+		return filepath.Join(root, path)
+	}
+	return filepath.Join(dir, filepath.Base(path))
 }
 
 // WriteFile writes a file inside the chroot (mode 0644), creating its
