@@ -96,7 +96,9 @@ func TestFullFileSystem(t *testing.T) {
 		},
 		{
 			description: "runtime configure (docker, in place)", name: "daemon.json", old: "{\"log-level\": \"warn\"}\n",
-			args: func(p string) []string { return []string{"runtime", "configure", "--runtime", "docker", "--mode", "shim", "--config", p} },
+			args: func(p string) []string {
+				return []string{"runtime", "configure", "--runtime", "docker", "--mode", "shim", "--config", p}
+			},
 		},
 		{
 			description: "runtime configure (podman drop-in)", name: "99-xpu.conf", old: "",
