@@ -44,7 +44,7 @@ build: ## Build the static binaries into ./bin (stamped); GOARCH=arm64: linux/ar
 		if ls cmd/$$c/*.go >/dev/null 2>&1; then echo "go build $$c (linux/$(GOARCH))"; $(GOBUILD) -o $(ARCH_BINDIR)/$$c ./cmd/$$c || exit 1; fi; \
 	done
 
-deps: ## Install what the tests need (Debian packages, the aarch64 tools, containerd 2.x, CRI-O, crictl, golangci-lint); idempotent, root
+deps: ## Install what the tests need (Debian packages, the aarch64 tools, the Debian 13 root of trixie's engines, containerd 2.x, CRI-O, crictl, golangci-lint); idempotent, root
 	hack/install-deps.sh --quiet
 	packaging/install-build-deps.sh
 

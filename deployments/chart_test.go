@@ -324,7 +324,7 @@ func TestChartDefault(t *testing.T) {
 	e := env(c)
 	require.Equal(t, "/host", e["XPU_CDI_HOST_ROOT"])
 	require.Equal(t, "/opt/xpu-cdi/bin", e["XPU_CDI_HOOK_DIR"])
-	require.Equal(t, "/var/run/cdi/baidu.com-xpu.yaml", e["XPU_CDI_OUTPUT"])
+	require.Equal(t, "/etc/cdi/baidu.com-xpu.yaml", e["XPU_CDI_OUTPUT"])
 	require.Equal(t, "true", e["XPU_CDI_UNINSTALL_ON_EXIT"])
 	require.Equal(t, "/etc/kubernetes/node-feature-discovery/features.d/xpu-cdi", e["XPU_CDI_LABELS_FILE"], "the installer writes the labels")
 	require.NotContains(t, e, "XPU_CDI_CONFIG_FILE")
@@ -339,12 +339,12 @@ func TestChartDefault(t *testing.T) {
 	e = env(c)
 	require.Equal(t, "cdi-cri", e["XPU_CDI_DEVICE_LIST_STRATEGY"])
 	require.Equal(t, "mixed", e["XPU_CDI_PARTITION_STRATEGY"])
-	require.Equal(t, "/var/run/cdi", e["XPU_CDI_SPEC_DIRS"], "the installer's spec")
+	require.Equal(t, "/etc/cdi", e["XPU_CDI_SPEC_DIRS"], "the installer's spec")
 	require.False(t, dp.Spec.Template.Spec.HostNetwork)
 	require.NotContains(t, e, "XPU_CDI_LABELS_FILE", "one writer of the labels")
 	require.Equal(t, map[string]string{
 		"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
-		"/host/dev":                       "/dev", "/host/proc": "/proc", "/host/sys": "/sys", "/var/run/cdi": "/var/run/cdi",
+		"/host/dev":                       "/dev", "/host/proc": "/proc", "/host/sys": "/sys", "/etc/cdi": "/etc/cdi",
 	}, hostPaths(dp))
 	for _, m := range c.VolumeMounts {
 		require.Equal(t, m.MountPath != "/var/lib/kubelet/device-plugins", m.ReadOnly, "%s: only the kubelet's directory is writable", m.MountPath)

@@ -25,10 +25,10 @@ func TestChartExporter(t *testing.T) {
 	require.Equal(t, "/host", e["XPU_CDI_HOST_ROOT"])
 	require.Equal(t, ":9507", e["XPU_CDI_EXPORTER_LISTEN_ADDRESS"])
 	require.Equal(t, "/var/lib/kubelet/pod-resources/kubelet.sock", e["XPU_CDI_POD_RESOURCES_SOCKET"])
-	require.Equal(t, "/var/run/cdi", e["XPU_CDI_SPEC_DIRS"], "the installer's spec, as the device plugin")
+	require.Equal(t, "/etc/cdi", e["XPU_CDI_SPEC_DIRS"], "the installer's spec, as the device plugin")
 	require.Equal(t, []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9507, Protocol: corev1.ProtocolTCP}}, c.Ports)
 	require.True(t, *c.SecurityContext.Privileged, "xpu-smi opens the XPUs' nodes")
-	require.Equal(t, map[string]string{"/host": "/", "/var/lib/kubelet/pod-resources": "/var/lib/kubelet/pod-resources", "/var/run/cdi": "/var/run/cdi"}, hostPaths(ds))
+	require.Equal(t, map[string]string{"/host": "/", "/var/lib/kubelet/pod-resources": "/var/lib/kubelet/pod-resources", "/etc/cdi": "/etc/cdi"}, hostPaths(ds))
 	for _, m := range c.VolumeMounts {
 		require.True(t, m.ReadOnly, "%s: the exporter writes nothing", m.MountPath)
 	}

@@ -14,7 +14,13 @@
 # aarch64 tests need: fake aarch64 hosts compiled with the cross compiler and a real aarch64 loader run under
 # qemu-aarch64 (docs/packaging.md, "Architectures").
 #
-# Usage: hack/install-deps.sh [--only go|apt|arm64|kubernetes|helm|demo] [--quiet]
+# The trixie group is a Debian 13 root file system (mmdebstrap, from Debian's packages) with trixie's own
+# engines (Podman 5.4, Docker 26, containerd 1.7, runc, crun), cached in ${XPU_CDI_TRIXIE_ROOT} (default
+# /var/cache/xpu-cdi/trixie): the tests run these engines in a chroot of a copy-on-write view of it
+# (tests/e2e/harness/trixie.go). It is built again only when its recipe (suite, variant, package list)
+# changes; building it takes about four minutes.
+#
+# Usage: hack/install-deps.sh [--only go|apt|arm64|trixie|kubernetes|helm|demo] [--quiet]
 set -euo pipefail
 
 readonly TOOLS_BIN="${XPU_CDI_TOOLS_BIN:-/usr/local/lib/xpu-cdi-tools/bin}"
@@ -64,17 +70,26 @@ readonly APT_DEMO_TOOLS=(podman runc busybox-static gcc libc6-dev)
 # with its C library (a Recommends of the compiler, which --no-install-recommends leaves out).
 readonly ARM64_ARCH=arm64
 readonly APT_ARM64=(qemu-user-static "libc6:${ARM64_ARCH}" gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+# The Debian 13 test host: a root file system of trixie's engines. busybox-static is the tests' image,
+# init-system-helpers what the package's maintainer scripts call (deb-systemd-helper). Keep the list in
+# step with tests/e2e/harness/trixie.go (TrixieEngines).
+readonly TRIXIE_ROOT="${XPU_CDI_TRIXIE_ROOT:-/var/cache/xpu-cdi/trixie}"
+readonly TRIXIE_SUITE=trixie
+readonly TRIXIE_VARIANT=apt
+readonly TRIXIE_PACKAGES=(podman runc crun conmon docker.io containerd ca-certificates busybox-static init-system-helpers)
 
 only=""
 quiet=0
 
 usage() {
 	cat <<EOF
-Usage: $0 [--only go|apt|arm64|kubernetes|helm|demo] [--quiet]
+Usage: $0 [--only go|apt|arm64|trixie|kubernetes|helm|demo] [--quiet]
 
 Installs, only when missing:
   apt:     ${APT_ENGINES[*]} ${APT_TOOLS[*]}
   arm64:   ${APT_ARM64[*]} (adds the dpkg architecture ${ARM64_ARCH})
+  trixie:  a Debian 13 root file system in ${TRIXIE_ROOT} (mmdebstrap, installed with apt):
+           ${TRIXIE_PACKAGES[*]}
   go:      containerd, ctr, containerd-shim-runc-v2 ${CONTAINERD_VERSION}, crictl ${CRICTL_VERSION},
            golangci-lint ${GOLANGCI_VERSION}, crio ${CRIO_VERSION} (go build in the module) and its
            pinns (make -C pinns), helm ${HELM_VERSION}, ${KUBERNETES_CMDS[*]}
@@ -107,7 +122,7 @@ say() {
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--only)
-		[[ $# -ge 2 ]] || die "--only needs an argument: go, apt, kubernetes or helm"
+		[[ $# -ge 2 ]] || die "--only needs an argument: go, apt, arm64, trixie, kubernetes, helm or demo"
 		only=$2
 		shift 2
 		;;
@@ -130,8 +145,8 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 case $only in
-"" | go | apt | arm64 | kubernetes | kubelet | helm | demo) ;;
-*) die "--only takes go, apt, arm64, kubernetes, helm or demo, not '$only'" ;;
+"" | go | apt | arm64 | trixie | kubernetes | kubelet | helm | demo) ;;
+*) die "--only takes go, apt, arm64, trixie, kubernetes, helm or demo, not '$only'" ;;
 esac
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -270,6 +285,39 @@ install_arm64() {
 	for pkg in "${missing[@]}"; do
 		say installed "apt $pkg $(dpkg-query -W -f='${Version}' "$pkg")"
 	done
+}
+
+# ------------------------------------------------------------------------------------------- trixie
+
+# install_trixie builds the Debian 13 root file system unless ${TRIXIE_ROOT} holds one built from the
+# same recipe: the stamp file next to it (${TRIXIE_ROOT}.recipe) records what it was built from. A new
+# one is built beside the old one and swapped in only when mmdebstrap succeeded, so a failed build
+# leaves nothing half-made in its place.
+install_trixie() {
+	local recipe stamp=${TRIXIE_ROOT}.recipe
+	recipe="mmdebstrap --variant=${TRIXIE_VARIANT} --include=$(IFS=,; echo "${TRIXIE_PACKAGES[*]}") ${TRIXIE_SUITE}"
+	if [[ -d $TRIXIE_ROOT && -f $stamp && $(<"$stamp") == "$recipe" ]]; then
+		say present "trixie root ${TRIXIE_ROOT}"
+		return 0
+	fi
+	if ! command -v mmdebstrap >/dev/null; then
+		export DEBIAN_FRONTEND=noninteractive
+		apt_install no mmdebstrap
+		say installed "apt mmdebstrap $(dpkg-query -W -f='${Version}' mmdebstrap)"
+	fi
+	local start=$SECONDS new=${TRIXIE_ROOT}.new old=${TRIXIE_ROOT}.old
+	mkdir -p "$(dirname "$TRIXIE_ROOT")"
+	rm -rf "$new" "$old"
+	# shellcheck disable=SC2086 # the recipe is words by design
+	run $recipe "$new" || { rm -rf "$new"; die "building the trixie root file system failed: ${recipe} ${new}"; }
+	rm -f "$stamp"
+	if [[ -e $TRIXIE_ROOT ]]; then
+		mv "$TRIXIE_ROOT" "$old"
+	fi
+	mv "$new" "$TRIXIE_ROOT"
+	rm -rf "$old"
+	printf '%s\n' "$recipe" >"$stamp.tmp" && mv -f "$stamp.tmp" "$stamp"
+	say installed "trixie root ${TRIXIE_ROOT} ($(chroot "$TRIXIE_ROOT" dpkg-query -W -f='${Package} ${Version}, ' podman docker.io containerd runc crun | sed 's/, $//'); $((SECONDS - start)) s)"
 }
 
 # ----------------------------------------------------------------------------------------------- go
@@ -508,6 +556,9 @@ elif [[ $only == demo ]]; then
 fi
 if [[ -z $only || $only == arm64 ]]; then
 	install_arm64
+fi
+if [[ -z $only || $only == trixie ]]; then
+	install_trixie
 fi
 case $only in
 "" | go) install_go ;;

@@ -34,7 +34,7 @@ render() {
 
 render xpu-device-plugin.yaml "#
 # Before applying it, on every XPU node:
-#   - a CDI spec: xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml
+#   - a CDI spec: xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml
 #     (the xpu-cdi package's xpu-cdi-refresh service keeps it current);
 #   - an engine that resolves CDI names: containerd 2.x and CRI-O do with the
 #     default strategy (cdi-cri); see docs/kubernetes.md for containerd 1.6;
@@ -45,7 +45,7 @@ render xpu-device-plugin.yaml "#
 dra=(--set dra.enabled=true --set devicePlugin.enabled=false)
 render xpu-dra-driver.yaml "#
 # Before applying it, on every XPU node:
-#   - a CDI spec: xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml
+#   - a CDI spec: xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml
 #     (the xpu-cdi package's xpu-cdi-refresh service keeps it current and
 #     re-creates it at boot, before the runtime starts);
 #   - containerd 2.x or CRI-O (they resolve the CDI names the kubelet passes);

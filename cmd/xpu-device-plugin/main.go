@@ -77,7 +77,7 @@ When the kubelet allocates XPUs to a container the answer depends on --device-li
                    the removed envvar strategy it could, with XPU_VISIBLE_DEVICES=all)
 
 The cdi-* strategies need a CDI spec on the node:
-  xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml
+  xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml
 
 SR-IOV partitions (VFs of a P800 cut in 2 or 4, of an R200 cut in 1 to 3) follow
 --partition-strategy: mixed (the default) advertises whole cards as --resource-name and each

@@ -33,7 +33,7 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		`--resource-name value`, `(default: "baidu.com/xpu") [$XPU_CDI_RESOURCE_NAME]`,
 		`cdi-cri, cdi-annotations or volume-mounts (default: "cdi-cri") [$XPU_CDI_DEVICE_LIST_STRATEGY]`,
 		`--health-check-interval value`, `(default: 10s) [$XPU_CDI_HEALTH_CHECK_INTERVAL]`,
-		"xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml",
+		"xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml",
 		"--config-file FILE", "[$XPU_CDI_CONFIG_FILE, $CONFIG_FILE]", "--replicas N", "(default: 1) [$XPU_CDI_REPLICAS]",
 		"[$XPU_CDI_RENAME_BY_DEFAULT]", "[$XPU_CDI_FAIL_REQUESTS_GREATER_THAN_ONE]", "NO memory or fault isolation",
 		`--partition-strategy value`, `(default: "mixed") [$XPU_CDI_PARTITION_STRATEGY]`, "baidu.com/xpu-24gb",

@@ -71,7 +71,7 @@ when the host changes. A device that cannot run work (an error state in /proc/xp
 
 Prepare answers the CDI names of the node's spec (baidu.com/xpu=N), which containerd 2.x and
 CRI-O resolve; the spec must exist:
-  xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml
+  xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml
 (the xpu-cdi package's xpu-cdi-refresh service re-creates it at boot). Pods that share one
 claim share its XPUs by time-slicing, without memory or fault isolation.
 

@@ -41,7 +41,7 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		"--dev-root", "[$XPU_CDI_DEV_ROOT, $XPU_DEV_ROOT]", "--driver-root",
 		`(default: 10s) [$XPU_CDI_POLL_INTERVAL]`, "[$KUBECONFIG]", "[$XPU_CDI_PLUGIN_DATA_DIR]",
 		`(default: "/var/lib/kubelet/plugins_registry") [$XPU_CDI_PLUGIN_REGISTRY_DIR]`,
-		"xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml", "print-slice",
+		"xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml", "print-slice",
 		"without memory or fault isolation",
 	} {
 		require.Contains(t, out, s)

@@ -120,3 +120,49 @@ func TestReadSpecFilesHostile(t *testing.T) {
 	_, err := ReadSpecFiles([]string{fifoDir})
 	require.ErrorIs(t, err, unix.ENOTDIR)
 }
+
+// TestShadowsAgreeWithTheCache: a device defined by specs in two spec
+// directories is shadowed in the earlier one; the winner Shadows names is
+// the spec the library's Cache takes the device from. Same-priority
+// conflicts and devices only one spec defines are no shadows.
+func TestShadowsAgreeWithTheCache(t *testing.T) {
+	root := t.TempDir()
+	etc, run := filepath.Join(root, "etc"), filepath.Join(root, "run")
+	for path, content := range map[string]string{
+		etc + "/baidu.com-xpu.yaml": specYAML("baidu.com/xpu", "0", "1", "2", "3", "4", "5", "stale"),
+		run + "/baidu.com-xpu.yaml": specYAML("baidu.com/xpu", "0", "1", "2", "3", "4", "5"),
+		etc + "/a.yaml":             specYAML("vendor.test/xpu", "0", "1"),
+		etc + "/b.yaml":             specYAML("vendor.test/xpu", "1"), // same priority: a conflict
+		run + "/other.yaml":         specYAML("other.test/npu", "0"),
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	}
+	dirs := []string{etc, run}
+	files, err := ReadSpecFiles(dirs)
+	require.NoError(t, err)
+	got := ResolveSpecs(files).Shadows()
+	require.Len(t, got, 1, "%v", got)
+	sh := got[0]
+	require.Equal(t, "baidu.com/xpu", sh.Kind)
+	require.Equal(t, etc+"/baidu.com-xpu.yaml", sh.Shadowed)
+	require.Equal(t, run+"/baidu.com-xpu.yaml", sh.Winner)
+	require.Equal(t, []string{"baidu.com/xpu=0", "baidu.com/xpu=1", "baidu.com/xpu=2", "baidu.com/xpu=3", "baidu.com/xpu=4", "baidu.com/xpu=5"}, sh.Devices)
+	require.Contains(t, sh.String(), "baidu.com/xpu=3 and 2 more (6 device(s) of baidu.com/xpu); engines use "+run+"/baidu.com-xpu.yaml")
+
+	lib, _ := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
+	for _, q := range sh.Devices {
+		d := lib.GetDevice(q)
+		require.NotNil(t, d, q)
+		require.Equal(t, sh.Winner, d.GetSpec().GetPath(), "the library takes %s from the winner", q)
+	}
+	require.Equal(t, etc+"/baidu.com-xpu.yaml", lib.GetDevice("baidu.com/xpu=stale").GetSpec().GetPath(), "only the shadowed spec defines it")
+
+	// The directories the other way round: the other file wins.
+	files, err = ReadSpecFiles([]string{run, etc})
+	require.NoError(t, err)
+	got = ResolveSpecs(files).Shadows()
+	require.Len(t, got, 1)
+	require.Equal(t, run+"/baidu.com-xpu.yaml", got[0].Shadowed)
+	require.Equal(t, etc+"/baidu.com-xpu.yaml", got[0].Winner)
+}

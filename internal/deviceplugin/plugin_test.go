@@ -381,7 +381,7 @@ func TestSpecChecks(t *testing.T) {
 			require.Equal(t, pluginapi.Unhealthy, d.Health)
 		}
 		require.Contains(t, log.String(), "error: no CDI spec of kind baidu.com/xpu in "+specDir)
-		require.Contains(t, log.String(), "create it with: xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml")
+		require.Contains(t, log.String(), "create it with: xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml")
 
 		fakehosttest.WriteSpec(t, tree, specDir)
 		_, err = r.reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool {

@@ -220,7 +220,7 @@ func TestPrepareBadClaims(t *testing.T) {
 		{description: "an XPU in error", claim: claim("error", "xpu-3"), before: func() { f.setState(t, 3, "ERROR") }, err: "request xpua: device xpu-3: the device cannot run work: the driver reports state ERROR"},
 		{description: "no spec names it", claim: claim("nospec", "xpu-6"), before: func() {
 			require.NoError(t, os.Remove(filepath.Join(f.specDir, "baidu.com-xpu.yaml")))
-		}, err: "device xpu-6: no CDI spec names the device: no spec of kind baidu.com/xpu in " + f.specDir + " names baidu.com/xpu=6 (create it with: xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml)"},
+		}, err: "device xpu-6: no CDI spec names the device: no spec of kind baidu.com/xpu in " + f.specDir + " names baidu.com/xpu=6 (create it with: xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml)"},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			if tc.before != nil {

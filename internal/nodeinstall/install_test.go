@@ -137,8 +137,8 @@ func TestInstallWritesHookAndSpec(t *testing.T) {
 			state, err := in.SyncSpec()
 			require.NoError(t, err)
 			require.Equal(t, SpecWritten, state)
-			// /var/run -> /run resolved in the host: the host's /run/cdi.
-			specFile := tree.Path("/run/cdi/baidu.com-xpu.yaml")
+			// The spec directory every engine reads.
+			specFile := tree.Path("/etc/cdi/baidu.com-xpu.yaml")
 			spec, err := cdispec.Parse([]byte(readSpec(t, specFile)))
 			require.NoError(t, err)
 			require.NotContains(t, readSpec(t, specFile), tree.Root, "host paths as the host sees them")
@@ -163,7 +163,7 @@ func TestInstallFollowsTheDriver(t *testing.T) {
 	tree := hostTree(t, fakehost.P800x8())
 	log := &logtest.Recorder{}
 	in := newInstaller(t, tree, log)
-	specFile := tree.Path("/run/cdi/baidu.com-xpu.yaml")
+	specFile := tree.Path("/etc/cdi/baidu.com-xpu.yaml")
 
 	// The driver is not loaded yet: no /dev/xpuN.
 	require.NoError(t, os.Rename(tree.Path("/dev"), tree.Path("/dev.off")))
@@ -198,7 +198,7 @@ func TestInstallFollowsTheDriver(t *testing.T) {
 	// The driver is unloaded: the spec goes (engines must not see devices that are gone).
 	require.NoError(t, os.Remove(tree.Path("/dev/xpuctrl")))
 	require.Eventually(t, func() bool { _, err := os.Stat(specFile); return os.IsNotExist(err) }, 5*time.Second, 10*time.Millisecond, log.String())
-	require.Eventually(t, func() bool { return log.Has("removed the CDI spec /var/run/cdi/baidu.com-xpu.yaml") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return log.Has("removed the CDI spec /etc/cdi/baidu.com-xpu.yaml") }, 5*time.Second, 10*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
 }
@@ -323,12 +323,12 @@ func TestUninstallLeavesOthers(t *testing.T) {
 	require.NoFileExists(t, tree.Path("/opt/bin/"+createdMarker), "the directory was not created by install")
 
 	foreign := "cdiVersion: 0.6.0\nkind: example.com/npu\ndevices:\n- name: \"0\"\n  containerEdits:\n    deviceNodes:\n    - path: /dev/null\n"
-	require.NoError(t, os.MkdirAll(tree.Path("/run/cdi"), 0o755))
-	require.NoError(t, os.WriteFile(tree.Path("/run/cdi/baidu.com-xpu.yaml"), []byte(foreign), 0o644))
+	require.NoError(t, os.MkdirAll(tree.Path("/etc/cdi"), 0o755))
+	require.NoError(t, os.WriteFile(tree.Path("/etc/cdi/baidu.com-xpu.yaml"), []byte(foreign), 0o644))
 	log := &logtest.Recorder{}
 	in = newInstaller(t, tree, log, func(c *Config) { c.HookDir = "/opt/bin" })
 	require.NoError(t, in.Uninstall())
-	require.Equal(t, foreign, readSpec(t, tree.Path("/run/cdi/baidu.com-xpu.yaml")))
+	require.Equal(t, foreign, readSpec(t, tree.Path("/etc/cdi/baidu.com-xpu.yaml")))
 	require.True(t, log.Has("is not a baidu.com/xpu spec; left in place"))
 }
 

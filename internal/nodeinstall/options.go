@@ -19,7 +19,7 @@ const (
 	DefaultHostRoot   = "/host"
 	DefaultHookDir    = "/opt/xpu-cdi/bin"
 	DefaultHookSource = "/usr/bin/xpu-runtime-hook"
-	DefaultSpecPath   = "/var/run/cdi/baidu.com-xpu.yaml"
+	DefaultSpecPath   = cdispec.DefaultSpecPath
 	DefaultInterval   = 10 * time.Second
 	// HookName is the installed hook's file name.
 	HookName = "xpu-runtime-hook"
@@ -48,7 +48,7 @@ type Config struct {
 	// /usr/bin/xpu-runtime-hook).
 	HookSource string
 	// SpecPath is the spec file on the host, as the host names it
-	// (default /var/run/cdi/baidu.com-xpu.yaml).
+	// (default /etc/cdi/baidu.com-xpu.yaml, cdispec.DefaultSpecPath).
 	SpecPath string
 	// Settings are the spec's settings (kind, names, nodes only); the hook
 	// path and the host root are the installer's own.

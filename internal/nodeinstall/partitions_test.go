@@ -99,7 +99,7 @@ func TestInstallKeepsThePartitionLayout(t *testing.T) {
 	_, err = in.Sync(context.Background())
 	require.ErrorContains(t, err, "node label baidu.com/xpu.partition-layout=all=2")
 	require.Len(t, cards.applied, 3)
-	require.FileExists(t, tree.Path("/run/cdi/baidu.com-xpu.yaml"))
+	require.FileExists(t, tree.Path("/etc/cdi/baidu.com-xpu.yaml"))
 
 	// The label cannot be read: nothing applied.
 	label, labelErr = "", errors.New("forbidden")

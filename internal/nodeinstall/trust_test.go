@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
 func TestCheckTrusted(t *testing.T) {
@@ -135,7 +136,12 @@ func TestInstallRefusesUntrustedDirs(t *testing.T) {
 			tree := hostTree(t, fakehost.P800x8())
 			tc.setup(t, tree)
 			before := files(t, tree.Root)
-			in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) { c.LabelsFile = labelsFile })
+			// The spec under /var/run: its directory is reached through the
+			// host's /var/run -> /run link, which the checks follow.
+			in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) {
+				c.LabelsFile = labelsFile
+				c.SpecPath = cdispec.LegacySpecPath
+			})
 			_, err := in.InstallHook()
 			require.ErrorIs(t, err, ErrUntrustedDir)
 			want := tc.wantErr
@@ -190,7 +196,7 @@ func TestInstallCreatesRootDirs(t *testing.T) {
 	require.NoError(t, err)
 	_, err = in.SyncSpec()
 	require.NoError(t, err)
-	for _, p := range []string{"/opt/xpu-cdi", "/opt/xpu-cdi/bin", "/run/cdi"} {
+	for _, p := range []string{"/opt/xpu-cdi", "/opt/xpu-cdi/bin", "/etc/cdi"} {
 		var st unix.Stat_t
 		require.NoError(t, unix.Stat(tree.Path(p), &st))
 		require.Equal(t, uint32(0o755), st.Mode&0o7777, "%s: 0755 under umask 077, no setgid bit", p)

@@ -134,3 +134,34 @@ func lookTool(name string) (string, error) {
 	}
 	return filepath.Abs(path)
 }
+
+// DefaultTrixieRoot is where hack/install-deps.sh (group trixie) keeps the
+// Debian 13 root file system of trixie's engines; TrixieRootEnv overrides it
+// (the variable the install script reads).
+const (
+	DefaultTrixieRoot = "/var/cache/xpu-cdi/trixie"
+	TrixieRootEnv     = "XPU_CDI_TRIXIE_ROOT"
+)
+
+// TrixieRoot returns the Debian 13 root file system the install script
+// built, skipping the test (failing it in strict mode) unless it is there
+// complete: the script writes its recipe file next to it only once
+// mmdebstrap succeeded.
+func TrixieRoot(t testing.TB) string {
+	t.Helper()
+	root := DefaultTrixieRoot
+	if dir := os.Getenv(TrixieRootEnv); dir != "" {
+		root = dir
+	}
+	if _, err := os.Stat(root + ".recipe"); err != nil {
+		Missing(t, "the Debian 13 root file system %s is not built (hack/install-deps.sh --only trixie): %v", root, err)
+		return ""
+	}
+	for _, bin := range []string{"usr/bin/podman", "usr/sbin/dockerd", "usr/bin/containerd", "usr/sbin/runc", "usr/bin/apt"} {
+		if _, err := os.Stat(filepath.Join(root, bin)); err != nil {
+			Missing(t, "the Debian 13 root file system %s has no /%s: build it again (hack/install-deps.sh --only trixie): %v", root, bin, err)
+			return ""
+		}
+	}
+	return root
+}

@@ -2,6 +2,7 @@ package testreq
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -84,4 +85,30 @@ func TestInstalledTool(t *testing.T) {
 	require.Equal(t, dir+"/sh", InstalledTool(t, "sh"))
 	t.Setenv(ToolsBinEnv, t.TempDir())
 	require.NotEqual(t, dir+"/sh", InstalledTool(t, "sh"), "PATH's when ToolsBin has none")
+}
+
+// TestTrixieRoot: the Debian 13 root counts only with the install script's
+// recipe file next to it and the engines in it; otherwise the test is told
+// (skipped, or failed in strict mode) how to build it.
+func TestTrixieRoot(t *testing.T) {
+	t.Setenv("CI", "true")
+	dir := t.TempDir()
+	root := dir + "/trixie"
+	t.Setenv(TrixieRootEnv, root)
+	for _, bin := range []string{"usr/bin/podman", "usr/sbin/dockerd", "usr/bin/containerd", "usr/sbin/runc", "usr/bin/apt"} {
+		require.NoError(t, os.MkdirAll(root+"/"+bin[:len(bin)-len(filepath.Base(bin))], 0o755))
+		require.NoError(t, os.WriteFile(root+"/"+bin, nil, 0o755))
+	}
+	ft := testutil.Call(t, func(tb testing.TB) { TrixieRoot(tb) })
+	require.True(t, ft.DidFail, "no recipe file: not built completely")
+	require.Contains(t, ft.Msg, "hack/install-deps.sh --only trixie")
+
+	require.NoError(t, os.WriteFile(root+".recipe", []byte("mmdebstrap ...\n"), 0o644))
+	ft = testutil.Call(t, func(tb testing.TB) { require.Equal(tb, root, TrixieRoot(tb)) })
+	require.False(t, ft.DidFail || ft.DidSkip, ft.Msg)
+
+	require.NoError(t, os.Remove(root+"/usr/sbin/dockerd"))
+	ft = testutil.Call(t, func(tb testing.TB) { TrixieRoot(tb) })
+	require.True(t, ft.DidFail)
+	require.Contains(t, ft.Msg, "has no /usr/sbin/dockerd")
 }

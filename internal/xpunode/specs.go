@@ -85,8 +85,8 @@ var errNotOnHost = errors.New("not on this host any more")
 // messages about a missing or stale spec tell the admin to run.
 func SpecHint(kind string) string {
 	if kind == cdispec.DefaultKind {
-		return "xpu-cdi generate --output " + cdispec.DefaultRuntimeSpecPath
+		return "xpu-cdi generate --output " + cdispec.DefaultSpecPath
 	}
 	vendor, class := parser.ParseQualifier(kind)
-	return fmt.Sprintf("xpu-cdi generate --vendor %s --class %s --output %s", vendor, class, cdispec.RuntimeSpecPath(kind))
+	return fmt.Sprintf("xpu-cdi generate --vendor %s --class %s --output %s", vendor, class, cdispec.SpecPath(kind))
 }

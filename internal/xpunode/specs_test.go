@@ -13,8 +13,8 @@ import (
 )
 
 func TestSpecHint(t *testing.T) {
-	require.Equal(t, "xpu-cdi generate --output /var/run/cdi/baidu.com-xpu.yaml", SpecHint("baidu.com/xpu"))
-	require.Equal(t, "xpu-cdi generate --vendor example.com --class gpu --output /var/run/cdi/example.com-gpu.yaml", SpecHint("example.com/gpu"))
+	require.Equal(t, "xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml", SpecHint("baidu.com/xpu"))
+	require.Equal(t, "xpu-cdi generate --vendor example.com --class gpu --output /etc/cdi/example.com-gpu.yaml", SpecHint("example.com/gpu"))
 }
 
 // TestSpecCheckerHostileFiles: a FIFO named other.yaml or a link to

@@ -14,19 +14,31 @@ const (
 	DefaultKind   = DefaultVendor + "/" + DefaultClass
 )
 
-// DefaultRuntimeSpecPath is the default kind's spec in the runtime CDI
-// directory, which has priority over /etc/cdi and is cleared at boot:
-// where `xpu-cdi refresh` keeps it, and the spec the device plugin's cdi-*
-// strategies ask to be generated.
-const DefaultRuntimeSpecPath = runtimeSpecDir + "/" + DefaultVendor + "-" + DefaultClass + ".yaml"
+// DefaultSpecPath is where the node spec of the default kind lives: the
+// file the packages' refresh service keeps, the chart's installer writes
+// and README's first command writes. /etc/cdi is the one directory every
+// engine reads: Podman 5.5.0 to 5.5.2 read only /etc/cdi (containers/common
+// issue 2460) and ignored cdi_spec_dirs, while Podman 4 and 5.4, Docker 25+,
+// containerd 1.7+ and CRI-O read /etc/cdi and /var/run/cdi (see
+// docs/packaging.md, "Where the spec lives").
+const DefaultSpecPath = specDir + "/" + DefaultVendor + "-" + DefaultClass + ".yaml"
 
-const runtimeSpecDir = "/var/run/cdi"
+// LegacySpecPath is where the refresh service of earlier packages kept the
+// spec of the default kind. A spec of the same devices there has priority
+// over DefaultSpecPath (the library's later directory wins), so the
+// packages remove it on upgrade.
+const LegacySpecPath = legacySpecDir + "/" + DefaultVendor + "-" + DefaultClass + ".yaml"
 
-// RuntimeSpecPath is the spec of kind (vendor/class) in the runtime CDI
-// directory: DefaultRuntimeSpecPath for the default kind.
-func RuntimeSpecPath(kind string) string {
+const (
+	specDir       = "/etc/cdi"
+	legacySpecDir = "/var/run/cdi"
+)
+
+// SpecPath is the node spec of kind (vendor/class) in the spec directory
+// every engine reads: DefaultSpecPath for the default kind.
+func SpecPath(kind string) string {
 	vendor, class := parser.ParseQualifier(kind)
-	return runtimeSpecDir + "/" + vendor + "-" + class + ".yaml"
+	return specDir + "/" + vendor + "-" + class + ".yaml"
 }
 
 // NameStrategy chooses how devices are named in the spec.

@@ -52,21 +52,22 @@ func TestEverySetting(t *testing.T) {
 }
 
 // TestSettingsKind: the kind a Settings builds, each part defaulted alone,
-// and where the runtime directory keeps that kind's spec.
+// and where the spec directory every engine reads keeps that kind's spec.
 func TestSettingsKind(t *testing.T) {
 	for _, tc := range []struct {
 		settings cdispec.Settings
 		kind     string
 		path     string
 	}{
-		{cdispec.Settings{}, cdispec.DefaultKind, cdispec.DefaultRuntimeSpecPath},
-		{cdispec.Settings{Vendor: "example.com"}, "example.com/xpu", "/var/run/cdi/example.com-xpu.yaml"},
-		{cdispec.Settings{Class: "vxpu"}, "baidu.com/vxpu", "/var/run/cdi/baidu.com-vxpu.yaml"},
+		{cdispec.Settings{}, cdispec.DefaultKind, cdispec.DefaultSpecPath},
+		{cdispec.Settings{Vendor: "example.com"}, "example.com/xpu", "/etc/cdi/example.com-xpu.yaml"},
+		{cdispec.Settings{Class: "vxpu"}, "baidu.com/vxpu", "/etc/cdi/baidu.com-vxpu.yaml"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			require.Equal(t, tc.kind, tc.settings.Kind())
-			require.Equal(t, tc.path, cdispec.RuntimeSpecPath(tc.settings.Kind()))
+			require.Equal(t, tc.path, cdispec.SpecPath(tc.settings.Kind()))
 		})
 	}
-	require.Equal(t, "/var/run/cdi/baidu.com-xpu.yaml", cdispec.DefaultRuntimeSpecPath)
+	require.Equal(t, "/etc/cdi/baidu.com-xpu.yaml", cdispec.DefaultSpecPath)
+	require.Equal(t, "/var/run/cdi/baidu.com-xpu.yaml", cdispec.LegacySpecPath)
 }

@@ -51,6 +51,7 @@ var (
 	ErrNotOurs            = errors.New("file was not written by xpu-cdi")
 	ErrConcurrentEdit     = errors.New("file changed concurrently")
 	ErrInvalidOption      = errors.New("invalid option")
+	ErrUnsupportedDocker  = errors.New("unrecognised Docker version")
 )
 
 type options struct {
@@ -63,6 +64,7 @@ type options struct {
 	enableCDI         bool
 	cdiSpecDirs       []string
 	containerdVersion int
+	dockerMode        DockerMode
 	log               logger.Interface
 }
 
@@ -97,6 +99,10 @@ func WithCDI(v bool) Option { return func(o *options) { o.enableCDI = v } }
 func WithContainerdConfigVersion(v int) Option {
 	return func(o *options) { o.containerdVersion = v }
 }
+
+// WithDockerMode chooses how Docker is configured (DockerModeShim, the
+// default, or DockerModeCDI).
+func WithDockerMode(m DockerMode) Option { return func(o *options) { o.dockerMode = m } }
 
 // WithLogger sets the logger; the default is logger.Discard.
 func WithLogger(l logger.Interface) Option { return func(o *options) { o.log = l } }
@@ -141,11 +147,23 @@ func New(engine Engine, opts ...Option) (*Configurator, error) {
 			return nil, fmt.Errorf("docker has no drop-in directory; daemon.json is edited in place: drop --drop-in-file: %w", ErrInvalidOption)
 		}
 		o.noDropIn = true
+		if o.dockerMode == "" {
+			o.dockerMode = DockerModeShim
+		}
+		if _, err := ParseDockerMode(string(o.dockerMode)); err != nil {
+			return nil, err
+		}
+		if o.dockerMode == DockerModeCDI && o.setAsDefault {
+			return nil, fmt.Errorf("--set-as-default makes the runtime shim Docker's default, and docker mode cdi registers no shim: drop one: %w", ErrInvalidOption)
+		}
 	case Podman:
 		setDefault(&o.configPath, DefaultPodmanConfig)
 		setDefault(&o.dropInPath, DefaultPodmanDropIn)
 	default:
 		return nil, fmt.Errorf("unknown runtime %q (want one of %v): %w", engine, Engines(), ErrInvalidOption)
+	}
+	if engine != Docker && o.dockerMode != "" {
+		return nil, fmt.Errorf("a docker mode (%s) was given for %s: it applies to docker only: %w", o.dockerMode, engine, ErrInvalidOption)
 	}
 	if !validRuntimeName(o.runtimeName) {
 		return nil, fmt.Errorf("runtime name %q: use letters, digits, '-', '_' or '.': %w", o.runtimeName, ErrInvalidOption)

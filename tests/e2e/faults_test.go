@@ -96,7 +96,9 @@ func TestFullFileSystem(t *testing.T) {
 		},
 		{
 			description: "runtime configure (docker, in place)", name: "daemon.json", old: "{\"log-level\": \"warn\"}\n",
-			args: func(p string) []string { return []string{"runtime", "configure", "--runtime", "docker", "--config", p} },
+			args: func(p string) []string {
+				return []string{"runtime", "configure", "--runtime", "docker", "--mode", "shim", "--config", p}
+			},
 		},
 		{
 			description: "runtime configure (podman drop-in)", name: "99-xpu.conf", old: "",
@@ -139,7 +141,7 @@ func TestFullFileSystem(t *testing.T) {
 		fi, err := os.Stat(filler)
 		require.NoError(t, err)
 		require.NoError(t, os.Truncate(filler, (fi.Size()/4096-1)*4096))
-		out, err := exec.Command(xpuCDI, "runtime", "configure", "--runtime", "docker", "--config", path).CombinedOutput()
+		out, err := exec.Command(xpuCDI, "runtime", "configure", "--runtime", "docker", "--mode", "shim", "--config", path).CombinedOutput()
 		require.Error(t, err, "%s", out)
 		require.Contains(t, string(out), "no space left on device")
 		require.Contains(t, string(out), path+" (left as it was)", "the failure is the main file's")
@@ -219,7 +221,7 @@ func TestKilledWrites(t *testing.T) {
 		orig := []byte("{\"log-level\": \"warn\"}\n")
 		require.NoError(t, os.WriteFile(path, orig, 0o644))
 		run := func(revert bool) *exec.Cmd {
-			args := []string{"runtime", "configure", "--runtime", "docker", "--config", path}
+			args := []string{"runtime", "configure", "--runtime", "docker", "--mode", "shim", "--config", path}
 			if revert {
 				args = append(args, "--revert")
 			}

@@ -186,8 +186,10 @@ func TestRuntimeConfigDockerRunsShim(t *testing.T) {
 	require.NotZero(t, r.ExitCode, "dockerd must not know runtime xpu before configure: %s", r)
 	require.Contains(t, r.Stderr, "Unknown runtime specified xpu")
 
-	args := []string{"--runtime", "docker", "--config", d.ConfigPath, "--runtime-path", xpu, "--cdi.enabled"}
-	configureRuntime(t, args...)
+	// The mode comes from Debian 12's dockerd itself: 20.10 has no CDI.
+	args := []string{"--runtime", "docker", "--config", d.ConfigPath, "--runtime-path", xpu, "--cdi.enabled", "--dockerd", harness.DockerdBin}
+	out := configureRuntime(t, args...)
+	require.Contains(t, out, "docker: mode shim (dockerd 20.10.")
 	d.Restart(t)
 
 	// The other keys reached the engine.

@@ -12,7 +12,7 @@ import (
 )
 
 // defaultSpec is where the units and the purge look for the generated spec.
-const defaultSpec = "/var/run/cdi/baidu.com-xpu.yaml"
+const defaultSpec = "/etc/cdi/baidu.com-xpu.yaml"
 
 // snapshotRoots are compared before install and after purge.
 var snapshotRoots = []string{"/usr", "/etc", "/var/run/cdi", "/lib/systemd", "/lib/udev"}
@@ -126,9 +126,9 @@ func TestDebInstallRefreshPurge(t *testing.T) {
 	after := fileList(t, snapshotRoots...)
 	gone, left := diff(before, after)
 	if specOwned {
-		// The refresh above may have created /var/run/cdi; it is the shared
-		// CDI directory (tmpfs), which the purge leaves in place.
-		left = without(left, "/var/run/cdi")
+		// The refresh above may have created /etc/cdi; it is the shared
+		// CDI directory, which the purge leaves in place.
+		left = without(left, "/etc/cdi")
 	}
 	require.Empty(t, left, "left behind after purge")
 	require.Empty(t, gone, "removed by install/purge but not ours")

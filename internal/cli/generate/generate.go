@@ -43,7 +43,7 @@ Examples:
   xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml
   xpu-cdi generate --nodes-only --output /etc/cdi/baidu.com-xpu.yaml   # images that ship their own XRE
   xpu-cdi generate --device-name-strategy index --format json
-  xpu-cdi generate --host-root /host --output /host/var/run/cdi/baidu.com-xpu.yaml  # in a container`,
+  xpu-cdi generate --host-root /host --output /host/etc/cdi/baidu.com-xpu.yaml  # in a container`,
 		Flags:  append(o.host.Flags(), o.flags()...),
 		Before: func(c *cli.Context) error { return o.validate(c) },
 		Action: func(c *cli.Context) error { return o.run(c.App.Writer, log) },

@@ -20,7 +20,7 @@ func NewRefreshCommand(log *logrus.Logger) *cli.Command {
 	o := &options{}
 	cmd := &cli.Command{
 		Name:  "refresh",
-		Usage: "Regenerate the spec in the runtime CDI directory; remove it when the host has no XPU",
+		Usage: "Regenerate the node spec (/etc/cdi); remove it when the host has no XPU",
 		Description: `Run by xpu-cdi-refresh.service at boot and whenever the driver or the devices change.
 It writes the spec like "generate --output", but on a host without any XPU it removes a spec it
 wrote before (so engines never see devices that are gone) and exits 0 instead of failing the boot.
@@ -31,7 +31,7 @@ A host with device nodes but no usable device (no /dev/xpuctrl) is an error: the
 	}
 	for _, f := range cmd.Flags {
 		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "output" {
-			sf.Value = cdispec.DefaultRuntimeSpecPath
+			sf.Value = cdispec.DefaultSpecPath
 			sf.Usage = "write the spec to `FILE`"
 		}
 	}
@@ -40,7 +40,7 @@ A host with device nodes but no usable device (no /dev/xpuctrl) is an error: the
 
 func (o *options) refresh(stdout io.Writer, log *logrus.Logger) error {
 	if o.output == "" {
-		o.output = cdispec.DefaultRuntimeSpecPath
+		o.output = cdispec.DefaultSpecPath
 	}
 	err := o.run(stdout, log)
 	if !errors.Is(err, discover.ErrNoDevices) && !errors.Is(err, discover.ErrNoComputeDevice) {

@@ -24,7 +24,8 @@ func NewCommand(log *logrus.Logger) *cli.Command {
 		Usage: "List the qualified CDI device names the spec directories offer",
 		Description: `Loads the spec directories the way CDI runtimes do (the CDI library's cache) and prints one
 qualified device name per line. Specs that fail to load are reported as warnings on stderr:
-their devices are what a runtime would call "unresolvable CDI devices".`,
+their devices are what a runtime would call "unresolvable CDI devices". A spec shadowed by one of
+the same devices in a later directory (which has priority) is a warning naming the spec that wins.`,
 		Flags: []cli.Flag{o.specDirs.Flag("spec-dir", "CDI spec directory, later ones have priority")},
 		Action: func(c *cli.Context) error {
 			dirs := o.specDirs.Dirs()
@@ -46,6 +47,11 @@ their devices are what a runtime would call "unresolvable CDI devices".`,
 				for _, e := range errs[p] {
 					log.Warnf("%s: %v", p, e)
 				}
+			}
+			// A spec whose devices a later directory's spec also defines
+			// is never used: say which one the engines take.
+			for _, sh := range cache.Shadows() {
+				log.Warnf("%s", sh)
 			}
 			devices := cache.ListDevices()
 			if len(devices) == 0 {

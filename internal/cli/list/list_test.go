@@ -61,3 +61,25 @@ func TestListHostileSpecFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestListWarnsOfShadowedSpecs: README's /etc/cdi spec under the refresh
+// service's /var/run/cdi one: the devices are listed once, and a warning
+// names the spec that is never used and the one the engines take.
+func TestListWarnsOfShadowedSpecs(t *testing.T) {
+	root := clitest.FakeHost(t, fakehost.P800x8())
+	etc, run := t.TempDir(), t.TempDir()
+	for _, dir := range []string{etc, run} {
+		_, _, err := clitest.Run(t, generate.NewCommand, append([]string{"generate", "-o", filepath.Join(dir, "baidu.com-xpu.yaml")}, clitest.Roots(root)...)...)
+		require.NoError(t, err)
+	}
+	stdout, logs, err := clitest.Run(t, list.NewCommand, "list", "--spec-dir", etc, "--spec-dir", run)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "baidu.com/xpu=7\n")
+	require.Contains(t, logs, filepath.Join(etc, "baidu.com-xpu.yaml")+" is shadowed by "+filepath.Join(run, "baidu.com-xpu.yaml"))
+	require.Contains(t, logs, "engines use "+filepath.Join(run, "baidu.com-xpu.yaml"))
+
+	// One spec: no warning.
+	_, logs, err = clitest.Run(t, list.NewCommand, "list", "--spec-dir", run)
+	require.NoError(t, err)
+	require.NotContains(t, logs, "shadowed")
+}

@@ -86,7 +86,7 @@ func NewCommand(log *logrus.Logger) *cli.Command {
 with its share of the card's memory isolated by the device (docs/partitions.md).
 
   xpu-cdi partition show
-  xpu-cdi partition apply --layout all=2 --output /var/run/cdi/baidu.com-xpu.yaml
+  xpu-cdi partition apply --layout all=2 --output /etc/cdi/baidu.com-xpu.yaml
   xpu-cdi partition assert --layout all=2       exit status 1 when the node is laid out otherwise
   xpu-cdi partition export > partitions.conf    the layout now, as --config reads it
 
@@ -228,7 +228,7 @@ once the layout changed.
 
 Examples:
   xpu-cdi partition apply --layout all=2 --dry-run
-  xpu-cdi partition apply --layout all=2,0000:3b:00.0=4 --wait 5m --output /var/run/cdi/baidu.com-xpu.yaml
+  xpu-cdi partition apply --layout all=2,0000:3b:00.0=4 --wait 5m --output /etc/cdi/baidu.com-xpu.yaml
   xpu-cdi partition apply --config ` + partition.DefaultConfigFile + `
   xpu-cdi partition apply --config fleet.conf --name halves
 

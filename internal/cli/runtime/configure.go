@@ -1,12 +1,15 @@
 package runtime
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os/exec"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -27,7 +30,17 @@ type configureOptions struct {
 	dryRun            bool
 	revert            bool
 	containerdVersion int
+	mode              string
+	dockerd           string
+	dockerMode        runtimeconfig.DockerMode
 }
+
+// dockerdTimeout bounds `dockerd --version`; dockerdMaxOutput bounds what
+// is read of its output.
+const (
+	dockerdTimeout   = 10 * time.Second
+	dockerdMaxOutput = 4 << 10
+)
 
 // NewCommand returns the `runtime` command with its `configure` subcommand.
 func NewCommand(log *logrus.Logger) *cli.Command {
@@ -48,6 +61,12 @@ func newConfigureCommand(log *logrus.Logger) *cli.Command {
 		Description: `Writes a drop-in file (containerd, CRI-O, Podman) or edits daemon.json in place (Docker).
 Running it twice changes nothing; --revert removes exactly what it added.
 Restart the engine afterwards (systemctl restart containerd|crio|docker; Podman reads its config per command).
+
+Docker: on Docker 25 or later (asked with "dockerd --version") it turns on Docker's own CDI
+(features.cdi, plus cdi-spec-dirs where they differ from Docker's defaults) and registers no shim:
+"docker run --device baidu.com/xpu=0" then works. Before 25 (Debian 12's 20.10) it registers the
+xpu runtime shim. --mode cdi|shim overrides the choice (shim for users who select devices with
+XPU_VISIBLE_DEVICES); --revert undoes either mode.
 
 Default files:
   containerd  main /etc/containerd/config.toml (imports line added), drop-in /etc/containerd/conf.d/99-xpu.toml
@@ -118,6 +137,21 @@ Default files:
 				EnvVars:     []string{"XPU_CDI_RUNTIME_REVERT"},
 				Destination: &o.revert,
 			},
+			&cli.StringFlag{
+				Name: "mode",
+				Usage: "docker only: cdi (Docker's own CDI, no shim; Docker 25+), shim (the xpu runtime), or auto " +
+					"(cdi from Docker 25, asked with `dockerd --version`)",
+				Value:       "auto",
+				EnvVars:     []string{"XPU_CDI_RUNTIME_MODE"},
+				Destination: &o.mode,
+			},
+			&cli.StringFlag{
+				Name:        "dockerd",
+				Usage:       "docker only: the dockerd whose version chooses the mode (--mode auto)",
+				Value:       "dockerd",
+				EnvVars:     []string{"XPU_CDI_RUNTIME_DOCKERD"},
+				Destination: &o.dockerd,
+			},
 			&cli.IntFlag{
 				Name: "containerd-config-version",
 				Usage: "containerd config version (2 for containerd 1.7, 3 for 2.x) used only when the main config does not exist; " +
@@ -147,7 +181,86 @@ func (o *configureOptions) validate(c *cli.Context) error {
 	if o.noDropIn && c.IsSet("drop-in-file") {
 		return errors.New("--no-drop-in and --drop-in-file contradict each other: pass one")
 	}
+	o.mode = strings.ToLower(strings.TrimSpace(o.mode))
+	switch {
+	case o.mode == "auto":
+	case o.runtime != string(runtimeconfig.Docker):
+		return fmt.Errorf("--mode %s: the mode applies to --runtime docker only", o.mode)
+	default:
+		m, err := runtimeconfig.ParseDockerMode(o.mode)
+		if err != nil {
+			return fmt.Errorf("--mode: %w (or auto)", err)
+		}
+		o.dockerMode = m
+	}
 	return nil
+}
+
+// chooseDockerMode sets the docker mode of --mode auto from the version of
+// the dockerd installed (--dockerd), and says which mode it chose and why.
+func (o *configureOptions) chooseDockerMode(w io.Writer) error {
+	if o.runtime != string(runtimeconfig.Docker) {
+		return nil
+	}
+	if o.dockerMode != "" {
+		fmt.Fprintf(w, "docker: mode %s (--mode)\n", o.dockerMode)
+		return nil
+	}
+	if o.revert {
+		// The revert record says what was set, whichever the mode.
+		return nil
+	}
+	v, err := dockerdVersion(o.dockerd, dockerdTimeout)
+	if err != nil {
+		return err
+	}
+	o.dockerMode = v.Mode()
+	why := "Docker 25 and later read CDI specs themselves: no runtime shim"
+	if o.dockerMode == runtimeconfig.DockerModeShim {
+		why = "Docker before 25 has no CDI: the xpu runtime shim (docker run --runtime xpu)"
+	}
+	fmt.Fprintf(w, "docker: mode %s (dockerd %s: %s; --mode overrides)\n", o.dockerMode, v.Text, why)
+	return nil
+}
+
+// dockerdVersion runs `dockerd --version`, bounded in time and output.
+func dockerdVersion(dockerd string, timeout time.Duration) (runtimeconfig.DockerVersion, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, dockerd, "--version")
+	out := &limitedBuffer{max: dockerdMaxOutput}
+	cmd.Stdout = out
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	switch {
+	case ctx.Err() != nil:
+		return runtimeconfig.DockerVersion{}, fmt.Errorf("`%s --version` gave no answer within %s: pass --mode cdi or --mode shim", dockerd, timeout)
+	case err != nil:
+		return runtimeconfig.DockerVersion{}, fmt.Errorf("asking `%s --version` which docker mode to use: %w; pass --dockerd PATH, or --mode cdi or --mode shim", dockerd, err)
+	}
+	v, err := runtimeconfig.ParseDockerVersion(out.Bytes())
+	if err != nil {
+		return v, fmt.Errorf("`%s --version`: %w; pass --mode cdi or --mode shim", dockerd, err)
+	}
+	return v, nil
+}
+
+// limitedBuffer keeps the first max bytes written to it and discards the
+// rest (a program's output, read without bound otherwise).
+type limitedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room > 0 {
+		if len(p) > room {
+			b.Buffer.Write(p[:room])
+		} else {
+			b.Buffer.Write(p)
+		}
+	}
+	return len(p), nil
 }
 
 func (o *configureOptions) configurator(log *logrus.Logger) (*runtimeconfig.Configurator, error) {
@@ -159,6 +272,9 @@ func (o *configureOptions) configurator(log *logrus.Logger) (*runtimeconfig.Conf
 		runtimeconfig.WithSetAsDefault(o.setAsDefault),
 		runtimeconfig.WithCDI(o.cdiEnabled),
 		runtimeconfig.WithContainerdConfigVersion(o.containerdVersion),
+	}
+	if o.dockerMode != "" {
+		opts = append(opts, runtimeconfig.WithDockerMode(o.dockerMode))
 	}
 	if log != nil {
 		opts = append(opts, runtimeconfig.WithLogger(log))
@@ -174,6 +290,9 @@ func (o *configureOptions) configurator(log *logrus.Logger) (*runtimeconfig.Conf
 }
 
 func (o *configureOptions) run(w io.Writer, log *logrus.Logger) error {
+	if err := o.chooseDockerMode(w); err != nil {
+		return err
+	}
 	c, err := o.configurator(log)
 	if err != nil {
 		return err

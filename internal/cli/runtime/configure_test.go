@@ -40,21 +40,21 @@ func TestConfigureCommand(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"debug": true}`), 0o644))
 	before := tree(t, root)
 
-	out, err := runApp(t, "--runtime", "docker", "--config", cfg, "--set-as-default", "--dry-run")
+	out, err := runApp(t, "--runtime", "docker", "--mode", "shim", "--config", cfg, "--set-as-default", "--dry-run")
 	require.NoError(t, err)
 	require.Contains(t, out, "# would write "+cfg)
 	require.Contains(t, out, `"default-runtime": "xpu"`)
 	require.Equal(t, before, tree(t, root), "--dry-run must write nothing")
 
-	out, err = runApp(t, "--runtime", "docker", "--config", cfg, "--set-as-default")
+	out, err = runApp(t, "--runtime", "docker", "--mode", "shim", "--config", cfg, "--set-as-default")
 	require.NoError(t, err)
 	require.Contains(t, out, "updated "+cfg)
 
-	out, err = runApp(t, "--runtime", "docker", "--config", cfg, "--set-as-default")
+	out, err = runApp(t, "--runtime", "docker", "--mode", "shim", "--config", cfg, "--set-as-default")
 	require.NoError(t, err)
 	require.Contains(t, out, "already configured")
 
-	out, err = runApp(t, "--runtime", "docker", "--config", cfg, "--revert")
+	out, err = runApp(t, "--runtime", "docker", "--mode", "shim", "--config", cfg, "--revert")
 	require.NoError(t, err)
 	require.Contains(t, out, "updated "+cfg)
 	require.Equal(t, before, tree(t, root))

@@ -37,6 +37,8 @@ func NewCommand(log *logrus.Logger) *cli.Command {
 library, as runtimes load it, and then checked against this host: every host path exists, every
 device node is still a character device with the major:minor the spec names. A spec written before
 a driver reload (which may change the major) is reported as stale, with the command that fixes it.
+A spec of the kind that a spec in a later spec directory (which has priority) shadows is a WARN line
+naming the spec the engines use: its devices are never taken from it.
 Exit status 1 when any spec fails.`,
 		Flags: append(o.kind.Flags("of the specs searched when no FILE is given"),
 			o.specDirs.Flag("spec-dir", "spec directory searched when no FILE is given")),
@@ -56,6 +58,7 @@ Exit status 1 when any spec fails.`,
 					failed++
 				}
 			}
+			warnShadows(c.App.Writer, o.specDirs.Dirs(), o.kind.String())
 			if failed > 0 {
 				return fmt.Errorf("%w: %d of %d spec(s) failed", ErrInvalid, failed, len(files))
 			}
@@ -87,6 +90,20 @@ func findSpecs(dirs []string, kind string) []string {
 	return out
 }
 
+// warnShadows prints a WARN line for each spec of kind in dirs whose
+// devices a spec of higher priority also defines (cdicompat.Shadows, the
+// library's priority rule).
+func warnShadows(w io.Writer, dirs []string, kind string) {
+	// One directory that cannot be listed ends the walk; the files read
+	// before it still count.
+	files, _ := cdicompat.ReadSpecFiles(cdicompat.SpecDirs(dirs))
+	for _, sh := range cdicompat.ResolveSpecs(files).Shadows() {
+		if sh.Kind == kind {
+			fmt.Fprintf(w, "WARN %s\n", sh)
+		}
+	}
+}
+
 // check validates one file and prints its verdict; it reports success. The
 // file is read bounded and without blocking (a FIFO or a link to a device
 // is a FAIL at once), and validated as the library loads it
@@ -115,7 +132,7 @@ func check(w io.Writer, path string) bool {
 	for _, p := range problems {
 		fmt.Fprintf(w, "  %s\n", p)
 	}
-	fmt.Fprintf(w, "  fix: regenerate it with: xpu-cdi generate --output %s (or `xpu-cdi refresh` for the /var/run/cdi spec)\n", path)
+	fmt.Fprintf(w, "  fix: regenerate it with: xpu-cdi generate --output %s (or `xpu-cdi refresh` for the spec the packages keep, /etc/cdi/baidu.com-xpu.yaml)\n", path)
 	return false
 }
 

@@ -141,3 +141,25 @@ func TestValidateHostileFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateWarnsOfShadowedSpecs: two specs of the kind in two spec
+// directories both pass their own checks, and a WARN line says the earlier
+// directory's is shadowed, naming the spec the engines use; another kind's
+// shadows are not this validation's.
+func TestValidateWarnsOfShadowedSpecs(t *testing.T) {
+	tree := clitest.FakeTree(t, fakehost.P800x8())
+	etc, run1 := t.TempDir(), t.TempDir()
+	for _, dir := range []string{etc, run1} {
+		generateSpec(t, tree.Root, filepath.Join(dir, "baidu.com-xpu.yaml"), "--no-hooks")
+		generateSpec(t, tree.Root, filepath.Join(dir, "other.yaml"), "--no-hooks", "--vendor", "other.xpu-cdi.test")
+	}
+	stdout, _, err := run(t, "--spec-dir", etc, "--spec-dir", run1)
+	require.NoError(t, err, "a shadowed spec is a warning: %s", stdout)
+	require.Contains(t, stdout, "OK   "+filepath.Join(etc, "baidu.com-xpu.yaml"))
+	require.Contains(t, stdout, "WARN "+filepath.Join(etc, "baidu.com-xpu.yaml")+" is shadowed by "+filepath.Join(run1, "baidu.com-xpu.yaml"))
+	require.NotContains(t, stdout, "other.yaml is shadowed", "only the kind validated")
+
+	stdout, _, err = run(t, "--spec-dir", run1)
+	require.NoError(t, err)
+	require.NotContains(t, stdout, "WARN")
+}
