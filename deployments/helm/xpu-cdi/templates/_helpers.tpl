@@ -118,3 +118,49 @@ comma-separated list: the installer's, else cdi.specDirs. */}}
 {{- define "xpu-cdi.partitions" -}}
 {{- if and .Values.installer.enabled (or .Values.partitions.layout .Values.partitions.nodeLabel) }}true{{ end -}}
 {{- end }}
+
+{{/* The image helm test's validator runs check-container in
+(tests.image); "" for the chart's image. */}}
+{{- define "xpu-cdi.testImage" -}}
+{{- with .Values.tests.image -}}
+{{- if .repository -}}
+{{- printf "%s:%s" .repository (.tag | default "latest") -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The extended resource helm test's validator asks for one of, with the
+device plugin: tests.resourceName; else devicePlugin.resourceName or, with
+a layout the installer keeps and the mixed strategy, the partition size
+resource of the layout's all=N entry (else its first entry): N=2 -48gb and
+N=4 -24gb (P800), N=1 -16gb and N=3 -5gb (R200); then renamed as the
+sharing configuration renames it (rename, or renameByDefault's .shared,
+for an entry of more than one replica). */}}
+{{- define "xpu-cdi.validatorResource" -}}
+{{- $r := .Values.tests.resourceName -}}
+{{- if not $r -}}
+{{- $r = .Values.devicePlugin.resourceName -}}
+{{- $layout := "" -}}
+{{- if and (include "xpu-cdi.partitions" .) (eq .Values.devicePlugin.partitionStrategy "mixed") -}}
+{{- $layout = .Values.partitions.layout -}}
+{{- end -}}
+{{- if $layout -}}
+{{- $n := "" -}}
+{{- range $e := splitList "," $layout -}}
+{{- $kv := splitList "=" (trim $e) -}}
+{{- if and (not $n) (eq (lower (first $kv)) "all") -}}{{- $n = last $kv -}}{{- end -}}
+{{- end -}}
+{{- if not $n -}}{{- $n = splitList "," $layout | first | splitList "=" | last | trim -}}{{- end -}}
+{{- with get (dict "1" "16gb" "2" "48gb" "3" "5gb" "4" "24gb") $n -}}
+{{- $r = printf "%s-%s" $r . -}}
+{{- end -}}
+{{- end -}}
+{{- $byDefault := dig "sharing" "timeSlicing" "renameByDefault" false (.Values.devicePlugin.config | default dict) -}}
+{{- range $e := dig "sharing" "timeSlicing" "resources" list (.Values.devicePlugin.config | default dict) -}}
+{{- if and (eq ($e.name | toString) $r) (gt (int ($e.replicas | default 1)) 1) -}}
+{{- if $e.rename -}}{{- $r = $e.rename -}}{{- else if $byDefault -}}{{- $r = printf "%s.shared" $r -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $r -}}
+{{- end -}}
