@@ -164,3 +164,16 @@ for an entry of more than one replica). */}}
 {{- end -}}
 {{- $r -}}
 {{- end -}}
+
+{{/* The milliseconds of a Go duration the schema accepted (10s, 1m30s,
+500ms), as a float: (include "xpu-cdi.durationMS" "10s" | float64). */}}
+{{- define "xpu-cdi.durationMS" -}}
+{{- $ms := 0.0 -}}
+{{- $units := dict "ns" 0.000001 "us" 0.001 "µs" 0.001 "ms" 1.0 "s" 1000.0 "m" 60000.0 "h" 3600000.0 -}}
+{{- range $part := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $part -}}
+{{- $unit := trimPrefix $num $part -}}
+{{- $ms = addf $ms (mulf (float64 $num) (get $units $unit)) -}}
+{{- end -}}
+{{- $ms -}}
+{{- end -}}
