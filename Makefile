@@ -24,7 +24,11 @@ COMMANDS := xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin xpu
 TOOLS    := /usr/local/lib/xpu-cdi-tools/bin
 GOLANGCI ?= $(TOOLS)/golangci-lint
 # The OCI image of the binaries (deployments/Containerfile, FROM scratch).
-IMAGE    ?= localhost/xpu-cdi:$(subst +,_,$(VERSION))
+IMAGE_REPO ?= localhost/xpu-cdi
+IMAGE    ?= $(IMAGE_REPO):$(subst +,_,$(VERSION))
+# The tag the plain manifests name (deployments/helm/manifests.values.yaml):
+# make image gives it to the list it builds too; "" leaves it alone.
+IMAGE_LATEST ?= $(IMAGE_REPO):latest
 PODMAN   ?= podman
 # CI has 90 minutes for everything; go test's per-binary limit is raised
 # for the end-to-end packages that start real engines.
@@ -92,8 +96,9 @@ demo: ## Build, create a demo Kunlun host in a temp dir, discover it, generate a
 
 # One image per architecture of IMAGE_ARCHES ($(IMAGE)-<arch>, from that
 # architecture's `make build`), gathered in the manifest list $(IMAGE); an
-# older list or image of that name is replaced.
-image: ## Build the OCI manifest list $(IMAGE) (amd64 + arm64 images of the static binaries, FROM scratch) with Podman; nothing pulled
+# older list or image of that name is replaced. IMAGE_LATEST moves to the
+# new list.
+image: ## Build the OCI manifest list $(IMAGE), also tagged $(IMAGE_LATEST) (amd64 + arm64 images of the static binaries, FROM scratch) with Podman; nothing pulled
 	@for a in $(IMAGE_ARCHES); do $(MAKE) --no-print-directory build GOARCH=$$a || exit 1; done
 	@for a in $(IMAGE_ARCHES); do \
 		ctx=$(BINDIR); [ "$$a" = "$(HOST_GOARCH)" ] || ctx=$(BINDIR)/linux-$$a; \
@@ -108,6 +113,9 @@ image: ## Build the OCI manifest list $(IMAGE) (amd64 + arm64 images of the stat
 		echo "$(PODMAN) manifest add $(IMAGE) containers-storage:$(IMAGE)-$$a"; \
 		$(PODMAN) manifest add $(IMAGE) containers-storage:$(IMAGE)-$$a >/dev/null || exit 1; \
 	done
+	@if [ -n "$(IMAGE_LATEST)" ] && [ "$(IMAGE_LATEST)" != "$(IMAGE)" ]; then \
+		echo "$(PODMAN) tag $(IMAGE) $(IMAGE_LATEST)"; $(PODMAN) tag $(IMAGE) $(IMAGE_LATEST) || exit 1; \
+	fi
 
 clean: ## Remove build outputs
 	rm -rf $(BINDIR) dist _output

@@ -484,13 +484,15 @@ func TestChartSharing(t *testing.T) {
 		require.True(t, found, name)
 	}
 
-	// A config the plugin would refuse is in the ConfigMap as given: the
-	// plugin refuses it at start with the key named (its own test).
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(sharingValues, "replicas: 4", "replica: 4", 1)), 0o644))
-	r = render(t, "-f", bad)
-	_, err = sharing.Parse([]byte(r.configMaps[0].Data["config.yaml"]), "baidu.com/xpu")
-	require.ErrorContains(t, err, "unknown key sharing.timeSlicing.resources[0].replica")
+	// A config the plugin would refuse (its parser names the key) is
+	// refused at install, naming the key too.
+	_, err = sharing.Parse([]byte("version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - name: baidu.com/xpu\n        replica: 4\n"), "baidu.com/xpu")
+	require.ErrorContains(t, err, "unknown key sharing.timeSlicing.resources[0].replica", "the plugin refuses it")
+	bad := []byte(strings.Replace(sharingValues, "replicas: 4", "replica: 4", 1))
+	badFile := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(badFile, bad, 0o644))
+	_, err = helmTemplate(t, "-f", badFile)
+	require.ErrorContains(t, err, "additional properties 'replica' not allowed")
 }
 
 func TestChartOptions(t *testing.T) {
@@ -635,4 +637,105 @@ func TestChartValuesDocumented(t *testing.T) {
 	for _, row := range rows {
 		require.Contains(t, keys, row[1], "the README's table documents %s, which values.yaml does not have", row[1])
 	}
+}
+
+// TestChartRefusesWhatBinariesRefuse: values a daemon would refuse at its
+// start (its flag validation, the sharing configuration's parser) fail
+// helm template, as they fail helm install, naming the value, rather than
+// leaving a pod crash-looping; the values next to each limit pass.
+func TestChartRefusesWhatBinariesRefuse(t *testing.T) {
+	const draSet = "dra.enabled=true,devicePlugin.enabled=false"
+	sharing := func(v ...string) []string {
+		out := []string{"devicePlugin.config.version=v1", "devicePlugin.config.sharing.timeSlicing.resources[0].name=baidu.com/xpu"}
+		return append(out, v...)
+	}
+	for _, tc := range []struct {
+		description string
+		set         []string
+		want        string // "": accepted
+	}{
+		{"replicas beyond the plugin's 64", sharing("devicePlugin.config.sharing.timeSlicing.resources[0].replicas=100"), "/devicePlugin/config/sharing/timeSlicing/resources/0/replicas"},
+		{"replicas 64", sharing("devicePlugin.config.sharing.timeSlicing.resources[0].replicas=64"), ""},
+		{"replicas 0", sharing("devicePlugin.config.sharing.timeSlicing.resources[0].replicas=0"), "/devicePlugin/config/sharing/timeSlicing/resources/0/replicas"},
+		{"replicas missing", sharing(), "replicas"},
+		{"sharing version v2", []string{"devicePlugin.config.version=v2"}, "/devicePlugin/config/version"},
+		{"sharing without a version", []string{"devicePlugin.config.sharing.timeSlicing.renameByDefault=true"}, "version"},
+		{"MPS", []string{"devicePlugin.config.version=v1", "devicePlugin.config.sharing.mps.renameByDefault=true"}, "mps"},
+		{"flags in the sharing file", []string{"devicePlugin.config.version=v1", "devicePlugin.config.flags.migStrategy=none"}, "flags"},
+		{"a selection of devices", sharing("devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2", "devicePlugin.config.sharing.timeSlicing.resources[0].devices={0}"), "/devicePlugin/config/sharing/timeSlicing/resources/0/devices"},
+		{"a resource not the plugin's", []string{"devicePlugin.config.version=v1", "devicePlugin.config.sharing.timeSlicing.resources[0].name=nvidia.com/gpu", "devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2"}, "devicePlugin.config.sharing.timeSlicing.resources[0].name=nvidia.com/gpu is not devicePlugin.resourceName (baidu.com/xpu)"},
+		{"a partition size of the plugin's", []string{"devicePlugin.config.version=v1", "devicePlugin.config.sharing.timeSlicing.resources[0].name=baidu.com/xpu-24gb", "devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2"}, ""},
+		{"a resource named twice", sharing("devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2", "devicePlugin.config.sharing.timeSlicing.resources[1].name=baidu.com/xpu", "devicePlugin.config.sharing.timeSlicing.resources[1].replicas=3"), "devicePlugin.config.sharing.timeSlicing.resources[1].name=baidu.com/xpu: named twice"},
+		{"renamed onto a partition size", sharing("devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2", "devicePlugin.config.sharing.timeSlicing.resources[0].rename=baidu.com/xpu-48gb"), "baidu.com/xpu is renamed baidu.com/xpu-48gb, the name of another resource"},
+		{"healthCheckInterval 0s", []string{"devicePlugin.healthCheckInterval=0s"}, "devicePlugin.healthCheckInterval=0s is too short: xpu-device-plugin --health-check-interval refuses less than 100ms"},
+		{"healthCheckInterval 100ms", []string{"devicePlugin.healthCheckInterval=100ms"}, ""},
+		{"healthCheckInterval 0.05s", []string{"devicePlugin.healthCheckInterval=0.05s"}, "devicePlugin.healthCheckInterval=0.05s is too short"},
+		{"DRA poll 90ms", append([]string{"dra.healthCheckInterval=90ms"}, strings.Split(draSet, ",")...), "dra.healthCheckInterval=90ms is too short: xpu-dra-driver --poll-interval"},
+		{"installer interval 1m", []string{"installer.interval=1m"}, ""},
+		{"installer interval 99ms", []string{"installer.interval=99ms"}, "installer.interval=99ms is too short: xpu-cdi install --interval"},
+		{"installer off: its interval unused", []string{"installer.enabled=false", "installer.interval=0s"}, ""},
+		{"label interval 10ms", []string{"partitions.nodeLabel=true", "partitions.labelInterval=10ms"}, "partitions.labelInterval=10ms is too short"},
+		{"xpu-smi timeout 5ms", []string{"exporter.xpuSMITimeout=5ms"}, "exporter.xpuSMITimeout=5ms is too short: xpu-exporter --xpu-smi-timeout refuses less than 10ms"},
+		{"layout with an unknown selector", []string{"partitions.layout=gpu0=2"}, "/partitions/layout"},
+		{"layout beyond 256 VFs", []string{"partitions.layout=all=300"}, `partitions.layout=all=300: "all=300" is more VFs than any SR-IOV card has`},
+		{"layout by address and index", []string{`partitions.layout=0000:3B:00.0=4\,1=2\,ALL=0`}, ""},
+		{"a resource name in kubernetes.io", []string{"devicePlugin.resourceName=kubernetes.io/xpu"}, "devicePlugin.resourceName=kubernetes.io/xpu: the kubernetes.io domain is reserved"},
+		{"a resource name the kubelet refuses", []string{"devicePlugin.resourceName=Baidu.com/xpu"}, "/devicePlugin/resourceName"},
+		{"an extended resource name the kubelet refuses", append([]string{"dra.deviceClasses.all.extendedResourceName=xpu"}, strings.Split(draSet, ",")...), "/dra/deviceClasses/all/extendedResourceName"},
+		{"a driver name beyond 63 characters", append([]string{"dra.driverName=" + strings.Repeat("x", 60) + ".baidu.com"}, strings.Split(draSet, ",")...), "/dra/driverName"},
+		{"API server port 70000", []string{"installer.apiServer.port=70000"}, "/installer/apiServer/port"},
+		{"DRA on Kubernetes 1.33", append([]string{"--kube-version=1.33.4"}, strings.Split(draSet, ",")...), "dra.enabled: the cluster (Kubernetes v1.33.4) does not serve resource.k8s.io/v1"},
+		{"device plugin on Kubernetes 1.33", []string{"--kube-version=1.33.4"}, ""},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			var args []string
+			for _, v := range tc.set {
+				if strings.HasPrefix(v, "--") {
+					args = append(args, v)
+					continue
+				}
+				args = append(args, "--set", v)
+			}
+			_, err := helmTemplate(t, args...)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err, "helm template accepted %v", tc.set)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestChartNotes: NOTES.txt names the release's resource, the exporter,
+// the partitions and every DeviceClass it installs.
+func TestChartNotes(t *testing.T) {
+	// helm template leaves NOTES.txt out and helm install --dry-run takes
+	// no --kube-version: render a copy of the chart with a template that
+	// holds the notes, rendered (tpl), as a YAML string.
+	chart := filepath.Join(t.TempDir(), "xpu-cdi")
+	require.NoError(t, os.CopyFS(chart, os.DirFS(chartDir)))
+	require.NoError(t, os.Rename(filepath.Join(chart, "templates", "NOTES.txt"), filepath.Join(chart, "notes.txt")))
+	require.NoError(t, os.WriteFile(filepath.Join(chart, "templates", "notes.yaml"), []byte("notes: |\n{{ tpl (.Files.Get \"notes.txt\") . | indent 2 }}\n"), 0o644))
+	notes := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(helm(t), append([]string{"template", "xpu", chart, "--namespace", "xpu-system", "--kube-version", kubeVersion, "--show-only", "templates/notes.yaml"}, args...)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		var doc struct{ Notes string }
+		_, body, _ := strings.Cut(string(out), "\n")
+		require.NoError(t, yaml.Unmarshal([]byte(body), &doc), "%s", out)
+		return doc.Notes
+	}
+	n := notes("--set", "devicePlugin.resourceName=kunlunxin.com/xpu", "--set", "partitions.layout=all=2")
+	require.Contains(t, n, "The device plugin advertises kunlunxin.com/xpu (partitions as kunlunxin.com/xpu-<size>, e.g. kunlunxin.com/xpu-24gb)")
+	require.Contains(t, n, `XPU:.status.allocatable.kunlunxin\.com/xpu`)
+	require.NotContains(t, n, "baidu.com/xpu ")
+	require.Contains(t, n, "Partitions: the installer lays the cards out as all=2")
+	require.Contains(t, n, "The exporter serves each node's XPU metrics on port 9507 (Service xpu-xpu-cdi-exporter")
+	n = notes("--set", "dra.enabled=true", "--set", "devicePlugin.enabled=false", "--set", "exporter.enabled=false")
+	require.Contains(t, n, "claims name a DeviceClass: xpu.baidu.com (also serves baidu.com/xpu where the DRAExtendedResource gate is on")
+	require.Contains(t, n, "kunlun1/kunlun2/kunlun3.xpu.baidu.com; partitions xpu-48gb.baidu.com, xpu-24gb.baidu.com, xpu-16gb.baidu.com, xpu-8gb.baidu.com, xpu-5gb.baidu.com.")
+	require.NotContains(t, n, "exporter")
+	require.NotContains(t, n, "Partitions:")
+	require.Contains(t, n, "Validate (a pod asking for one XPU through a ResourceClaim)")
 }

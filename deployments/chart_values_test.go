@@ -126,18 +126,45 @@ func TestChartComponentScheduling(t *testing.T) {
 	require.Equal(t, "10m", dp.Containers[0].Resources.Requests.Cpu().String(), "its own")
 }
 
-// TestChartValidator: helm test's pod asks for one XPU the way the
-// release serves it and runs xpu-cdi check-container.
+// TestChartValidator: helm test's pod asks for one XPU the way the node
+// offers it (a partition size when the installer keeps a layout; a claim
+// under DRA, whose extended resource needs a feature gate before 1.36) and
+// runs xpu-cdi check-container, copied into tests.image (glibc, for XRE 5's
+// dynamically linked xpu-smi) or in the chart's image.
 func TestChartValidator(t *testing.T) {
+	set := func(v ...string) []string {
+		var args []string
+		for _, s := range v {
+			args = append(args, "--set", s)
+		}
+		return args
+	}
 	for _, tc := range []struct {
 		description string
 		args        []string // of helm template
 		resource    string   // "": a claim
 	}{
 		{"device plugin", nil, "baidu.com/xpu"},
-		{"device plugin, another resource", []string{"--set", "devicePlugin.resourceName=kunlunxin.com/xpu"}, "kunlunxin.com/xpu"},
-		{"DRA, the class's extended resource", draOn, "baidu.com/xpu"},
-		{"DRA without extended resource: a claim", append([]string{"--set", "dra.deviceClasses.all.extendedResourceName="}, draOn...), ""},
+		{"device plugin, another resource", set("devicePlugin.resourceName=kunlunxin.com/xpu"), "kunlunxin.com/xpu"},
+		{"device plugin, P800 quarters", set("partitions.layout=all=4"), "baidu.com/xpu-24gb"},
+		{"device plugin, P800 halves and a card in quarters", set("partitions.layout=0000:03:00.0=4\\,all=2"), "baidu.com/xpu-48gb"},
+		{"device plugin, first entry without all", set("partitions.layout=3=3"), "baidu.com/xpu-5gb"},
+		{"device plugin, whole cards", set("partitions.layout=all=0"), "baidu.com/xpu"},
+		{"device plugin, partitions as one resource", set("partitions.layout=all=4", "devicePlugin.partitionStrategy=single"), "baidu.com/xpu"},
+		{"device plugin, layout without the installer", set("partitions.layout=all=4", "installer.enabled=false"), "baidu.com/xpu"},
+		{"device plugin, tests.resourceName", set("partitions.layout=all=2", "tests.resourceName=baidu.com/xpu-8gb"), "baidu.com/xpu-8gb"},
+		{"device plugin, shared and renamed by default", set(
+			"devicePlugin.config.version=v1", "devicePlugin.config.sharing.timeSlicing.renameByDefault=true",
+			"devicePlugin.config.sharing.timeSlicing.resources[0].name=baidu.com/xpu",
+			"devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2"), "baidu.com/xpu.shared"},
+		{"device plugin, a shared partition size renamed", set("partitions.layout=all=4",
+			"devicePlugin.config.version=v1",
+			"devicePlugin.config.sharing.timeSlicing.resources[0].name=baidu.com/xpu-24gb",
+			"devicePlugin.config.sharing.timeSlicing.resources[0].rename=baidu.com/quarter",
+			"devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2"), "baidu.com/quarter"},
+		{"DRA: a claim, not the class's extended resource", draOn, ""},
+		{"DRA with partitions: a claim", append(set("partitions.layout=all=4"), draOn...), ""},
+		{"DRA without extended resource: a claim", append(set("dra.deviceClasses.all.extendedResourceName="), draOn...), ""},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			r := render(t, tc.args...)
@@ -148,17 +175,35 @@ func TestChartValidator(t *testing.T) {
 			require.Empty(t, pod.Spec.PriorityClassName, "no node-critical priority for a test pod")
 			require.Contains(t, pod.Spec.Tolerations, corev1.Toleration{Key: "baidu.com/xpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}, "the nodes the chart serves")
 			c := pod.Spec.Containers[0]
-			require.Equal(t, []string{"/usr/bin/xpu-cdi", "check-container", "--devices", "1"}, c.Command)
-			require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
-			require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+			require.Equal(t, "docker.io/library/debian:trixie-slim", c.Image, "glibc, for XRE 5's xpu-smi")
+			require.Equal(t, []string{"/validator/xpu-cdi", "check-container", "--devices", "1"}, c.Command)
+			require.Len(t, pod.Spec.InitContainers, 1)
+			in := pod.Spec.InitContainers[0]
+			require.Equal(t, "localhost/xpu-cdi:0.1.0", in.Image)
+			require.Equal(t, []string{"/usr/bin/xpu-cdi", "check-container", "--copy-to", "/validator/xpu-cdi"}, in.Command)
+			require.Empty(t, in.Resources.Limits[corev1.ResourceName(tc.resource)], "the init container holds no XPU")
+			require.Empty(t, in.Resources.Claims)
+			for _, cc := range []corev1.Container{c, in} {
+				require.True(t, *cc.SecurityContext.ReadOnlyRootFilesystem)
+				require.Equal(t, []corev1.Capability{"ALL"}, cc.SecurityContext.Capabilities.Drop)
+			}
+			require.True(t, c.VolumeMounts[0].ReadOnly)
 			require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.Spec.SecurityContext.SeccompProfile.Type)
 			if tc.resource != "" {
+				var xpus []string
+				for name := range c.Resources.Limits {
+					if strings.Contains(string(name), "/") {
+						xpus = append(xpus, string(name))
+					}
+				}
+				require.Equal(t, []string{tc.resource}, xpus)
 				q := c.Resources.Limits[corev1.ResourceName(tc.resource)]
 				require.Equal(t, "1", q.String())
 				require.Equal(t, "64Mi", c.Resources.Limits.Memory().String(), "tests.resources kept")
 				require.Empty(t, r.claimTemplates)
 				return
 			}
+			require.Empty(t, c.Resources.Limits[corev1.ResourceName("baidu.com/xpu")], "DRAExtendedResource is off by default before 1.36")
 			require.Len(t, r.claimTemplates, 1)
 			tmpl := r.claimTemplates[0]
 			require.Equal(t, "test", tmpl.Annotations["helm.sh/hook"])
@@ -167,9 +212,14 @@ func TestChartValidator(t *testing.T) {
 			require.Equal(t, []corev1.ResourceClaim{{Name: "xpu"}}, c.Resources.Claims)
 		})
 	}
-	// A nodes-only spec has no xpu-smi.
-	r := render(t, "--set", "installer.nodesOnly=true")
-	require.Equal(t, []string{"/usr/bin/xpu-cdi", "check-container", "--devices", "1", "--no-xpu-smi"}, r.testPods[0].Spec.Containers[0].Command)
+	// A nodes-only spec has no xpu-smi; the chart's image (FROM scratch)
+	// without tests.image.
+	r := render(t, "--set", "installer.nodesOnly=true", "--set", "tests.image.repository=")
+	pod := r.testPods[0].Spec
+	require.Equal(t, []string{"/usr/bin/xpu-cdi", "check-container", "--devices", "1", "--no-xpu-smi"}, pod.Containers[0].Command)
+	require.Equal(t, "localhost/xpu-cdi:0.1.0", pod.Containers[0].Image)
+	require.Empty(t, pod.InitContainers)
+	require.Empty(t, pod.Volumes)
 }
 
 // TestManifestsUpToDate: deployments/*.yaml are what make manifests

@@ -5,6 +5,7 @@ package deployments
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
 // documents splits a multi-document YAML file.
@@ -172,5 +175,29 @@ func TestStrictDecodingRejectsTypos(t *testing.T) {
 	} {
 		require.NotEqual(t, string(data), bad)
 		require.Error(t, yaml.UnmarshalStrict([]byte(bad), &appsv1.DaemonSet{}))
+	}
+}
+
+// TestManifestsNameMakeImage: the image the plain manifests name is one
+// `make image` makes (its dry run tags the list it builds with it), whatever
+// the version.
+func TestManifestsNameMakeImage(t *testing.T) {
+	testreq.InstalledTool(t, "make")
+	images := map[string]bool{}
+	for _, f := range []string{"xpu-device-plugin.yaml", "xpu-dra-driver.yaml"} {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range regexp.MustCompile(`(?m)^\s+image: "?([^"\s]+)"?$`).FindAllStringSubmatch(string(data), -1) {
+			images[m[1]] = true
+		}
+	}
+	require.Len(t, images, 1, "one image for every manifest: %v", images)
+	cmd := exec.Command("make", "--no-print-directory", "-n", "image", "IMAGE_ARCHES=amd64", "VERSION=v9.8.7-3-gabcdef", "PODMAN=podman")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "make -n image:\n%s", out)
+	for image := range images {
+		require.Contains(t, string(out), "podman manifest create localhost/xpu-cdi:v9.8.7-3-gabcdef\n")
+		require.Contains(t, string(out), "; podman tag localhost/xpu-cdi:v9.8.7-3-gabcdef "+image+" || exit 1", "make image tags the manifests' %s", image)
 	}
 }

@@ -53,6 +53,24 @@ func P800SRIOV() Host { return p800SRIOV(ShapeP800SRIOV, 2) }
 // second card, 0000:83:00.0 (/dev/xpu5, NUMA node 1), is whole.
 func P800Quarters() Host { return p800SRIOV(ShapeP800Quarters, 4) }
 
+// P800x8SRIOV (p800x8-sriov) is P800XRE5's 8-card box found through
+// /sys/dev/char as p800-sysfs, with SR-IOV on every card (sriov_totalvfs 4)
+// and every card whole: 0000:01:00.0 to 0000:04:00.0 (NUMA 0) and
+// 0000:81:00.0 to 0000:84:00.0 (NUMA 1) as /dev/xpu0 to /dev/xpu7. It is
+// the box where the driver's handle budget (32: every PF and every VF takes
+// one) shows: all=2 (8 + 16 = 24 handles) and six cards in quarters (32)
+// fit, all=4 (8 + 32 = 40) does not.
+func P800x8SRIOV() Host {
+	h := P800XRE5()
+	h.Shape = ShapeP800x8SRIOV
+	h.NodeClass = P800SysfsClass
+	h.SysDevChar = true
+	for i := range h.Devices {
+		h.Devices[i].TotalVFs = 4
+	}
+	return h
+}
+
 // p800SRIOV is the driver 5.x box of P800SRIOV whose first card has vfs VFs
 // (indexes 1..vfs, minor = index), the second card the next index.
 func p800SRIOV(shape string, vfs int) Host {

@@ -9,6 +9,7 @@ const (
 	ShapeP800Sysfs    = "p800-sysfs"
 	ShapeP800SRIOV    = "p800-sriov"
 	ShapeP800Quarters = "p800-quarters"
+	ShapeP800x8SRIOV  = "p800x8-sriov"
 	ShapeR200SRIOV    = "r200-sriov"
 	ShapeK200         = "k200"
 	ShapeDegraded     = "degraded"
@@ -18,7 +19,7 @@ const (
 
 // Shapes lists the valid shape names.
 func Shapes() []string {
-	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeP800SRIOV, ShapeP800Quarters, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled, ShapeR200Arm64}
+	return []string{ShapeP800x8, ShapeP800XRE5, ShapeP800Sysfs, ShapeP800SRIOV, ShapeP800Quarters, ShapeP800x8SRIOV, ShapeR200SRIOV, ShapeK200, ShapeDegraded, ShapeScaled, ShapeR200Arm64}
 }
 
 // ShapeByName returns the named shape; devices and libraries are only used by
@@ -35,6 +36,8 @@ func ShapeByName(name string, devices, libraries int) (Host, error) {
 		return P800SRIOV(), nil
 	case ShapeP800Quarters:
 		return P800Quarters(), nil
+	case ShapeP800x8SRIOV:
+		return P800x8SRIOV(), nil
 	case ShapeR200SRIOV:
 		return R200SRIOV(), nil
 	case ShapeK200:

@@ -30,8 +30,8 @@ func moduleRoot(t testing.TB) string {
 	return filepath.Clean(filepath.Join(wd, "..", ".."))
 }
 
-// Binary returns the path of the command cmd/<name> built with
-// CGO_ENABLED=0. The directory is world-readable so runtimes can execute the
+// Binary returns the path of the command cmd/<name> (else
+// internal/cmd/<name>, the development tools) built with CGO_ENABLED=0. The directory is world-readable so runtimes can execute the
 // hook and the shim.
 func Binary(t testing.TB, name string) string {
 	t.Helper()
@@ -45,7 +45,11 @@ func Binary(t testing.TB, name string) string {
 	}
 	p := filepath.Join(binDir, name)
 	if !binBuilt[name] {
-		cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-o", p, "./cmd/"+name)
+		pkg := "./cmd/" + name
+		if _, err := os.Stat(filepath.Join(moduleRoot(t), "cmd", name)); err != nil {
+			pkg = "./internal/cmd/" + name
+		}
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-o", p, pkg)
 		cmd.Dir = moduleRoot(t)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()

@@ -58,7 +58,7 @@ func TestHelmChartDRA(t *testing.T) {
 				logs := rel.test(t)
 				require.Contains(t, logs, "ok   1 XPU device node(s) [/dev/xpu")
 				require.Contains(t, logs, "ok   /dev/xpuctrl")
-				require.Contains(t, logs, "ok   xpu-smi ")
+				require.Regexp(t, `ok   xpu-smi \S+ \(ran: `, logs)
 				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "the validator's claim is unprepared")
 			})
 
@@ -144,7 +144,7 @@ func newDRAChart(t *testing.T, c *harness.Cluster, helm string) *draChart {
 		"dra.apiServer.host=127.0.0.1", "dra.apiServer.port="+strconv.Itoa(c.APIServerPort),
 	)}
 	exporter, _ := exporterValues(c, harness.FreePort(t))
-	ch.rel.values = append(ch.rel.values, exporter...)
+	ch.rel.values = append(append(ch.rel.values, exporter...), glibcTestImage(t, c)...)
 	return ch
 }
 

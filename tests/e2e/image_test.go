@@ -52,6 +52,9 @@ exec podman --root %[4]s --runroot %[5]s "$@"
 		platforms = append(platforms, m.Platform.OS+"/"+m.Platform.Architecture)
 	}
 	require.ElementsMatch(t, []string{"linux/amd64", "linux/arm64"}, platforms)
+	// The tag the plain manifests name is the same list.
+	latest := p.MustRun(t, "manifest", "inspect", "localhost/xpu-cdi:latest")
+	require.Equal(t, r.Stdout, latest.Stdout, "make image tags the list localhost/xpu-cdi:latest too")
 	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 	for arch, machine := range machines {
 		r = p.MustRun(t, "image", "inspect", "--format", "{{.Architecture}} {{len .RootFS.Layers}} {{.Config.Entrypoint}}", image+"-"+arch)

@@ -44,7 +44,7 @@ func newPartitionNode(t *testing.T, c *harness.Cluster) *partitionNode {
 	t.Helper()
 	rootfs := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(rootfs, "usr", "bin"), 0o755))
-	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-device-plugin"} {
+	for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-device-plugin", "xpu-dra-driver"} {
 		data, err := os.ReadFile(Binary(t, name))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(rootfs, "usr", "bin", name), data, 0o755))

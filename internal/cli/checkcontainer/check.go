@@ -40,6 +40,7 @@ type options struct {
 	smi      string
 	noSMI    bool
 	smiLimit time.Duration
+	copyTo   string
 }
 
 // NewCommand returns `xpu-cdi check-container`.
@@ -54,16 +55,20 @@ for one). It checks:
   - /dev/xpuctrl, a character device of the same driver (major) as the XPUs;
   - xpu-smi (XPU_CDI_XPU_SMI, else the first of PATH, /usr/local/bin/xpu-smi,
     /usr/local/xpu/bin/xpu-smi and their xpu_smi names): an executable regular file, which is run
-    and must exit 0. A dynamically linked xpu-smi (XRE 5's) is run only where its ELF
-    interpreter is in the container (the project's image is FROM scratch: the spec's driver files
-    must bring it); otherwise the check says that it was not run, and why. --no-xpu-smi leaves
-    xpu-smi out (nodes-only specs).
-Each check prints a line; the command fails, naming every check that failed.`,
+    and must exit 0. A dynamically linked xpu-smi (XRE 5's) needs its ELF interpreter in the
+    container: the project's image is FROM scratch, so where the interpreter is missing the check
+    fails, naming it (run check-container in an image with glibc: the chart's tests.image).
+    --no-xpu-smi leaves xpu-smi out (nodes-only specs).
+Each check prints a line; the command fails, naming every check that failed.
+
+--copy-to FILE copies this (static) xpu-cdi to FILE and exits: the chart's validator copies it
+from its image into the image with glibc it then runs in.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "devices", Value: 1, Usage: "number of XPU device nodes the container must see", EnvVars: []string{"XPU_CDI_CHECK_DEVICES"}, Destination: &o.devices},
 			&cli.StringFlag{Name: "root", Value: "/", Usage: "the container's root (tests)", EnvVars: []string{"XPU_CDI_CHECK_ROOT"}, Destination: &o.root},
 			&cli.StringFlag{Name: "xpu-smi", Usage: "path of xpu-smi inside the root; default: searched (above)", EnvVars: []string{"XPU_CDI_XPU_SMI"}, Destination: &o.smi},
 			&cli.BoolFlag{Name: "no-xpu-smi", Usage: "do not check xpu-smi (a spec generated with --nodes-only)", EnvVars: []string{"XPU_CDI_CHECK_NO_XPU_SMI"}, Destination: &o.noSMI},
+			&cli.StringFlag{Name: "copy-to", Usage: "copy this xpu-cdi to `FILE` (created, not replaced) and exit", EnvVars: []string{"XPU_CDI_CHECK_COPY_TO"}, Destination: &o.copyTo},
 			&cli.DurationFlag{Name: "xpu-smi-timeout", Value: 30 * time.Second, Usage: "how long xpu-smi may run", EnvVars: []string{"XPU_CDI_XPU_SMI_TIMEOUT"}, Destination: &o.smiLimit},
 		},
 		Before: func(*cli.Context) error {
@@ -73,9 +78,15 @@ Each check prints a line; the command fails, naming every check that failed.`,
 			if !filepath.IsAbs(o.root) {
 				return fmt.Errorf("--root %q: must be an absolute path", o.root)
 			}
+			if o.copyTo != "" && !filepath.IsAbs(o.copyTo) {
+				return fmt.Errorf("--copy-to %q: must be an absolute path", o.copyTo)
+			}
 			return nil
 		},
 		Action: func(c *cli.Context) error {
+			if o.copyTo != "" {
+				return copySelf(o.copyTo)
+			}
 			return o.check(c.Context, c.App.Writer)
 		},
 	}
@@ -188,7 +199,7 @@ func (o *options) checkSMI(ctx context.Context) (what string, err error) {
 	}
 	if interp != "" {
 		if _, err := os.Stat(filepath.Join(o.root, interp)); err != nil {
-			return fmt.Sprintf("%s (present; not run: it is linked dynamically and the image has no %s)", path, interp), nil
+			return path, fmt.Errorf("%w: %s is linked dynamically and this container has no %s, its ELF interpreter (the CDI spec gives the driver's libraries, not glibc): run check-container in an image with glibc (the chart's tests.image)", ErrNoInterpreter, path, interp)
 		}
 	}
 	if o.root != "/" {
@@ -203,6 +214,36 @@ func (o *options) checkSMI(ctx context.Context) (what string, err error) {
 		return path, fmt.Errorf("running %s: %w: %s", path, err, firstLines(out.String(), 5))
 	}
 	return fmt.Sprintf("%s (ran: %s)", path, firstLines(out.String(), 1)), nil
+}
+
+// ErrNoInterpreter: xpu-smi is linked dynamically and the container lacks
+// its ELF interpreter, so it cannot run.
+var ErrNoInterpreter = errors.New("xpu-smi cannot run here")
+
+// copySelf copies the running executable to dst, which must not exist
+// (O_EXCL, no link followed).
+func copySelf(dst string) (err error) {
+	src, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return fmt.Errorf("--copy-to: opening this executable: %w", err)
+	}
+	defer src.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o755)
+	if err != nil {
+		return fmt.Errorf("--copy-to %s: %w", dst, err)
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("--copy-to %s: %w", dst, cerr)
+		}
+		if err != nil {
+			_ = os.Remove(dst)
+		}
+	}()
+	if _, err := io.Copy(out, src); err != nil {
+		return fmt.Errorf("--copy-to %s: %w", dst, err)
+	}
+	return nil
 }
 
 // findSMI returns the path of xpu-smi inside the root.

@@ -28,9 +28,10 @@ func NewCommand(log *logrus.Logger) *cli.Command {
 	return &cli.Command{
 		Name:  "info",
 		Usage: "Show the XPUs and driver files xpu-cdi discovers (for admins and bug reports)",
-		Flags: append(o.host.Flags(),
+		Flags: append(o.host.Flags(), o.host.HostRootFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table", EnvVars: []string{"XPU_CDI_INFO_JSON"}, Destination: &o.json},
 		),
+		Before: func(c *cli.Context) error { return o.host.ApplyHostRoot(c) },
 		Action: func(c *cli.Context) error {
 			h, err := o.host.Discover(log)
 			if err != nil {

@@ -238,3 +238,21 @@ func TestInfoPartitions(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, out, `"partitions"`)
 }
+
+// TestInfoHostRoot: --host-root reads the host below it, as generate and
+// partition do, and is refused with --dev-root or --driver-root.
+func TestInfoHostRoot(t *testing.T) {
+	root := clitest.FakeHost(t, fakehost.P800XRE5())
+	byRoots, _, err := run(t, root)
+	require.NoError(t, err)
+	byHostRoot, _, err := clitest.Run(t, info.NewCommand, "info", "--host-root", root)
+	require.NoError(t, err)
+	require.Equal(t, byRoots, byHostRoot)
+	require.Contains(t, byHostRoot, "Control node: /dev/xpuctrl 195:255 ")
+
+	_, _, err = clitest.Run(t, info.NewCommand, "info", "--host-root", root, "--dev-root", root)
+	require.ErrorContains(t, err, "--host-root "+root+" and --dev-root both say where the host is")
+	missing := filepath.Join(t.TempDir(), "none")
+	_, _, err = clitest.Run(t, info.NewCommand, "info", "--host-root", missing)
+	require.ErrorContains(t, err, "--host-root "+missing+": ")
+}

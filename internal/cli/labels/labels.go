@@ -50,8 +50,13 @@ the labels change. On a host without a usable XPU nothing is printed and the fil
 NFD takes the labels off the node. .sharing-strategy and .replicas are written only when the
 sharing is given (--replicas or --config-file, as the device plugin has them): xpu-device-plugin
 --labels-file writes them from its own configuration.`,
-		Flags:  append(o.host.Flags(), o.flags()...),
-		Before: func(c *cli.Context) error { return o.validate(c) },
+		Flags: append(append(o.host.Flags(), o.host.HostRootFlag()), o.flags()...),
+		Before: func(c *cli.Context) error {
+			if err := o.host.ApplyHostRoot(c); err != nil {
+				return err
+			}
+			return o.validate(c)
+		},
 		Action: func(c *cli.Context) error { return o.run(c.App.Writer, log) },
 	}
 }

@@ -111,3 +111,14 @@ func TestLabelsBadInput(t *testing.T) {
 	require.Contains(t, logs, "Node Feature Discovery is not set up on this host")
 	require.NoDirExists(t, filepath.Join(dir, "no-nfd"))
 }
+
+// TestLabelsHostRoot: --host-root reads the host below it, as generate and
+// partition do, and is refused with --dev-root or --driver-root.
+func TestLabelsHostRoot(t *testing.T) {
+	root := realTree(t, fakehost.P800x8())
+	out, _, err := run(t, "--host-root", root)
+	require.NoError(t, err)
+	require.Equal(t, p800Labels, out)
+	_, _, err = run(t, "--host-root", root, "--driver-root", root)
+	require.ErrorContains(t, err, "--host-root "+root+" and --driver-root both say where the host is")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -132,8 +133,32 @@ func check(w io.Writer, path string) bool {
 	for _, p := range problems {
 		fmt.Fprintf(w, "  %s\n", p)
 	}
-	fmt.Fprintf(w, "  fix: regenerate it with: xpu-cdi generate --output %s (or `xpu-cdi refresh` for the spec the packages keep, /etc/cdi/baidu.com-xpu.yaml)\n", path)
+	fmt.Fprint(w, fixHint(path, raw))
 	return false
+}
+
+// fixHint says how to fix a spec that does not match the host: the
+// command that makes it again with the flags it was made with
+// (regenerateFlags) and, for a hook that is missing, how to do without it.
+func fixHint(path string, spec *specs.Spec) string {
+	flags := regenerateFlags(spec)
+	cmd := strings.Join(append([]string{"xpu-cdi", "generate", "--output", path}, flags...), " ")
+	hint := fmt.Sprintf("  fix: regenerate it with: %s (or `xpu-cdi refresh` for the spec the packages keep, /etc/cdi/baidu.com-xpu.yaml)\n", cmd)
+	for _, h := range hookPaths(spec) {
+		if _, err := os.Stat(h); err == nil {
+			continue
+		}
+		noHooks := []string{"xpu-cdi", "generate", "--output", path}
+		for i := 0; i < len(flags); i++ {
+			if flags[i] == "--hook-path" {
+				i++
+				continue
+			}
+			noHooks = append(noHooks, flags[i])
+		}
+		hint += fmt.Sprintf("  the hook %s is missing: install xpu-runtime-hook there, or give its path with --hook-path, or leave the hooks out: %s --no-hooks\n", h, strings.Join(noHooks, " "))
+	}
+	return hint
 }
 
 // statNode is the cdispec.NodeLookup of a spec's device nodes at their

@@ -163,3 +163,32 @@ func TestValidateWarnsOfShadowedSpecs(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, stdout, "WARN")
 }
+
+// TestValidateHintKeepsFlags: the fix a failed check prints makes the spec
+// again with the flags it was made with, and for a missing hook says how
+// to do without it, keeping the other flags.
+func TestValidateHintKeepsFlags(t *testing.T) {
+	tree := clitest.FakeTree(t, fakehost.P800x8())
+	dir := t.TempDir()
+	hook := filepath.Join(dir, "missing", "xpu-runtime-hook")
+	out := filepath.Join(dir, "example.com-acc.yaml")
+	generateSpec(t, tree.Root, out, "--hook-path", hook, "--vendor", "example.com", "--class", "acc", "--device-name-strategy", "index", "--no-all-device")
+	stdout, _, err := run(t, out)
+	require.ErrorIs(t, err, validate.ErrInvalid)
+	flags := " --vendor example.com --class acc --device-name-strategy index --no-all-device"
+	require.Contains(t, stdout, "fix: regenerate it with: xpu-cdi generate --output "+out+flags+" --hook-path "+hook+" (or")
+	require.Contains(t, stdout, "the hook "+hook+" is missing: install xpu-runtime-hook there, or give its path with --hook-path, or leave the hooks out: xpu-cdi generate --output "+out+flags+" --no-hooks\n")
+
+	// A nodes-only spec whose driver was reloaded with another major.
+	nodesOnly := filepath.Join(dir, "baidu.com-xpu.yaml")
+	generateSpec(t, tree.Root, nodesOnly, "--nodes-only")
+	require.NoError(t, os.RemoveAll(tree.Root))
+	reloaded := fakehost.P800x8()
+	reloaded.Major = 250
+	_, err = fakehost.Build(tree.Root, reloaded, fakehost.WithCacheDir(fakehosttest.CacheDir(t)))
+	require.NoError(t, err)
+	stdout, _, err = run(t, nodesOnly)
+	require.ErrorIs(t, err, validate.ErrInvalid)
+	require.Contains(t, stdout, "fix: regenerate it with: xpu-cdi generate --output "+nodesOnly+" --nodes-only (or")
+	require.NotContains(t, stdout, "is missing")
+}

@@ -3,18 +3,27 @@
 //
 //	xpu-fakehost --shape p800x8 --root /tmp/xpu-host [--json]
 //	xpu-fakehost --shape scaled --devices 64 --libraries 500 --root DIR
+//	xpu-fakehost --shape p800x8-sriov --root DIR --sriov
 //
 // It prints a summary on stderr and, with --json, the tree record on stdout.
+// With --sriov it then runs the fake SR-IOV kernel on the tree in the
+// foreground, printing every write to a sriov_numvfs and every node udev
+// makes or removes, until SIGINT or SIGTERM.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -38,10 +47,13 @@ type flags struct {
 	noProcfs   bool
 	noDriver   bool
 	noMknod    bool
+	sriov      bool
 }
 
 func main() {
-	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := newApp(os.Stdout, os.Stderr).RunContext(ctx, os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "xpu-fakehost: %v\n", err)
 		os.Exit(1)
 	}
@@ -70,9 +82,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.BoolFlag{Name: "no-procfs", Usage: "leave out proc/", Destination: &f.noProcfs},
 			&cli.BoolFlag{Name: "no-driver", Usage: "leave out the XRE (usr/local/xpu, ld.so.conf.d, ld.so.cache)", Destination: &f.noDriver},
 			&cli.BoolFlag{Name: "no-mknod", Usage: "write regular files instead of char devices even as root", Destination: &f.noMknod},
+			&cli.BoolFlag{Name: "sriov", Usage: "then run the fake SR-IOV kernel on the tree's PFs (shapes " + strings.Join(sriovShapes(), ", ") + ") in the foreground until SIGINT or SIGTERM: writes to a PF's sriov_numvfs make and remove VFs as the kernel and the driver do, each printed on stderr; needs root and /dev/fuse", Destination: &f.sriov},
 		},
 		Before: func(*cli.Context) error { return f.validate() },
-		Action: func(*cli.Context) error { return run(f, stdout, stderr) },
+		Action: func(c *cli.Context) error { return run(c.Context, f, stdout, stderr) },
 	}
 }
 
@@ -93,10 +106,40 @@ func (f *flags) validate() error {
 	if f.root == "" {
 		return errors.New("--root is required")
 	}
+	if f.sriov {
+		if !slices.Contains(sriovShapes(), f.shape) {
+			return fmt.Errorf("--sriov: the %s shape has no card with SR-IOV; use one of %s", f.shape, strings.Join(sriovShapes(), ", "))
+		}
+		if f.noSysfs {
+			return errors.New("--sriov with --no-sysfs: the fake kernel serves the PFs' sysfs directories")
+		}
+		if os.Geteuid() != 0 {
+			return fmt.Errorf("--sriov needs root to mount FUSE (running as uid %d)", os.Geteuid())
+		}
+		if _, err := os.Stat("/dev/fuse"); err != nil {
+			return fmt.Errorf("--sriov needs FUSE: %w", err)
+		}
+	}
 	return nil
 }
 
-func run(f *flags, stdout, stderr io.Writer) error {
+// sriovShapes are the shapes with a PF that has SR-IOV (TotalVFs), which
+// --sriov can serve.
+func sriovShapes() []string {
+	var out []string
+	for _, name := range fakehost.Shapes() {
+		h, err := fakehost.ShapeByName(name, 0, 0)
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(h.Devices, func(d fakehost.Device) bool { return d.Function == fakehost.FunctionPF && d.TotalVFs > 0 }) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func run(ctx context.Context, f *flags, stdout, stderr io.Writer) error {
 	h, err := fakehost.ShapeByName(f.shape, f.devices, f.libraries)
 	if err != nil {
 		return err
@@ -138,7 +181,45 @@ func run(f *flags, stdout, stderr io.Writer) error {
 			return fmt.Errorf("writing the tree record: %w", err)
 		}
 	}
+	if f.sriov {
+		return serveSRIOV(ctx, t, stderr)
+	}
 	return nil
+}
+
+// serveSRIOV runs the fake SR-IOV kernel on the tree until ctx ends (SIGINT,
+// SIGTERM), then stops it: the PFs' directories are back in the tree with
+// the VFs of the moment.
+func serveSRIOV(ctx context.Context, t *fakehost.Tree, stderr io.Writer) error {
+	var mu sync.Mutex
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(stderr, format+"\n", args...)
+	}
+	k, err := fakehost.StartSRIOV(t.Root, t.Host, fakehost.SRIOVOptions{Log: logf})
+	if err != nil {
+		return fmt.Errorf("--sriov: %w", err)
+	}
+	logf("fake SR-IOV kernel: runs until interrupted (Ctrl-C, or kill -INT %d); try:", os.Getpid())
+	logf("  xpu-cdi partition show --dev-root %s --driver-root %s", t.Root, t.Root)
+	logf("  xpu-cdi partition apply --layout all=2 --dev-root %s --driver-root %s", t.Root, t.Root)
+	<-ctx.Done()
+	logf("fake SR-IOV kernel: stopping with %s", layoutOf(k))
+	if err := k.Close(); err != nil {
+		return fmt.Errorf("--sriov: stopping the fake SR-IOV kernel: %w", err)
+	}
+	logf("fake SR-IOV kernel: stopped; the tree in %s keeps these VFs", t.Root)
+	return nil
+}
+
+// layoutOf says the VF count of every PF the kernel serves.
+func layoutOf(k *fakehost.SRIOVKernel) string {
+	var parts []string
+	for _, pf := range k.PFs() {
+		parts = append(parts, fmt.Sprintf("%s %d VFs", pf, k.NumVFs(pf)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // prepareRoot refuses a non-empty root unless force is set and the root holds

@@ -30,7 +30,17 @@ func TestCommand(t *testing.T) {
 		{
 			description: "unknown shape lists the valid ones",
 			args:        []string{"--shape", "p900"},
-			wantErr:     "valid shapes are p800x8, p800-xre5, p800-sysfs, p800-sriov, p800-quarters, r200-sriov, k200, degraded, scaled",
+			wantErr:     "valid shapes are p800x8, p800-xre5, p800-sysfs, p800-sriov, p800-quarters, p800x8-sriov, r200-sriov, k200, degraded, scaled",
+		},
+		{
+			description: "--sriov on a shape without SR-IOV",
+			args:        []string{"--shape", "p800x8", "--sriov"},
+			wantErr:     "--sriov: the p800x8 shape has no card with SR-IOV; use one of p800-sriov, p800-quarters, p800x8-sriov, r200-sriov",
+		},
+		{
+			description: "--sriov without sysfs",
+			args:        []string{"--shape", "p800-sriov", "--sriov", "--no-sysfs"},
+			wantErr:     "--sriov with --no-sysfs",
 		},
 		{
 			description: "negative devices",

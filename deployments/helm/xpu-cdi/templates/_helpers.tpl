@@ -118,3 +118,62 @@ comma-separated list: the installer's, else cdi.specDirs. */}}
 {{- define "xpu-cdi.partitions" -}}
 {{- if and .Values.installer.enabled (or .Values.partitions.layout .Values.partitions.nodeLabel) }}true{{ end -}}
 {{- end }}
+
+{{/* The image helm test's validator runs check-container in
+(tests.image); "" for the chart's image. */}}
+{{- define "xpu-cdi.testImage" -}}
+{{- with .Values.tests.image -}}
+{{- if .repository -}}
+{{- printf "%s:%s" .repository (.tag | default "latest") -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The extended resource helm test's validator asks for one of, with the
+device plugin: tests.resourceName; else devicePlugin.resourceName or, with
+a layout the installer keeps and the mixed strategy, the partition size
+resource of the layout's all=N entry (else its first entry): N=2 -48gb and
+N=4 -24gb (P800), N=1 -16gb and N=3 -5gb (R200); then renamed as the
+sharing configuration renames it (rename, or renameByDefault's .shared,
+for an entry of more than one replica). */}}
+{{- define "xpu-cdi.validatorResource" -}}
+{{- $r := .Values.tests.resourceName -}}
+{{- if not $r -}}
+{{- $r = .Values.devicePlugin.resourceName -}}
+{{- $layout := "" -}}
+{{- if and (include "xpu-cdi.partitions" .) (eq .Values.devicePlugin.partitionStrategy "mixed") -}}
+{{- $layout = .Values.partitions.layout -}}
+{{- end -}}
+{{- if $layout -}}
+{{- $n := "" -}}
+{{- range $e := splitList "," $layout -}}
+{{- $kv := splitList "=" (trim $e) -}}
+{{- if and (not $n) (eq (lower (first $kv)) "all") -}}{{- $n = last $kv -}}{{- end -}}
+{{- end -}}
+{{- if not $n -}}{{- $n = splitList "," $layout | first | splitList "=" | last | trim -}}{{- end -}}
+{{- with get (dict "1" "16gb" "2" "48gb" "3" "5gb" "4" "24gb") $n -}}
+{{- $r = printf "%s-%s" $r . -}}
+{{- end -}}
+{{- end -}}
+{{- $byDefault := dig "sharing" "timeSlicing" "renameByDefault" false (.Values.devicePlugin.config | default dict) -}}
+{{- range $e := dig "sharing" "timeSlicing" "resources" list (.Values.devicePlugin.config | default dict) -}}
+{{- if and (eq ($e.name | toString) $r) (gt (int ($e.replicas | default 1)) 1) -}}
+{{- if $e.rename -}}{{- $r = $e.rename -}}{{- else if $byDefault -}}{{- $r = printf "%s.shared" $r -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $r -}}
+{{- end -}}
+
+{{/* The milliseconds of a Go duration the schema accepted (10s, 1m30s,
+500ms), as a float: (include "xpu-cdi.durationMS" "10s" | float64). */}}
+{{- define "xpu-cdi.durationMS" -}}
+{{- $ms := 0.0 -}}
+{{- $units := dict "ns" 0.000001 "us" 0.001 "µs" 0.001 "ms" 1.0 "s" 1000.0 "m" 60000.0 "h" 3600000.0 -}}
+{{- range $part := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $part -}}
+{{- $unit := trimPrefix $num $part -}}
+{{- $ms = addf $ms (mulf (float64 $num) (get $units $unit)) -}}
+{{- end -}}
+{{- $ms -}}
+{{- end -}}
