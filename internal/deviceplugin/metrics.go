@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/status"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 )
 
@@ -151,4 +152,16 @@ func (m *metrics) observeAllocate(resource string, start time.Time, devices int,
 	}
 	m.allocations.WithLabelValues(resource).Inc()
 	m.allocated.WithLabelValues(resource).Add(float64(devices))
+}
+
+// MetricNames lists the names of the series the plugin exports (a
+// histogram's _bucket, _sum and _count; the build-info gauge too), sorted:
+// what the chart's dashboard may query.
+func MetricNames() []string {
+	reg := prometheus.NewRegistry()
+	m, _ := newMetrics(reg)
+	m.observeAllocate("r", time.Now(), 1, nil)
+	m.observeAllocate("r", time.Now(), 0, ErrUnknownDevice)
+	m.registrations.WithLabelValues("r")
+	return daemon.MetricNames(reg, MetricsNamespace)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 )
 
@@ -178,4 +179,17 @@ func (m *metrics) observeSliceWrite(op string, err error) {
 		return
 	}
 	m.sliceWrites.WithLabelValues(op).Inc()
+}
+
+// MetricNames lists the names of the series the driver exports (a
+// histogram's _bucket, _sum and _count; the build-info gauge too), sorted:
+// what the chart's dashboard may query.
+func MetricNames() []string {
+	reg := prometheus.NewRegistry()
+	m, _ := newMetrics(reg)
+	m.observeClaim(opPrepare, ErrNoSpec)
+	m.since(opPrepare, time.Now())
+	m.observeSliceWrite("create", nil)
+	m.observeSliceWrite("create", errors.New("refused"))
+	return daemon.MetricNames(reg, MetricsNamespace)
 }
