@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/net/netutil"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
@@ -32,6 +33,12 @@ const (
 	metricsInFlight = 4
 	metricsTimeout  = 5 * time.Second
 )
+
+// MaxHealthConns bounds the connections the endpoint holds at once (the
+// kubelet's probes and a scraper or two need a few); more wait in the
+// kernel's backlog until one ends, at the latest at its header or idle
+// timeout.
+const MaxHealthConns = 16
 
 // HealthOption configures ListenHealth and StartHealth.
 type HealthOption func(*healthOptions)
@@ -79,6 +86,7 @@ func ListenHealth(addr string, ready ReadyFunc, opts ...HealthOption) (*Health, 
 	if err != nil {
 		return nil, fmt.Errorf("--%s %s: %w (give a free host:port, or an empty value to turn the endpoint off)", HealthAddressFlag, addr, err)
 	}
+	l = netutil.LimitListener(l, MaxHealthConns)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+LivenessPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -63,4 +64,35 @@ func TestBuildInfoLints(t *testing.T) {
 	problems, err := testutil.GatherAndLint(NewRegistry("xpu_test_daemon", "dev", "unknown"), "xpu_test_daemon_build_info")
 	require.NoError(t, err)
 	require.Empty(t, problems)
+}
+
+// TestHealthBoundsConnections: MaxHealthConns idle connections hold the
+// endpoint; one more request waits until one of them ends.
+func TestHealthBoundsConnections(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h, err := ListenHealth("127.0.0.1:0", func() error { return nil }, WithMetrics(prometheus.NewRegistry()))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- h.Serve(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+
+	var held []net.Conn
+	for range MaxHealthConns {
+		c, err := net.Dial("tcp", h.Addr())
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	client := &http.Client{Timeout: 500 * time.Millisecond}
+	_, err = client.Get("http://" + h.Addr() + LivenessPath) //nolint:noctx // a test of a loopback server
+	require.Error(t, err, "a request beyond the bound waits")
+	require.NoError(t, held[0].Close())
+	client.Timeout = 5 * time.Second
+	resp, err := client.Get("http://" + h.Addr() + MetricsPath) //nolint:noctx // a test of a loopback server
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, c := range held[1:] {
+		c.Close()
+	}
 }
