@@ -211,8 +211,10 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 		lw = &labelWriter{path: o.labelsFile, sharing: o.sharing.For(o.resourceName), log: log}
 		observe = lw.observe
 	}
+	reg := daemon.NewRegistry(deviceplugin.MetricsNamespace, version, commit)
 	p, err := deviceplugin.New(deviceplugin.Config{
 		HostObserver:      observe,
+		Metrics:           reg,
 		ResourceName:      o.resourceName,
 		PartitionStrategy: o.partitionStrat,
 		Kind:              o.kind.String(),
@@ -235,7 +237,7 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	log.Infof("xpu-device-plugin %s: resource %s, partition strategy %s, CDI kind %s, strategy %s, device plugin dir %s, dev root %s, sharing of %s: %s (%d replica(s) per XPU)",
 		version, whole.ResourceName, o.partitionStrat, o.kind.String(), o.parsedStrategy, o.pluginPath, o.host.DevRoot, whole.ResourceName, whole.Strategy(), whole.Replicas)
 	// Ready while registered with the kubelet and serving its socket.
-	if err := daemon.StartHealth(ctx, o.healthAddress, p.Ready, log); err != nil {
+	if err := daemon.StartHealth(ctx, o.healthAddress, p.Ready, log, daemon.WithMetrics(reg)); err != nil {
 		return err
 	}
 	err = p.Run(ctx)

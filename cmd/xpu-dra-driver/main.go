@@ -263,6 +263,8 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	cfg := o.driverConfig(log)
 	cfg.StateDir = filepath.Join(o.pluginDataDir, "claims")
 	cfg.PollInterval = o.pollInterval
+	reg := daemon.NewRegistry(dra.MetricsNamespace, version, commit)
+	cfg.Metrics = reg
 	d, err := dra.New(cfg)
 	if err != nil {
 		return err
@@ -278,7 +280,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		}
 		return d.Ready(h.RegistrationStatus())
 	}
-	if err := daemon.StartHealth(ctx, o.healthAddress, ready, log); err != nil {
+	if err := daemon.StartHealth(ctx, o.healthAddress, ready, log, daemon.WithMetrics(reg)); err != nil {
 		return err
 	}
 	if err := waitForDir(ctx, o.registryDir, log); err != nil {

@@ -9,17 +9,49 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/net/netutil"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
-// Health endpoint paths: liveness (the process serves HTTP) and readiness
-// (the daemon's own check).
+// Health endpoint paths: liveness (the process serves HTTP), readiness
+// (the daemon's own check) and, when the daemon gives a registry, its
+// Prometheus metrics.
 const (
 	LivenessPath  = "/healthz"
 	ReadinessPath = "/readyz"
+	MetricsPath   = "/metrics"
 )
+
+// metricsInFlight bounds the scrapes served at once, metricsTimeout how
+// long one may take: a scraper that floods the port gets 503s, it does
+// not pile up goroutines.
+const (
+	metricsInFlight = 4
+	metricsTimeout  = 5 * time.Second
+)
+
+// MaxHealthConns bounds the connections the endpoint holds at once (the
+// kubelet's probes and a scraper or two need a few); more wait in the
+// kernel's backlog until one ends, at the latest at its header or idle
+// timeout.
+const MaxHealthConns = 16
+
+// HealthOption configures ListenHealth and StartHealth.
+type HealthOption func(*healthOptions)
+
+type healthOptions struct {
+	metrics prometheus.Gatherer
+}
+
+// WithMetrics serves GET /metrics from g (the daemon's own registry) in
+// the Prometheus text and protobuf formats.
+func WithMetrics(g prometheus.Gatherer) HealthOption {
+	return func(o *healthOptions) { o.metrics = g }
+}
 
 // HealthAddressFlag, HealthAddressEnv name the flag and variable of the
 // endpoint's address; the daemons give their own default port.
@@ -34,21 +66,27 @@ type ReadyFunc func() error
 // Health is the HTTP health endpoint of a daemon. Bodies are plain text:
 // "ok", or on /readyz the reason the daemon is not ready (503).
 type Health struct {
-	l   net.Listener
-	srv *http.Server
+	l       net.Listener
+	srv     *http.Server
+	metrics bool
 }
 
 // ListenHealth listens on addr (host:port; ":9509" on every address). An
 // empty addr turns the endpoint off: it returns nil, nil, and a nil
 // *Health serves nothing.
-func ListenHealth(addr string, ready ReadyFunc) (*Health, error) {
+func ListenHealth(addr string, ready ReadyFunc, opts ...HealthOption) (*Health, error) {
 	if addr == "" {
 		return nil, nil
+	}
+	var o healthOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--%s %s: %w (give a free host:port, or an empty value to turn the endpoint off)", HealthAddressFlag, addr, err)
 	}
+	l = netutil.LimitListener(l, MaxHealthConns)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+LivenessPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -63,7 +101,13 @@ func ListenHealth(addr string, ready ReadyFunc) (*Health, error) {
 		}
 		_, _ = fmt.Fprintln(w, "ok")
 	})
-	return &Health{l: l, srv: &http.Server{
+	if o.metrics != nil {
+		mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(o.metrics, promhttp.HandlerOpts{
+			MaxRequestsInFlight: metricsInFlight,
+			Timeout:             metricsTimeout,
+		}))
+	}
+	return &Health{l: l, metrics: o.metrics != nil, srv: &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -103,7 +147,7 @@ func (h *Health) Serve(ctx context.Context) error {
 func HealthFlag(dest *string, defaultAddr string) *cli.StringFlag {
 	return &cli.StringFlag{
 		Name:        HealthAddressFlag,
-		Usage:       "`HOST:PORT` of the health endpoint: GET " + LivenessPath + " (liveness) and " + ReadinessPath + " (readiness, with the reason when not ready), plain text; empty turns it off",
+		Usage:       "`HOST:PORT` of the health endpoint: GET " + LivenessPath + " (liveness), " + ReadinessPath + " (readiness, with the reason when not ready), plain text, and " + MetricsPath + " (Prometheus metrics); empty turns it off",
 		Value:       defaultAddr,
 		EnvVars:     []string{HealthAddressEnv},
 		Destination: dest,
@@ -120,8 +164,8 @@ const healthRetry = time.Second
 // the kubelet's probes of the new pod reach the old one's endpoint
 // meanwhile. StartHealth then says so once and tries again every second in
 // the background, until the port is free or ctx ends.
-func StartHealth(ctx context.Context, addr string, ready ReadyFunc, log logger.Interface) error {
-	h, err := ListenHealth(addr, ready)
+func StartHealth(ctx context.Context, addr string, ready ReadyFunc, log logger.Interface, opts ...HealthOption) error {
+	h, err := ListenHealth(addr, ready, opts...)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		log.Warnf("%v; trying again every %s (the other pod of a rolling update on the host network holds it until it stops)", err, healthRetry)
 		go func() {
@@ -133,7 +177,7 @@ func StartHealth(ctx context.Context, addr string, ready ReadyFunc, log logger.I
 					return
 				case <-t.C:
 				}
-				if h, err := ListenHealth(addr, ready); err == nil {
+				if h, err := ListenHealth(addr, ready, opts...); err == nil {
 					serveHealth(ctx, h, log)
 					return
 				}
@@ -149,7 +193,11 @@ func StartHealth(ctx context.Context, addr string, ready ReadyFunc, log logger.I
 }
 
 func serveHealth(ctx context.Context, h *Health, log logger.Interface) {
-	log.Infof("health endpoint on %s (%s, %s)", h.Addr(), LivenessPath, ReadinessPath)
+	paths := LivenessPath + ", " + ReadinessPath
+	if h.metrics {
+		paths += ", " + MetricsPath
+	}
+	log.Infof("health endpoint on %s (%s)", h.Addr(), paths)
 	if err := h.Serve(ctx); err != nil {
 		log.Errorf("%v", err)
 	}

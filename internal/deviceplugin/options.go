@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
@@ -67,6 +68,10 @@ type Config struct {
 	// is built: the command writes the node's labels from it. It must not
 	// keep the host.
 	HostObserver func(*discover.Host, error)
+	// Metrics, when set, is where the plugin registers its metrics
+	// (xpu_device_plugin_*; the daemon's own registry, which it serves).
+	// Nil counts nothing anyone can read.
+	Metrics prometheus.Registerer
 	// Log is the logger; the default discards everything.
 	Log logger.Interface
 }

@@ -20,6 +20,7 @@ type Plugin struct {
 	o       *Config
 	scanner *xpunode.Scanner
 	notes   xpunode.Notes
+	m       *metrics
 
 	mu sync.Mutex
 	// resources are by their name before sharing renames them.
@@ -46,8 +47,13 @@ func New(cfg Config) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(o.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	p := &Plugin{
 		o: o,
+		m: m,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
 			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			// Only the cdi-* strategies answer CDI names an engine resolves.
@@ -70,7 +76,7 @@ func New(cfg Config) (*Plugin, error) {
 
 func (p *Plugin) newResource(key string) *Resource {
 	return &Resource{
-		o: p.o, key: key, share: p.o.Sharing.For(key),
+		o: p.o, m: p.m, key: key, share: p.o.Sharing.For(key),
 		changed: make(chan struct{}), stopped: p.stopped,
 		unready: errors.New("not registered with the kubelet yet"),
 	}
@@ -125,6 +131,7 @@ func (p *Plugin) refresh(atStart bool) (bool, error) {
 	if p.o.HostObserver != nil {
 		p.o.HostObserver(sc.Host, sc.Err)
 	}
+	p.m.observeScan(sc)
 	g := group(p.o.PartitionStrategy, p.o.ResourceName, sc.Devices)
 	if p.o.PartitionStrategy == PartitionSingle {
 		if g.mixedSizes != "" && atStart {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,6 +26,7 @@ type Resource struct {
 	pluginapi.UnimplementedDevicePluginServer
 
 	o *Config
+	m *metrics
 	// key is the resource's name before sharing renames it (baidu.com/xpu,
 	// baidu.com/xpu-24gb): how the plugin finds it.
 	key string
@@ -150,6 +152,17 @@ func (r *Resource) GetPreferredAllocation(_ context.Context, req *pluginapi.Pref
 // replica fails the request (the kubelet refuses the pod with
 // UnexpectedAdmissionError and this message).
 func (r *Resource) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	start := time.Now()
+	resp, n, err := r.allocate(req)
+	r.m.observeAllocate(r.Name(), start, n, err)
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// allocate is Allocate; it also returns how many device IDs it handed out.
+func (r *Resource) allocate(req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, int, error) {
 	devs := r.Devices()
 	byID := make(map[string]Device, len(devs))
 	for _, d := range devs {
@@ -157,40 +170,42 @@ func (r *Resource) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (
 	}
 	name := r.Name()
 	resp := &pluginapi.AllocateResponse{}
+	n := 0
 	for _, cr := range req.GetContainerRequests() {
 		ids := cr.GetDevicesIds()
 		if r.share.Shared() && r.share.FailRequestsGreaterThanOne && len(ids) > 1 {
-			return nil, status.Errorf(codes.InvalidArgument,
+			return nil, 0, &allocError{cause: ErrReplicasPerContainer, st: status.Newf(codes.InvalidArgument,
 				"a container asks for %d %s: this node shares each XPU %d ways and allows one replica per container (failRequestsGreaterThanOne); ask for 1 (more replicas would give time on the same XPUs, not more of them)",
-				len(ids), name, r.share.Replicas)
+				len(ids), name, r.share.Replicas)}
 		}
 		seen := make(map[string]bool, len(ids))
 		for _, id := range ids {
 			if seen[id] {
-				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is requested twice for one container", name, id)
+				return nil, 0, &allocError{cause: ErrDuplicateDevice, st: status.Newf(codes.InvalidArgument, "%s device %q is requested twice for one container", name, id)}
 			}
 			seen[id] = true
 			d, ok := byID[id]
 			if !ok {
-				return nil, status.Errorf(codes.InvalidArgument, "%s device %q is not a device of this node (advertised: %s)", name, id, knownIDs(devs))
+				return nil, 0, &allocError{cause: ErrUnknownDevice, st: status.Newf(codes.InvalidArgument, "%s device %q is not a device of this node (advertised: %s)", name, id, knownIDs(devs))}
 			}
 			if d.Health != pluginapi.Healthy {
-				return nil, status.Errorf(codes.FailedPrecondition, "%s device %q is %s: %s", name, id, d.Health, d.Reason)
+				return nil, 0, &allocError{cause: ErrDeviceUnhealthy, st: status.Newf(codes.FailedPrecondition, "%s device %q is %s: %s", name, id, d.Health, d.Reason)}
 			}
 		}
 		xpus := physicalIDs(ids)
 		cresp, err := containerResponse(r.o.Strategy, r.o.Kind, xpus)
 		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+			return nil, 0, &allocError{cause: err, st: status.New(codes.Internal, err.Error())}
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, cresp)
+		n += len(ids)
 		if r.share.Shared() {
 			r.o.Log.Infof("allocated %s %s: XPU(s) %s (%s)", name, strings.Join(ids, ","), strings.Join(xpus, ","), r.o.Strategy)
 		} else {
 			r.o.Log.Infof("allocated %s %s (%s)", name, strings.Join(ids, ","), r.o.Strategy)
 		}
 	}
-	return resp, nil
+	return resp, n, nil
 }
 
 // PreStartContainer is not used (the options say so); it answers empty.

@@ -93,6 +93,7 @@ func (r *Resource) run(ctx context.Context) error {
 			continue
 		}
 		r.notes.Note(r.o.Log, "register", "", r.o.Log.Warnf, "")
+		r.m.registrations.WithLabelValues(r.Name()).Inc()
 		r.setUnready(nil)
 		r.o.Log.Infof("registered %s with the kubelet at %s (endpoint %s, strategy %s)", r.Name(), kubeletSock, srv.path, r.o.Strategy)
 		why := r.watch(ctx, kubelet, srv)

@@ -31,6 +31,7 @@ type Driver struct {
 	o       *Config
 	scanner *xpunode.Scanner
 	claims  *claimStore
+	m       *metrics
 
 	mu sync.Mutex
 	// devices is the last scan; api the slice's devices built from it.
@@ -61,8 +62,13 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(o.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	return &Driver{
 		o: o,
+		m: m,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
 			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			Empty:    "publishing an empty ResourceSlice",
@@ -138,6 +144,7 @@ func (d *Driver) build(devs []xpunode.Device, h *discover.Host, prev []resourcea
 // slice's devices changed.
 func (d *Driver) Refresh() bool {
 	sc := d.scanner.Scan()
+	d.m.observeScan(sc)
 	devs, h := sc.Devices, sc.Host
 	d.mu.Lock()
 	api, warnings := d.validate(d.build(devs, h, d.api))
@@ -232,6 +239,7 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 	if err := pub.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.NodeName, err)
 	}
+	d.m.publishes.Inc()
 	d.mu.Lock()
 	d.published = true
 	d.mu.Unlock()
@@ -249,6 +257,7 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 			if err := pub.PublishResources(ctx, d.Resources()); err != nil {
 				return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.NodeName, err)
 			}
+			d.m.publishes.Inc()
 		}
 	}
 }

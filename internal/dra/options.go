@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
@@ -43,6 +45,10 @@ type Config struct {
 	// Clock is the clock of the taints' and health reports' times
 	// (default time.Now).
 	Clock func() time.Time
+	// Metrics, when set, is where the driver registers its metrics
+	// (xpu_dra_driver_*; the daemon's own registry, which it serves). Nil
+	// counts nothing anyone can read.
+	Metrics prometheus.Registerer
 	// Log is the logger; the default discards everything.
 	Log logger.Interface
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,16 +35,21 @@ var (
 // host and the specs once for the whole call, then prepares each claim on
 // its own: a claim that fails changes nothing (its record is not written).
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	defer d.m.since(opPrepare, time.Now())
 	sc := d.scanner.Scan()
 	devs, h, names := sc.Devices, sc.Host, sc.Names
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.claims.load(); err != nil {
+		for range claims {
+			d.m.observeClaim(opPrepare, err)
+		}
 		return nil, err
 	}
 	for _, claim := range claims {
 		res, err := d.prepare(claim, devs, h, names)
+		d.m.observeClaim(opPrepare, err)
 		if err != nil {
 			err = fmt.Errorf("%s %s/%s: %w", d.o.DriverName, claim.Namespace, claim.Name, err)
 			d.o.Log.Errorf("preparing claim: %v", err)
@@ -127,15 +133,20 @@ func tolerates(ts []resourceapi.DeviceToleration, taint resourceapi.DeviceTaint)
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin: it forgets
 // the claims; one that is not prepared is not an error.
 func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	defer d.m.since(opUnprepare, time.Now())
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.claims.load(); err != nil {
+		for range claims {
+			d.m.observeClaim(opUnprepare, err)
+		}
 		return nil, err
 	}
 	out := make(map[types.UID]error, len(claims))
 	for _, c := range claims {
 		was := d.claims.get(c.UID)
 		err := d.claims.remove(c.UID)
+		d.m.observeClaim(opUnprepare, err)
 		if err != nil {
 			err = fmt.Errorf("%s %s: %w", d.o.DriverName, c, err)
 			d.o.Log.Errorf("unpreparing claim: %v", err)

@@ -40,7 +40,8 @@ func (d *Driver) publishFailed(err error) {
 	d.mu.Unlock()
 }
 
-func (d *Driver) sliceWritten(err error) {
+func (d *Driver) sliceWritten(op string, err error) {
+	d.m.observeSliceWrite(op, err)
 	if err != nil {
 		// HandleError gets it with the controller's context.
 		return
@@ -86,19 +87,19 @@ type observedSlices struct {
 
 func (s observedSlices) Create(ctx context.Context, slice *resourceapi.ResourceSlice, opts metav1.CreateOptions) (*resourceapi.ResourceSlice, error) {
 	out, err := s.ResourceSliceInterface.Create(ctx, slice, opts)
-	s.d.sliceWritten(err)
+	s.d.sliceWritten("create", err)
 	return out, err
 }
 
 func (s observedSlices) Update(ctx context.Context, slice *resourceapi.ResourceSlice, opts metav1.UpdateOptions) (*resourceapi.ResourceSlice, error) {
 	out, err := s.ResourceSliceInterface.Update(ctx, slice, opts)
-	s.d.sliceWritten(err)
+	s.d.sliceWritten("update", err)
 	return out, err
 }
 
 func (s observedSlices) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	err := s.ResourceSliceInterface.Delete(ctx, name, opts)
-	s.d.sliceWritten(err)
+	s.d.sliceWritten("delete", err)
 	return err
 }
 
