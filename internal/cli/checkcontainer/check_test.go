@@ -38,7 +38,7 @@ func containerRoot(t *testing.T, xpus []int, ctrl bool, ctrlMajor uint32, smi st
 	}
 	self, err := os.ReadFile(smi)
 	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("%s: not on this machine", smi)
+		testreq.Missing(t, "%s: not on this machine (make deps installs busybox-static)", smi)
 	}
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "usr", "local", "bin"), 0o755))
@@ -71,10 +71,10 @@ func TestCheckContainer(t *testing.T) {
 			"the chart's tests.image",
 		}},
 	} {
+		if tc.smi != "" && runtime.GOARCH != "amd64" {
+			continue // the interpreter the case names is x86-64's
+		}
 		t.Run(tc.description, func(t *testing.T) {
-			if tc.smi != "" && runtime.GOARCH != "amd64" {
-				t.Skip("the interpreter named is x86-64's")
-			}
 			root := containerRoot(t, tc.xpus, tc.ctrl, tc.ctrlMajor, tc.smi)
 			stdout, _, err := clitest.Run(t, checkcontainer.NewCommand, append([]string{"check-container", "--root", root}, tc.args...)...)
 			if len(tc.fails) == 0 {
