@@ -181,6 +181,7 @@ func exchange(conn net.Conn, r *bufio.Reader, path string, d time.Duration) (*ht
 // client took the exporter to 91 MiB, past the chart's 64 Mi limit.)
 func TestServeBoundsConnections(t *testing.T) {
 	addr := freeAddress(t)
+	devRoot, driverRoot := t.TempDir(), t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -188,8 +189,10 @@ func TestServeBoundsConnections(t *testing.T) {
 		log.SetOutput(io.Discard)
 		app := newAppWith(log, &options{timeouts: serverTimeouts{readHeader: 500 * time.Millisecond, idle: time.Second}})
 		app.Writer, app.ErrWriter = io.Discard, io.Discard
-		done <- app.RunContext(ctx, []string{"xpu-exporter", "--dev-root", t.TempDir(), "--driver-root", t.TempDir(), "--xpu-smi", "none",
-			"--pod-resources-socket", "", "--web.listen-address", addr, "--web.max-connections", "3"})
+		done <- app.RunContext(ctx, []string{
+			"xpu-exporter", "--dev-root", devRoot, "--driver-root", driverRoot, "--xpu-smi", "none",
+			"--pod-resources-socket", "", "--web.listen-address", addr, "--web.max-connections", "3",
+		})
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	dial := func() (net.Conn, *bufio.Reader) {
