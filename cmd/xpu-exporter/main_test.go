@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,9 +21,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/exporter"
+	"github.com/xpu-cdi/xpu-cdi/internal/exporter/xpusmi"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 func run(t *testing.T, ctx context.Context, args ...string) (string, error) {
@@ -247,4 +251,43 @@ func TestServeBoundsConnections(t *testing.T) {
 	_, err = sr.ReadByte()
 	require.ErrorIs(t, err, io.EOF)
 	require.Less(t, time.Since(begin), 3*time.Second)
+}
+
+// GET /healthz answers 503 while a collection has run past its stuck bound
+// (the chart's liveness probe restarts the exporter then), and ok again
+// once it ends. The xpu-smi here sleeps for 3 s, which stands for one in
+// uninterruptible sleep that no signal ends: the collection outlives the
+// stuck bound, as such a child's does.
+func TestHealthzFailsWhileStuck(t *testing.T) {
+	tr := fakehosttest.Build(t, fakehost.P800x8())
+	prog := filepath.Join(t.TempDir(), "xpu-smi")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\nsleep 3\n"), 0o755))
+	c := exporter.New(exporter.Config{
+		Discover: func() (*discover.Host, error) { return discover.Discover(tr.DiscoverOptions()...) },
+		DevRoot:  tr.Root, XPUSMIPath: prog, XPUSMI: xpusmi.Config{Timeout: 10 * time.Second},
+		Wait: 100 * time.Millisecond, StuckAfter: 500 * time.Millisecond,
+	})
+	o := &options{telemetryPath: "/metrics"}
+	h, err := o.handler(c)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	health := func() (int, string) {
+		resp, err := http.Get(srv.URL + "/healthz")
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, errors.Join(err, resp.Body.Close()))
+		return resp.StatusCode, string(body)
+	}
+	code, body := health()
+	require.Equal(t, http.StatusOK, code, body)
+	start := time.Now()
+	code, body = get(t, srv.URL+"/metrics", "", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "xpu_exporter_collection_stale 1")
+	require.Less(t, time.Since(start), 2*time.Second, "the scrape does not wait for xpu-smi")
+	require.Eventually(t, func() bool { code, _ := health(); return code == http.StatusServiceUnavailable }, 2*time.Second, 50*time.Millisecond)
+	_, body = health()
+	require.Contains(t, body, "collection stuck: a collection has run for")
+	require.Eventually(t, func() bool { code, _ := health(); return code == http.StatusOK }, 10*time.Second, 100*time.Millisecond, "ok once xpu-smi ends")
 }
