@@ -295,9 +295,11 @@ const operatorPod = "xpu-exporter-e2e"
 func operatorScrapeConfig(t *testing.T, port int) (string, string) {
 	t.Helper()
 	cmd := exec.Command(helmBinary(t), "template", "xpu", filepath.Join(moduleRoot(t), "deployments", "helm", "xpu-cdi"),
-		"--namespace", "xpu-system", "--show-only", "templates/exporter.yaml", "--set", "exporter.serviceMonitor.enabled=true")
+		"--namespace", "xpu-system", "--kube-version", "1.37.2", "--show-only", "templates/exporter.yaml", "--set", "exporter.serviceMonitor.enabled=true")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err, "helm template")
+	require.NoError(t, err, "helm template: %s", stderr.String())
 	type serviceMonitor struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
