@@ -34,6 +34,7 @@ func TestChartSchemaRefuses(t *testing.T) {
 		{"installer.nodeSelector.pool=1", "/installer/nodeSelector/pool"},
 		{"installer.enabeld=true", "enabeld"},
 		{"hostNetwork=1", "/hostNetwork"},
+		{"exporter.maxPodsPerXPU=0", "/exporter/maxPodsPerXPU"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			out, err := exec.Command(helm(t), "lint", "--strict", "--kube-version", kubeVersion, chartDir, "--set", tc.set).CombinedOutput()

@@ -27,6 +27,12 @@ func TestChartExporter(t *testing.T) {
 	require.Equal(t, "/var/lib/kubelet/pod-resources/kubelet.sock", e["XPU_CDI_POD_RESOURCES_SOCKET"])
 	require.Equal(t, "/etc/cdi", e["XPU_CDI_SPEC_DIRS"], "the installer's spec, as the device plugin")
 	require.Equal(t, []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9507, Protocol: corev1.ProtocolTCP}}, c.Ports)
+	require.Equal(t, "5s", e["XPU_CDI_EXPORTER_MIN_COLLECTION_INTERVAL"])
+	require.Equal(t, "16", e["XPU_CDI_EXPORTER_MAX_PODS_PER_XPU"])
+	require.NotNil(t, c.LivenessProbe, "a stuck collection restarts the exporter")
+	require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+	require.Equal(t, "metrics", c.LivenessProbe.HTTPGet.Port.String())
+	require.Greater(t, c.LivenessProbe.PeriodSeconds*c.LivenessProbe.FailureThreshold, int32(60), "longer than a collection may take (--collection-stuck-after 1m)")
 	require.True(t, *c.SecurityContext.Privileged, "xpu-smi opens the XPUs' nodes")
 	require.Equal(t, map[string]string{"/host": "/", "/var/lib/kubelet/pod-resources": "/var/lib/kubelet/pod-resources", "/etc/cdi": "/etc/cdi"}, hostPaths(ds))
 	for _, m := range c.VolumeMounts {
@@ -44,7 +50,7 @@ func TestChartExporter(t *testing.T) {
 
 	t.Run("options", func(t *testing.T) {
 		tree := "/var/lib/driver-tree"
-		r := render(t, "--set", "exporter.port=9600,exporter.privileged=false,exporter.serviceMonitor.enabled=true,exporter.serviceMonitor.labels.release=prom,exporter.dashboard.enabled=true",
+		r := render(t, "--set", "exporter.port=9600,exporter.privileged=false,exporter.serviceMonitor.enabled=true,exporter.serviceMonitor.labels.release=prom,exporter.dashboard.enabled=true,exporter.minCollectionInterval=15s,exporter.maxPodsPerXPU=4",
 			"--set", "host.devRoot="+tree+",host.driverRoot="+tree)
 		ds := r.daemonSets["xpu-exporter"]
 		checkPod(t, ds, exporterReads(t))
@@ -52,13 +58,15 @@ func TestChartExporter(t *testing.T) {
 		require.Nil(t, c.SecurityContext.Privileged)
 		require.Equal(t, []corev1.Capability{"SYS_CHROOT"}, c.SecurityContext.Capabilities.Add)
 		require.Equal(t, ":9600", env(c)["XPU_CDI_EXPORTER_LISTEN_ADDRESS"])
+		require.Equal(t, "15s", env(c)["XPU_CDI_EXPORTER_MIN_COLLECTION_INTERVAL"])
+		require.Equal(t, "4", env(c)["XPU_CDI_EXPORTER_MAX_PODS_PER_XPU"])
 		require.Equal(t, tree, hostPaths(ds)["/host"])
 		require.Len(t, r.serviceMonitors, 1)
 		sm := r.serviceMonitors[0]
 		require.Equal(t, "prom", sm["metadata"].(map[string]any)["labels"].(map[string]any)["release"])
 		endpoint := sm["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
 		require.Equal(t, "metrics", endpoint["port"])
-		require.Equal(t, true, endpoint["honorLabels"])
+		require.Equal(t, false, endpoint["honorLabels"], "the target's pod, namespace and container win; the holder's are exported_*")
 		require.Len(t, r.configMaps, 1)
 		cm := r.configMaps[0]
 		require.Equal(t, "1", cm.Labels["grafana_dashboard"])

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/net/netutil"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter"
@@ -64,6 +66,52 @@ type options struct {
 	xpuSMI        string
 	xpuSMITimeout time.Duration
 	xpuSMIChroot  bool
+	maxPods       int
+	minInterval   time.Duration
+	wait          time.Duration
+	stuckAfter    time.Duration
+	maxConns      int
+	// timeouts of the HTTP server (zero: serverTimeouts' defaults; tests
+	// shorten them).
+	timeouts serverTimeouts
+}
+
+// serverTimeouts bound how long a connection may take over each part of
+// its life.
+type serverTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// Defaults of the server's bounds.
+const (
+	DefaultMaxConnections = 32
+	// DefaultMinCollectionInterval: scrapes within it of a collection
+	// share it.
+	DefaultMinCollectionInterval = 5 * time.Second
+	// maxHeaderBytes bounds a request's header (a basic auth header fits).
+	maxHeaderBytes = 16 << 10
+)
+
+// withDefaults fills the zero timeouts: a client has 10 s to send its
+// header and 30 s its request, a scrape 1 min to be answered (the
+// collection wait and the writing), an idle keep-alive connection is
+// closed after 1 min (Prometheus scrapes every 30 s by default, and keeps
+// its connection).
+func (t serverTimeouts) withDefaults() serverTimeouts {
+	def := serverTimeouts{readHeader: 10 * time.Second, read: 30 * time.Second, write: time.Minute, idle: time.Minute}
+	if t.readHeader == 0 {
+		t.readHeader = def.readHeader
+	}
+	if t.read == 0 {
+		t.read = def.read
+	}
+	if t.write == 0 {
+		t.write = def.write
+	}
+	if t.idle == 0 {
+		t.idle = def.idle
+	}
+	return t
 }
 
 const description = `Serves Prometheus metrics of the node's Kunlun XPUs (the devices the node offers, found as
@@ -71,10 +119,11 @@ xpu-cdi finds them: one per /dev/xpuN that can run work, VFs of a partitioned ca
   xpu_info{family,serial,driver_version,xre_version} 1, xpu_memory_used_bytes,
   xpu_memory_total_bytes, xpu_utilization_ratio, xpu_temperature_celsius, xpu_power_watts,
   xpu_healthy (the device plugin's and the DRA driver's judgement) with xpu_health_info{reason},
-  xpu_resets_total (driver 4.x), xpu_exporter_collect_duration_seconds and
-  xpu_exporter_source_up{source}.
+  xpu_resets_total (driver 4.x), xpu_unlisted_holder_pods, xpu_exporter_collect_duration_seconds,
+  xpu_exporter_source_up{source}, xpu_exporter_collection_stale and
+  xpu_exporter_collection_age_seconds.
 Every device series carries xpu (the N of /dev/xpuN), pci_bus_id and model, and a VF's
-parent_pci_bus_id. Each scrape reads the host again.
+parent_pci_bus_id. Each collection reads the host again (see below for which scrapes collect).
 
 Telemetry comes from the host's xpu-smi (-m, and -i N -q for the PCI address of an xpu-smi
 index), run by absolute path without a shell, bounded by --xpu-smi-timeout and 1 MiB of
@@ -82,14 +131,32 @@ output; with --host-root it runs inside a chroot into the host root (it is a gli
 the host's XRE). A host without xpu-smi exports what discovery knows, with
 xpu_exporter_source_up{source="xpu-smi"} 0.
 
-Per-pod attribution: PodResources List on --pod-resources-socket at each scrape adds
-namespace, pod and container (and claim, claim_namespace for DRA claims of --dra-driver-name)
-to the series of each XPU a container holds, once per container; empty turns it off.
+Per-pod attribution: PodResources List on --pod-resources-socket at each collection adds
+exported_namespace, exported_pod and exported_container (and claim, claim_namespace for DRA
+claims of --dra-driver-name) to the series of each XPU a pod holds, once per pod (its
+containers folded: exported_container when one container holds it), at most
+--max-pods-per-xpu pods per XPU, the others counted in xpu_unlisted_holder_pods; empty turns it
+off. The holder labels are not pod/namespace/container, which Prometheus' Kubernetes discovery
+gives every series as the exporter pod's own.
+
+Scrapes share collections: a scrape within --min-collection-interval of the last collection is
+served it; concurrent scrapes share one; a scrape waits for a collection at most
+--collection-wait, then gets the last one with xpu_exporter_collection_stale 1. GET /healthz
+fails (503) while a collection has run longer than --collection-stuck-after.
+
+Connections: at most --web.max-connections per listen address (the others wait in the
+kernel's backlog), headers in 10 s, requests in 30 s, answers in 1 min, idle ones closed after
+1 min.
 
 TLS and basic auth: --web.config.file, the exporter toolkit's web configuration file.`
 
 func newApp(log *logrus.Logger) *cli.App {
-	o := &options{}
+	return newAppWith(log, &options{})
+}
+
+// newAppWith is newApp with o's fields that are no flags (the server's
+// timeouts) set by the caller.
+func newAppWith(log *logrus.Logger, o *options) *cli.App {
 	return &cli.App{
 		Name:        "xpu-exporter",
 		Usage:       "Prometheus exporter of Kunlun XPU metrics, per device and per pod",
@@ -116,11 +183,16 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "web.listen-address", Usage: "`ADDRESS` to serve metrics on (repeatable)", Value: cli.NewStringSlice(DefaultListenAddress), EnvVars: []string{"XPU_CDI_EXPORTER_LISTEN_ADDRESS"}, Destination: &o.listen},
 		&cli.StringFlag{Name: "web.telemetry-path", Usage: "`PATH` of the metrics", Value: "/metrics", EnvVars: []string{"XPU_CDI_EXPORTER_TELEMETRY_PATH"}, Destination: &o.telemetryPath},
 		&cli.StringFlag{Name: "web.config.file", Usage: "the exporter toolkit's web configuration `FILE` (TLS, basic auth)", EnvVars: []string{"XPU_CDI_EXPORTER_WEB_CONFIG_FILE"}, Destination: &o.webConfig},
-		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked at each scrape which pods hold which XPU; empty turns attribution off", Value: exporter.DefaultPodResourcesSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &o.podResources},
+		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked at each collection which pods hold which XPU; empty turns attribution off", Value: exporter.DefaultPodResourcesSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &o.podResources},
 		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing renamed) counts too", Value: exporter.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourcePfx},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims are attributed", Value: exporter.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &o.draDriver},
 		&cli.StringFlag{Name: "xpu-smi", Usage: "absolute `PATH` of xpu-smi as the host sees it (inside --host-root); default: the one discovery finds (/usr/local/bin/xpu-smi ...); \"none\" turns the source off", EnvVars: []string{"XPU_CDI_XPU_SMI"}, Destination: &o.xpuSMI},
 		&cli.DurationFlag{Name: "xpu-smi-timeout", Usage: "how long one run of xpu-smi may take before it is killed", Value: xpusmi.DefaultTimeout, EnvVars: []string{"XPU_CDI_XPU_SMI_TIMEOUT"}, Destination: &o.xpuSMITimeout},
+		&cli.IntFlag{Name: "max-pods-per-xpu", Usage: "at most `N` pods with series of their own per XPU; the others are counted in xpu_unlisted_holder_pods", Value: exporter.DefaultMaxPodsPerXPU, EnvVars: []string{"XPU_CDI_EXPORTER_MAX_PODS_PER_XPU"}, Destination: &o.maxPods},
+		&cli.DurationFlag{Name: "min-collection-interval", Usage: "scrapes within this `DURATION` of the last collection's start are served it, so xpu-smi runs at most once per DURATION whoever scrapes; 0 collects at each scrape", Value: DefaultMinCollectionInterval, EnvVars: []string{"XPU_CDI_EXPORTER_MIN_COLLECTION_INTERVAL"}, Destination: &o.minInterval},
+		&cli.DurationFlag{Name: "collection-wait", Usage: "how long a scrape waits for the collection in progress before it gets the last one, marked stale", Value: exporter.DefaultCollectionWait, EnvVars: []string{"XPU_CDI_EXPORTER_COLLECTION_WAIT"}, Destination: &o.wait},
+		&cli.DurationFlag{Name: "collection-stuck-after", Usage: "GET /healthz fails while a collection has run longer than this", Value: exporter.DefaultStuckAfter, EnvVars: []string{"XPU_CDI_EXPORTER_COLLECTION_STUCK_AFTER"}, Destination: &o.stuckAfter},
+		&cli.IntFlag{Name: "web.max-connections", Usage: "at most `N` open connections per listen address; the others wait in the kernel's backlog", Value: DefaultMaxConnections, EnvVars: []string{"XPU_CDI_EXPORTER_MAX_CONNECTIONS"}, Destination: &o.maxConns},
 		&cli.BoolFlag{Name: "xpu-smi-chroot", Usage: "with --host-root, run xpu-smi inside a chroot into the host root (needs CAP_SYS_CHROOT); false runs it directly", Value: true, EnvVars: []string{"XPU_CDI_XPU_SMI_CHROOT"}, Destination: &o.xpuSMIChroot},
 		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory read for the health judgement"),
 		o.level.Flag(),
@@ -146,6 +218,24 @@ func (o *options) validate(c *cli.Context) error {
 	if o.xpuSMITimeout < 10*time.Millisecond {
 		return fmt.Errorf("--xpu-smi-timeout %s is too short: give at least 10ms (e.g. 5s)", o.xpuSMITimeout)
 	}
+	if o.maxPods < 1 {
+		return fmt.Errorf("--max-pods-per-xpu %d: give at least 1", o.maxPods)
+	}
+	if o.maxConns < 1 {
+		return fmt.Errorf("--web.max-connections %d: give at least 1", o.maxConns)
+	}
+	if o.minInterval < 0 {
+		return fmt.Errorf("--min-collection-interval %s is negative: give 0 or more (e.g. 5s)", o.minInterval)
+	}
+	if o.wait < 10*time.Millisecond {
+		return fmt.Errorf("--collection-wait %s is too short: give at least 10ms (e.g. 5s)", o.wait)
+	}
+	// A collection runs xpu-smi -m, and -q for up to one more timeout and
+	// one run, and asks the kubelet for up to its timeout.
+	if least := 3*o.xpuSMITimeout + exporter.DefaultPodResourcesTimeout; o.stuckAfter < least {
+		return fmt.Errorf("--collection-stuck-after %s is shorter than a working collection may take: give at least %s (3 x --xpu-smi-timeout %s, and %s for the kubelet)",
+			o.stuckAfter, least, o.xpuSMITimeout, exporter.DefaultPodResourcesTimeout)
+	}
 	if o.webConfig != "" {
 		if err := web.Validate(o.webConfig); err != nil {
 			return fmt.Errorf("--web.config.file %s: %w", o.webConfig, err)
@@ -164,6 +254,11 @@ func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.
 		DevRoot:  o.host.DevRoot,
 		NoXPUSMI: o.xpuSMI == xpuSMIOff,
 		XPUSMI:   xpusmi.Config{Timeout: o.xpuSMITimeout},
+
+		MaxPodsPerXPU: o.maxPods,
+		MinInterval:   o.minInterval,
+		Wait:          o.wait,
+		StuckAfter:    o.stuckAfter,
 	}
 	if !cfg.NoXPUSMI {
 		if o.host.HostRoot != "" && o.xpuSMIChroot {
@@ -181,9 +276,13 @@ func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.
 	return exporter.New(cfg), cfg.Pods
 }
 
+// healthPath is the liveness endpoint.
+const healthPath = "/healthz"
+
 // handler serves the metrics of c (and the process's own) at the
-// telemetry path, and a landing page at / when the path is another.
-func (o *options) handler(c prometheus.Collector) (http.Handler, error) {
+// telemetry path, c's liveness at /healthz, and a landing page at / when
+// the path is another.
+func (o *options) handler(c *exporter.Collector) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(c); err != nil {
 		return nil, err
@@ -195,11 +294,20 @@ func (o *options) handler(c prometheus.Collector) (http.Handler, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+healthPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := c.Healthy(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "unhealthy: %v\n", err)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
 	mux.Handle(o.telemetryPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: time.Minute}))
 	if o.telemetryPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name: "xpu-exporter", Description: "Prometheus exporter of Kunlun XPUs", Version: version,
-			Links: []web.LandingLinks{{Address: o.telemetryPath, Text: "Metrics"}},
+			Links: []web.LandingLinks{{Address: o.telemetryPath, Text: "Metrics"}, {Address: healthPath, Text: "Health"}},
 		})
 		if err != nil {
 			return nil, err
@@ -218,14 +326,39 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	t := o.timeouts.withDefaults()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		WriteTimeout:      t.write,
+		IdleTimeout:       t.idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
 	listen := o.listen.Value()
+	listeners := make([]net.Listener, 0, len(listen))
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for _, addr := range listen {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("--web.listen-address %s: %w", addr, err)
+		}
+		// The semaphore bounds the connections the server holds (each
+		// costs memory); the kernel's backlog holds the others.
+		listeners = append(listeners, netutil.LimitListener(l, o.maxConns))
+	}
 	systemd := false
 	flags := &web.FlagConfig{WebListenAddresses: &listen, WebSystemdSocket: &systemd, WebConfigFile: &o.webConfig}
-	log.Infof("xpu-exporter %s: metrics on %s%s, dev root %s, driver root %s, pod resources %q",
-		version, strings.Join(listen, ","), o.telemetryPath, o.host.DevRoot, o.host.DriverRoot, o.podResources)
+	log.Infof("xpu-exporter %s: metrics on %s%s (at most %d connections each), dev root %s, driver root %s, pod resources %q",
+		version, strings.Join(listen, ","), o.telemetryPath, o.maxConns, o.host.DevRoot, o.host.DriverRoot, o.podResources)
 	errc := make(chan error, 1)
-	go func() { errc <- web.ListenAndServe(srv, flags, slog.New(slog.NewTextHandler(os.Stderr, nil))) }()
+	go func() {
+		errc <- web.ServeMultiple(listeners, srv, flags, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	}()
 	select {
 	case err := <-errc:
 		return err

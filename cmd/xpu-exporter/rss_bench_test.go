@@ -34,7 +34,8 @@ func BenchmarkExporterRSS(b *testing.B) {
 	tr := fakehosttest.Build(b, fakehost.P800x8())
 
 	addr := freeAddress(b)
-	cmd := exec.Command(bin, "--host-root", tr.Root, "--xpu-smi-chroot=false", "--web.listen-address", addr, "--pod-resources-socket", "", "--cdi-spec-dir", b.TempDir())
+	// Every scrape collects, as before scrapes shared collections.
+	cmd := exec.Command(bin, "--host-root", tr.Root, "--xpu-smi-chroot=false", "--web.listen-address", addr, "--pod-resources-socket", "", "--cdi-spec-dir", b.TempDir(), "--min-collection-interval", "0")
 	require.NoError(b, cmd.Start())
 	b.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() })
 	code, body := get(b, "http://"+addr+"/metrics", "", "")

@@ -91,15 +91,21 @@ func TestCollectAttribution(t *testing.T) {
 	require.Equal(t, 1.0, value(t, s, `xpu_exporter_source_up{source="pod-resources"}`))
 	used := named(s, "xpu_memory_used_bytes", `xpu="3"`)
 	require.Equal(t, map[string]float64{
-		`xpu_memory_used_bytes{container="app",model="P800",namespace="ml",pci_bus_id="` + busOf3 + `",pod="infer-a",xpu="3"}`:  777 << 20,
-		`xpu_memory_used_bytes{container="app",model="P800",namespace="web",pci_bus_id="` + busOf3 + `",pod="infer-b",xpu="3"}`: 777 << 20,
+		`xpu_memory_used_bytes{exported_container="app",exported_namespace="ml",exported_pod="infer-a",model="P800",pci_bus_id="` + busOf3 + `",xpu="3"}`:  777 << 20,
+		`xpu_memory_used_bytes{exported_container="app",exported_namespace="web",exported_pod="infer-b",model="P800",pci_bus_id="` + busOf3 + `",xpu="3"}`: 777 << 20,
 	}, used)
 	dev5 := tr.ComputeDevices()[5].BDF
-	require.Equal(t, 1.0, value(t, s, `xpu_healthy{claim="two-xpus",claim_namespace="team",container="worker",model="P800",namespace="team",pci_bus_id="`+dev5+`",pod="dra-pod",xpu="5"}`))
+	require.Equal(t, 1.0, value(t, s, `xpu_healthy{claim="two-xpus",claim_namespace="team",exported_container="worker",exported_namespace="team",exported_pod="dra-pod",model="P800",pci_bus_id="`+dev5+`",xpu="5"}`))
 	dev7 := tr.ComputeDevices()[7].BDF
 	require.Equal(t, 1.0, value(t, s, `xpu_healthy{model="P800",pci_bus_id="`+dev7+`",xpu="7"}`))
 	require.Len(t, named(s, "xpu_healthy"), 8+1, "8 devices, one of them held by two pods")
-	require.Empty(t, named(s, "xpu_healthy", `pod="odd"`))
+	require.Empty(t, named(s, "xpu_healthy", `exported_pod="odd"`))
+	for k := range s {
+		for _, l := range []string{"pod", "namespace", "container"} {
+			require.False(t, strings.Contains(k, "{"+l+`="`) || strings.Contains(k, ","+l+`="`), "%s: the holder labels are exported_*, which a target's own %s label cannot fill", k, l)
+		}
+	}
+	require.Equal(t, 0.0, value(t, s, `xpu_unlisted_holder_pods{model="P800",pci_bus_id="`+busOf3+`",xpu="3"}`))
 }
 
 // A kubelet that does not answer costs the pod labels, not the scrape; an

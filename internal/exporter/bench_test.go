@@ -49,7 +49,7 @@ func BenchmarkScrape8XPUs(b *testing.B) {
 	}
 	first := gather()
 	s := scrape(b, c)
-	require.Len(b, named(s, "xpu_memory_used_bytes", `pod="`), 8)
+	require.Len(b, named(s, "xpu_memory_used_bytes", `exported_pod="`), 8)
 
 	durations := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

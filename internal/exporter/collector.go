@@ -33,21 +33,28 @@ const (
 
 // Collector is the prometheus.Collector of the node's XPUs. It is
 // unchecked (Describe sends nothing): a VF's series carry
-// parent_pci_bus_id and a held device's series carry pod labels, which
+// parent_pci_bus_id and a held device's series carry holder labels, which
 // the other series of the same metric do not.
 type Collector struct {
 	o    Config
 	scan *xpunode.Scanner
 
-	mu sync.Mutex // one collection at a time: the index cache and reported
-	// busOf maps xpu-smi indices to PCI addresses, for the set of
-	// indices busKey; failedAt holds when -q failed for an index, asked
-	// again after qRetry.
+	// mu guards last, running and startedAt; it is never held across a
+	// collection (collection.go).
+	mu        sync.Mutex
+	last      *reading
+	running   chan struct{}
+	startedAt time.Time
+
+	// The collection's own state, touched by the one collection running.
+	// busOf maps xpu-smi indices to PCI addresses, for the set of indices
+	// busKey; failedAt holds when -q failed for an index, asked again
+	// after qRetry.
 	busOf    map[int]string
 	failedAt map[int]time.Time
 	busKey   string
-	// reported holds the messages logged already, by source.
-	reported map[string]map[string]bool
+	// reported holds what was logged already, by source (report.go).
+	reported map[string]*reports
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -55,7 +62,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 // New returns the collector.
 func New(cfg Config) *Collector {
 	o := cfg.withDefaults()
-	return &Collector{o: o, reported: map[string]map[string]bool{}, scan: xpunode.NewScanner(xpunode.ScannerConfig{
+	return &Collector{o: o, reported: map[string]*reports{}, scan: xpunode.NewScanner(xpunode.ScannerConfig{
 		Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, NoSpecCheck: o.Kind == "",
 		Empty: "exporting no XPU", Unusable: "they are exported with xpu_healthy 0", Log: o.Log,
 	})}
@@ -65,16 +72,18 @@ func New(cfg Config) *Collector {
 // unchecked.
 func (c *Collector) Describe(chan<- *prometheus.Desc) {}
 
-// Collect implements prometheus.Collector: one reading of every source.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// read reads every source once and returns the series.
+func (c *Collector) read() []prometheus.Metric {
 	start := c.o.now()
+	e := emitter{c: c}
+	c.readSources(&e)
+	e.gauge(metricCollectDuration, c.o.now().Sub(start).Seconds(), nil, nil)
+	return e.metrics
+}
+
+// readSources sends the series of every source to e.
+func (c *Collector) readSources(e *emitter) {
 	ctx := context.Background()
-	e := emitter{ch: ch, c: c}
-	defer func() {
-		e.gauge(metricCollectDuration, c.o.now().Sub(start).Seconds(), nil, nil)
-	}()
 
 	// The scanner logs what it cannot read, once per condition.
 	scan := c.scan.Scan()
@@ -109,7 +118,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		owners, err = c.o.Pods.List(ctx)
 		e.up(SourcePodResources, err == nil)
 		if err != nil {
-			c.report(SourcePodResources, fmt.Sprintf("the XPUs' series carry no pod labels: %v", err))
+			c.report(SourcePodResources, fmt.Sprintf("the XPUs' series carry no holder labels: %v", err))
 		} else {
 			c.recovered(SourcePodResources)
 		}
@@ -121,7 +130,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	for _, d := range devs {
-		c.device(&e, d, samples, owners[d.Index], resets)
+		c.device(e, d, samples, owners[d.Index], resets)
 	}
 }
 
@@ -162,6 +171,10 @@ func (c *Collector) runner(h *discover.Host) (*xpusmi.Runner, error) {
 // sample runs xpu-smi -m and returns the samples by PCI address, and how
 // many lines were skipped. Which address an xpu-smi index is comes from
 // -i N -q, asked once per index while the set of indices stays the same.
+// The -q runs of one collection stop once they have taken longer than one
+// run may (the indices left are asked at the next collection), so that a
+// collection runs at most about three times --xpu-smi-timeout, whatever the
+// number of indices.
 func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]xpusmi.Sample, int, error) {
 	r, err := c.runner(h)
 	if err != nil {
@@ -182,9 +195,11 @@ func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]xp
 		c.busOf, c.failedAt, c.busKey = map[int]string{}, map[int]time.Time{}, key
 	}
 	out := make(map[string]xpusmi.Sample, len(samples))
+	qStart, qBudget := c.o.now(), r.Timeout()
 	for _, s := range samples {
 		bus, ok := c.busOf[s.Index]
-		if failed, tried := c.failedAt[s.Index]; !ok && (!tried || c.o.now().Sub(failed) >= qRetry) {
+		failed, tried := c.failedAt[s.Index]
+		if !ok && (!tried || c.o.now().Sub(failed) >= qRetry) && c.o.now().Sub(qStart) <= qBudget {
 			if d, err := r.Detail(ctx, s.Index); err != nil {
 				c.report(SourceXPUSMI, fmt.Sprintf("xpu-smi index %d is left out: %v", s.Index, err))
 				c.failedAt[s.Index] = c.o.now()
@@ -231,8 +246,8 @@ func (c *Collector) resets(devs []xpunode.Device) (counts map[int]float64, ok, h
 	return counts, ok, true
 }
 
-// device sends the series of one device: once per container holding it,
-// once without pod labels when nobody does. Its facts are the node's one
+// device sends the series of one device: once per holder (holders.go),
+// once without holder labels when nobody holds it. Its facts are the node's one
 // reading of them (discover.Facts), as in its labels and DRA attributes.
 func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpusmi.Sample, owners []Owner, resets map[int]float64) {
 	x, f := d.XPU, d.Facts
@@ -248,6 +263,11 @@ func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpus
 	s, sampled := samples[addr]
 	if addr == "" {
 		sampled = false
+	}
+	if c.o.Pods != nil {
+		var unlisted int
+		owners, unlisted = holders(owners, c.o.MaxPodsPerXPU)
+		e.gauge(metricUnlistedPods, float64(unlisted), names, values)
 	}
 	if len(owners) == 0 {
 		owners = []Owner{{}}
@@ -279,37 +299,19 @@ func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpus
 	}
 }
 
-// withOwner adds the pod labels of o (none for the zero Owner).
+// withOwner adds the holder labels of o (none for the zero Owner; no
+// container or claim where o has none).
 func withOwner(names, values []string, o Owner) ([]string, []string) {
 	if o == (Owner{}) {
 		return names, values
 	}
-	n := append(slices.Clip(names), "namespace", "pod", "container")
-	v := append(slices.Clip(values), o.Namespace, o.Pod, o.Container)
+	n := append(slices.Clip(names), LabelNamespace, LabelPod)
+	v := append(slices.Clip(values), o.Namespace, o.Pod)
+	if o.Container != "" {
+		n, v = append(n, LabelContainer), append(v, o.Container)
+	}
 	if o.Claim != "" {
 		n, v = append(n, "claim", "claim_namespace"), append(v, o.Claim, o.ClaimNamespace)
 	}
 	return n, v
-}
-
-// report logs msg of source once, until the source recovers.
-func (c *Collector) report(source, msg string) {
-	seen := c.reported[source]
-	if seen == nil {
-		seen = map[string]bool{}
-		c.reported[source] = seen
-	}
-	if !seen[msg] {
-		seen[msg] = true
-		c.o.Log.Warnf("%s: %s", source, msg)
-	}
-}
-
-// recovered forgets what was reported of source, logging that it works
-// again when something was.
-func (c *Collector) recovered(source string) {
-	if len(c.reported[source]) > 0 {
-		c.o.Log.Infof("%s: readable again", source)
-		delete(c.reported, source)
-	}
 }

@@ -1,6 +1,11 @@
 package exporter
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,4 +93,35 @@ func value(t testing.TB, s map[string]float64, key string) float64 {
 		t.Fatalf("no series %s among:\n%s", key, strings.Join(keys, "\n"))
 	}
 	return v
+}
+
+// countingXPUSMI writes a program that logs each run's arguments, one line
+// per run, and then runs the fake xpu-smi of tr; it returns its path and
+// the runs so far.
+func countingXPUSMI(t testing.TB, tr *fakehost.Tree) (string, func() []string) {
+	t.Helper()
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	prog := filepath.Join(dir, "xpu-smi")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %s\nexec %s \"$@\"\n", runs, tr.Path(fakehost.XPUSMILink))
+	require.NoError(t, os.WriteFile(prog, []byte(script), 0o755))
+	return prog, func() []string {
+		b, err := os.ReadFile(runs)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		require.NoError(t, err)
+		return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
+}
+
+// countOf returns how many of runs have exactly the arguments args.
+func countOf(runs []string, args string) int {
+	n := 0
+	for _, r := range runs {
+		if r == args {
+			n++
+		}
+	}
+	return n
 }

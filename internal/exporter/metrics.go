@@ -23,6 +23,9 @@ var (
 	metricCollectDuration = metric{"xpu_exporter_collect_duration_seconds", "How long the last collection took."}
 	metricSourceUp        = metric{"xpu_exporter_source_up", "1 when the source could be read at the last collection, else 0."}
 	metricSkippedLines    = metric{"xpu_exporter_xpu_smi_skipped_lines", "Lines of xpu-smi -m output skipped at the last collection because they were not in the expected layout."}
+	metricUnlistedPods    = metric{"xpu_unlisted_holder_pods", "Pods holding the XPU that have no series of their own (beyond the exporter's --max-pods-per-xpu)."}
+	metricStale           = metric{"xpu_exporter_collection_stale", "1 when the scrape got the last finished collection because the one in progress did not end in time, else 0."}
+	metricAge             = metric{"xpu_exporter_collection_age_seconds", "How long ago the collection whose series the scrape got started."}
 )
 
 // MetricNames lists every metric the collector may export (the dashboard's
@@ -32,6 +35,7 @@ func MetricNames() []string {
 	all := []metric{
 		metricInfo, metricMemoryUsed, metricMemoryTotal, metricUtilization, metricTemperature, metricPower,
 		metricHealthy, metricHealthInfo, metricResets, metricCollectDuration, metricSourceUp, metricSkippedLines,
+		metricUnlistedPods, metricStale, metricAge,
 	}
 	for _, m := range all {
 		out = append(out, m.name)
@@ -39,10 +43,10 @@ func MetricNames() []string {
 	return out
 }
 
-// emitter sends const metrics of varying label names.
+// emitter builds const metrics of varying label names.
 type emitter struct {
-	ch chan<- prometheus.Metric
-	c  *Collector
+	metrics []prometheus.Metric
+	c       *Collector
 }
 
 func (e *emitter) send(m metric, typ prometheus.ValueType, v float64, names, values []string) {
@@ -52,7 +56,7 @@ func (e *emitter) send(m metric, typ prometheus.ValueType, v float64, names, val
 		e.c.report("metrics", fmt.Sprintf("%s %v: %v", m.name, values, err))
 		return
 	}
-	e.ch <- pm
+	e.metrics = append(e.metrics, pm)
 }
 
 func (e *emitter) gauge(m metric, v float64, names, values []string) {
@@ -71,13 +75,26 @@ func (e *emitter) up(source string, ok bool) {
 	e.gauge(metricSourceUp, v, []string{"source"}, []string{source})
 }
 
+// The holder labels: the namespace, pod and container holding the XPU. They
+// are not pod, namespace and container, which Prometheus' Kubernetes
+// discovery (and the Prometheus operator's ServiceMonitor) give every
+// series of a target as the exporter pod's own: with honor_labels those
+// would fill the empty holder labels of a free XPU with the exporter's pod,
+// and without it they would be renamed to these names anyway (the
+// exported_ prefix of a clash), as dcgm-exporter's users know them.
+const (
+	LabelNamespace = "exported_namespace"
+	LabelPod       = "exported_pod"
+	LabelContainer = "exported_container"
+)
+
 // LabelNames lists every label the collector's series may carry (the
 // dashboard's groupings are checked against it).
 func LabelNames() []string {
 	return []string{
 		"xpu", "pci_bus_id", "model", "parent_pci_bus_id",
 		"family", "serial", "driver_version", "xre_version", "reason",
-		"namespace", "pod", "container", "claim", "claim_namespace",
+		LabelNamespace, LabelPod, LabelContainer, "claim", "claim_namespace",
 		"source",
 	}
 }

@@ -28,8 +28,20 @@ type Config struct {
 	XPUSMIChroot string
 	XPUSMI       xpusmi.Config
 
-	// Pods attributes devices to pods (default: no attribution).
-	Pods *PodResources
+	// Pods attributes devices to pods (default: no attribution), at most
+	// MaxPodsPerXPU pods with series of their own per device (default
+	// DefaultMaxPodsPerXPU).
+	Pods          *PodResources
+	MaxPodsPerXPU int
+
+	// MinInterval: a scrape within MinInterval of the start of the last
+	// collection is served that collection's series (0: each scrape
+	// collects). Wait bounds how long a scrape waits for a collection in
+	// progress (default DefaultCollectionWait); StuckAfter is how long a
+	// collection may run before Healthy fails (default DefaultStuckAfter).
+	MinInterval time.Duration
+	Wait        time.Duration
+	StuckAfter  time.Duration
 
 	// Kind and SpecDirs: health is judged as the device plugin and the
 	// DRA driver judge it, against the CDI specs of Kind in SpecDirs (a
@@ -52,6 +64,15 @@ func (c Config) withDefaults() Config {
 		c.DevRoot = "/"
 	}
 	c.Log = logger.OrDiscard(c.Log)
+	if c.MaxPodsPerXPU <= 0 {
+		c.MaxPodsPerXPU = DefaultMaxPodsPerXPU
+	}
+	if c.Wait <= 0 {
+		c.Wait = DefaultCollectionWait
+	}
+	if c.StuckAfter <= 0 {
+		c.StuckAfter = DefaultStuckAfter
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}

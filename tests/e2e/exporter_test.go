@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
@@ -90,9 +91,14 @@ func promQuery(t *testing.T, base, q string) promResult {
 // fake P800 host, with the real device plugin and the real DRA driver: one
 // pod gets an XPU through the device plugin, another one through a DRA
 // claim. A real Prometheus (Debian's) scrapes the exporter and answers
-// xpu_memory_used_bytes{pod=...} for each pod with the value of the fake
-// xpu-smi's state file for its XPU; `promtool check metrics` finds nothing
-// to say about a scrape; the dashboard's queries run on that Prometheus.
+// xpu_memory_used_bytes{exported_pod=...} for each pod with the value of
+// the fake xpu-smi's state file for its XPU; `promtool check metrics` finds
+// nothing to say about a scrape; the dashboard's queries run on that
+// Prometheus. A second job scrapes it as the Prometheus operator does from
+// the chart's ServiceMonitor (operatorScrapeConfig): the target's pod,
+// namespace and container are the exporter pod's, and a free XPU has no
+// holder (with honorLabels and holder labels named pod, every free XPU
+// showed as held by the exporter pod, and so did the dashboard).
 func TestExporterPrometheus(t *testing.T) {
 	harness.RequiresRoot(t)
 	prometheus := harness.RequiresTool(t, "prometheus")
@@ -136,7 +142,7 @@ func TestExporterPrometheus(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var err error
 		scrape, err = httpGet(exporterURL + "/metrics")
-		return err == nil && strings.Contains(scrape, `pod="xpu-dra-pod"`) && strings.Contains(scrape, `pod="xpu-plugin-pod"`)
+		return err == nil && strings.Contains(scrape, `exported_pod="xpu-dra-pod"`) && strings.Contains(scrape, `exported_pod="xpu-plugin-pod"`)
 	}, podTimeout, 250*time.Millisecond, "the exporter's scrape:\n%s", scrape)
 	require.Contains(t, scrape, `xpu_exporter_source_up{source="pod-resources"} 1`)
 	require.Contains(t, scrape, `xpu_exporter_source_up{source="xpu-smi"} 1`)
@@ -153,15 +159,15 @@ func TestExporterPrometheus(t *testing.T) {
 	promURL := "http://127.0.0.1:" + strconv.Itoa(promPort)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "prometheus.yml")
+	operatorJob, operatorConfig := operatorScrapeConfig(t, exporterPort)
 	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil, `global:
   scrape_interval: 1s
   evaluation_interval: 1s
 scrape_configs:
   - job_name: xpu
-    honor_labels: true
     static_configs:
       - targets: ["127.0.0.1:%d"]
-`, exporterPort), 0o644))
+%s`, exporterPort, operatorConfig), 0o644))
 	check = exec.Command(promtool, "check", "config", config)
 	out, err = check.CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -182,7 +188,7 @@ scrape_configs:
 		{"xpu-dra-pod", draIdx[0], true},
 	} {
 		t.Run(tc.pod, func(t *testing.T) {
-			q := fmt.Sprintf(`xpu_memory_used_bytes{pod=%q}`, tc.pod)
+			q := fmt.Sprintf(`xpu_memory_used_bytes{job="xpu",exported_pod=%q}`, tc.pod)
 			var res promResult
 			require.Eventually(t, func() bool {
 				res = promQuery(t, promURL, q)
@@ -191,8 +197,8 @@ scrape_configs:
 			m := res.Data.Result[0].Metric
 			require.Equal(t, strconv.Itoa(tc.idx), m["xpu"])
 			require.Equal(t, busOf[tc.idx], m["pci_bus_id"])
-			require.Equal(t, "default", m["namespace"])
-			require.Equal(t, "main", m["container"])
+			require.Equal(t, "default", m["exported_namespace"])
+			require.Equal(t, "main", m["exported_container"])
 			if tc.claim {
 				require.NotEmpty(t, m["claim"])
 				require.Equal(t, "default", m["claim_namespace"])
@@ -205,6 +211,43 @@ scrape_configs:
 			require.Equal(t, want, got, "the fake host's state file says %d MiB", usedOf[busOf[tc.idx]])
 		})
 	}
+
+	// Scraped as the operator does: the target's labels are the exporter
+	// pod's; the holder's are exported_*, on held XPUs only.
+	t.Run("ServiceMonitor", func(t *testing.T) {
+		held := map[string]string{strconv.Itoa(pluginIdx): "xpu-plugin-pod", strconv.Itoa(draIdx[0]): "xpu-dra-pod"}
+		q := fmt.Sprintf(`xpu_healthy{job=%q}`, operatorJob)
+		var res promResult
+		require.Eventually(t, func() bool {
+			res = promQuery(t, promURL, q)
+			return len(res.Data.Result) == len(d.tree.ComputeDevices())
+		}, podTimeout, 500*time.Millisecond, "%s: %+v", q, res)
+		for _, r := range res.Data.Result {
+			m := r.Metric
+			require.Equal(t, operatorPod, m["pod"], "%v: the target's pod label", m)
+			require.Equal(t, "xpu-exporter", m["container"], "%v", m)
+			require.Equal(t, "metrics", m["endpoint"], "%v", m)
+			if pod, ok := held[m["xpu"]]; ok {
+				require.Equal(t, pod, m["exported_pod"], "%v", m)
+				require.Equal(t, "default", m["exported_namespace"], "%v", m)
+				continue
+			}
+			for _, l := range []string{"exported_pod", "exported_namespace", "exported_container", "claim"} {
+				require.NotContains(t, m, l, "a free XPU has no holder: %v", m)
+			}
+		}
+		// The dashboard's per-pod panels: the two pods, not the exporter.
+		for _, expr := range []string{
+			`max by (exported_namespace, exported_pod, xpu) (xpu_utilization_ratio{job="` + operatorJob + `", exported_pod!=""})`,
+			`sum by (exported_namespace, exported_pod) (xpu_memory_used_bytes{job="` + operatorJob + `", exported_pod!=""})`,
+		} {
+			pods := map[string]bool{}
+			for _, r := range promQuery(t, promURL, expr).Data.Result {
+				pods[r.Metric["exported_pod"]] = true
+			}
+			require.Equal(t, map[string]bool{"xpu-plugin-pod": true, "xpu-dra-pod": true}, pods, expr)
+		}
+	})
 
 	// The dashboard's queries evaluate on Prometheus, and those of the
 	// metrics this host has give series.
@@ -235,4 +278,88 @@ scrape_configs:
 			require.NotEmpty(t, res.Data.Result, "panel %q: %s", p.Title, q)
 		}
 	}
+}
+
+// operatorPod is the exporter pod's name the operator's scrape job gives
+// its target.
+const operatorPod = "xpu-exporter-e2e"
+
+// operatorScrapeConfig renders the chart's ServiceMonitor and writes the
+// scrape job the Prometheus operator generates from it, for the exporter
+// on port: honor_labels and the path from the ServiceMonitor's endpoint,
+// and the operator's relabeling of an endpoints target, which gives every
+// series namespace, service, pod, container, job (the Service's name) and
+// endpoint (the port's name). Kubernetes discovery's meta labels are the
+// static target's labels here, as the exporter runs on the node rather
+// than in a pod. It returns the job label and the YAML of the job.
+func operatorScrapeConfig(t *testing.T, port int) (string, string) {
+	t.Helper()
+	cmd := exec.Command(helmBinary(t), "template", "xpu", filepath.Join(moduleRoot(t), "deployments", "helm", "xpu-cdi"),
+		"--namespace", "xpu-system", "--kube-version", "1.37.2", "--show-only", "templates/exporter.yaml", "--set", "exporter.serviceMonitor.enabled=true")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "helm template: %s", stderr.String())
+	type serviceMonitor struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+		Spec struct {
+			Endpoints []struct {
+				Port        string `json:"port"`
+				Path        string `json:"path"`
+				HonorLabels bool   `json:"honorLabels"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	var sm *serviceMonitor
+	var service string
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var obj serviceMonitor
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj))
+		switch obj.Kind {
+		case "ServiceMonitor":
+			sm = &obj
+		case "Service":
+			service = obj.Metadata.Name
+		}
+	}
+	require.NotNil(t, sm, "the chart renders no ServiceMonitor:\n%s", out)
+	require.NotEmpty(t, service)
+	require.Len(t, sm.Spec.Endpoints, 1)
+	ep := sm.Spec.Endpoints[0]
+	job := fmt.Sprintf("serviceMonitor/%s/%s/0", sm.Metadata.Namespace, sm.Metadata.Name)
+	return service, fmt.Sprintf(`  - job_name: %q
+    honor_labels: %t
+    metrics_path: %q
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+        labels:
+          __meta_kubernetes_namespace: %q
+          __meta_kubernetes_service_name: %q
+          __meta_kubernetes_pod_name: %q
+          __meta_kubernetes_pod_container_name: xpu-exporter
+          __meta_kubernetes_endpoint_port_name: %q
+    relabel_configs:
+      - source_labels: [job]
+        target_label: __tmp_prometheus_job_name
+      - source_labels: [__meta_kubernetes_endpoint_port_name]
+        regex: %q
+        action: keep
+      - source_labels: [__meta_kubernetes_namespace]
+        target_label: namespace
+      - source_labels: [__meta_kubernetes_service_name]
+        target_label: service
+      - source_labels: [__meta_kubernetes_pod_name]
+        target_label: pod
+      - source_labels: [__meta_kubernetes_pod_container_name]
+        target_label: container
+      - source_labels: [__meta_kubernetes_service_name]
+        target_label: job
+        replacement: ${1}
+      - target_label: endpoint
+        replacement: %q
+`, job, ep.HonorLabels, ep.Path, port, sm.Metadata.Namespace, service, operatorPod, ep.Port, ep.Port, ep.Port)
 }

@@ -265,13 +265,13 @@ func TestHelmChart(t *testing.T) {
 				var scrape string
 				if exporterRuns && !assert.Eventually(t, func() bool {
 					scrape, _ = httpGet("http://127.0.0.1:" + strconv.Itoa(exporterPort) + "/metrics")
-					return strings.Contains(scrape, `pod="xpu-one"`)
+					return strings.Contains(scrape, `exported_pod="xpu-one"`)
 				}, podTimeout, 250*time.Millisecond) {
 					t.Fatalf("the exporter's scrape:\n%s\n%s", scrape, c.Kubectl(t, "describe", "pod", "--namespace", "xpu-system", "-l", "app.kubernetes.io/name=xpu-exporter").String())
 				}
 				if exporterRuns {
 					require.Contains(t, scrape, `xpu_exporter_source_up{source="xpu-smi"} 1`)
-					require.Contains(t, scrape, fmt.Sprintf(`xpu_memory_total_bytes{container="main",model="P800",namespace="default",pci_bus_id="%s",pod="xpu-one",xpu="%d"}`, tree.Devices[idx[0]].BDF, idx[0]))
+					require.Contains(t, scrape, fmt.Sprintf(`xpu_memory_total_bytes{exported_container="main",exported_namespace="default",exported_pod="xpu-one",model="P800",pci_bus_id="%s",xpu="%d"}`, tree.Devices[idx[0]].BDF, idx[0]))
 				}
 				c.MustKubectl(t, "delete", "pod", "xpu-one", "--namespace", "default", "--wait")
 

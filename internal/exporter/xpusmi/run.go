@@ -70,6 +70,9 @@ func NewRunner(program string, cfg Config) (*Runner, error) {
 	return &Runner{path: program, o: cfg}, nil
 }
 
+// Timeout is how long one run may take.
+func (r *Runner) Timeout() time.Duration { return r.o.Timeout }
+
 // String names the program and where it runs, for messages.
 func (r *Runner) String() string {
 	if r.o.Chroot != "" {
