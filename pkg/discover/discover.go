@@ -73,6 +73,7 @@ func Discover(opts ...Option) (*Host, error) {
 	seen := &pciSeen{}
 	src := chain(
 		nodes,
+		newMajorSource(root),
 		newProcSource(root, seen),
 		newDevCharSource(sys, seen),
 		newClassSource(sys, seen),
