@@ -43,7 +43,7 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		`--web.telemetry-path PATH`, `(default: "/metrics")`, "--web.config.file FILE",
 		`(default: "/var/lib/kubelet/pod-resources/kubelet.sock") [$XPU_CDI_POD_RESOURCES_SOCKET]`,
 		"--dev-root", "--driver-root", "--host-root", "[$XPU_CDI_HOST_ROOT]", "--xpu-smi PATH", "[$XPU_CDI_XPU_SMI]",
-		"xpu_exporter_source_up", "parent_pci_bus_id",
+		"xpu_exporter_source_up", "parent_pci_bus_id", "--config-file FILE", "[$XPU_CDI_CONFIG_FILE]",
 	} {
 		require.Contains(t, out, s)
 	}
@@ -61,6 +61,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file /nonexistent/web.yml"},
 		{[]string{"--host-root", "/", "--dev-root", "/"}, "give --host-root alone"},
+		{[]string{"--config-file", "/nonexistent/config.yaml"}, "--config-file: reading the sharing configuration: open /nonexistent/config.yaml"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := run(t, context.Background(), tc.args...)
