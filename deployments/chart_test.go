@@ -476,7 +476,9 @@ func TestChartSharing(t *testing.T) {
 		r    *rendered
 		name string
 	}{
-		{r, "xpu-device-plugin"}, {r, "xpu-cdi-installer"}, {r, "xpu-exporter"},
+		{r, "xpu-device-plugin"},
+		{r, "xpu-cdi-installer"},
+		{r, "xpu-exporter"},
 		{withPartitions, "xpu-cdi-installer"},
 	} {
 		name := tc.name
