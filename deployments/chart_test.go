@@ -469,8 +469,20 @@ func TestChartSharing(t *testing.T) {
 	c, err := sharing.Parse([]byte(cm.Data["config.yaml"]), "baidu.com/xpu")
 	require.NoError(t, err)
 	require.Equal(t, sharing.Config{Replicas: 4, ResourceName: "baidu.com/xpu.shared", FailRequestsGreaterThanOne: true}, c)
-	for _, name := range []string{"xpu-device-plugin", "xpu-cdi-installer"} {
-		ds := r.daemonSets[name]
+	// The exporter's attribution and the installer's in-use check count
+	// the names the plugin renames its resources to: they read its file.
+	withPartitions := render(t, "-f", values, "--set", "labels.enabled=false", "--set", "partitions.nodeLabel=true")
+	for _, tc := range []struct {
+		r    *rendered
+		name string
+	}{
+		{r, "xpu-device-plugin"},
+		{r, "xpu-cdi-installer"},
+		{r, "xpu-exporter"},
+		{withPartitions, "xpu-cdi-installer"},
+	} {
+		name := tc.name
+		ds := tc.r.daemonSets[name]
 		e := env(ds.Spec.Template.Spec.Containers[0])
 		require.Equal(t, "/etc/xpu-cdi/config.yaml", e["XPU_CDI_CONFIG_FILE"], name)
 		require.NotEmpty(t, ds.Spec.Template.Annotations["xpu-cdi/config-checksum"], "%s restarts when the config changes", name)
@@ -482,6 +494,16 @@ func TestChartSharing(t *testing.T) {
 			}
 		}
 		require.True(t, found, name)
+		mounted := false
+		for _, m := range ds.Spec.Template.Spec.Containers[0].VolumeMounts {
+			mounted = mounted || m.MountPath == "/etc/xpu-cdi"
+		}
+		require.True(t, mounted, "%s mounts the config at /etc/xpu-cdi", name)
+	}
+	// Without sharing, none of them has the file.
+	plain := render(t, "--set", "partitions.nodeLabel=true")
+	for name, ds := range plain.daemonSets {
+		require.NotContains(t, env(ds.Spec.Template.Spec.Containers[0]), "XPU_CDI_CONFIG_FILE", name)
 	}
 
 	// A config the plugin would refuse (its parser names the key) is

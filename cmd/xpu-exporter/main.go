@@ -62,6 +62,8 @@ type options struct {
 	webConfig     string
 	podResources  string
 	resourcePfx   string
+	configFile    string
+	pods          exporter.PodResourcesConfig
 	draDriver     string
 	xpuSMI        string
 	xpuSMITimeout time.Duration
@@ -184,7 +186,8 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringFlag{Name: "web.telemetry-path", Usage: "`PATH` of the metrics", Value: "/metrics", EnvVars: []string{"XPU_CDI_EXPORTER_TELEMETRY_PATH"}, Destination: &o.telemetryPath},
 		&cli.StringFlag{Name: "web.config.file", Usage: "the exporter toolkit's web configuration `FILE` (TLS, basic auth)", EnvVars: []string{"XPU_CDI_EXPORTER_WEB_CONFIG_FILE"}, Destination: &o.webConfig},
 		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked at each collection which pods hold which XPU; empty turns attribution off", Value: exporter.DefaultPodResourcesSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &o.podResources},
-		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing renamed) counts too", Value: exporter.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourcePfx},
+		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing renamed) and NAME-<size> (partitions) count too", Value: exporter.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourcePfx},
+		&cli.StringFlag{Name: "config-file", Usage: "the device plugin's sharing configuration `FILE` (its --config-file): the names it renames resources to (rename: example.com/xpu-ts) are attributed too", EnvVars: []string{"XPU_CDI_CONFIG_FILE"}, Destination: &o.configFile},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims are attributed", Value: exporter.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &o.draDriver},
 		&cli.StringFlag{Name: "xpu-smi", Usage: "absolute `PATH` of xpu-smi as the host sees it (inside --host-root); default: the one discovery finds (/usr/local/bin/xpu-smi ...); \"none\" turns the source off", EnvVars: []string{"XPU_CDI_XPU_SMI"}, Destination: &o.xpuSMI},
 		&cli.DurationFlag{Name: "xpu-smi-timeout", Usage: "how long one run of xpu-smi may take before it is killed", Value: xpusmi.DefaultTimeout, EnvVars: []string{"XPU_CDI_XPU_SMI_TIMEOUT"}, Destination: &o.xpuSMITimeout},
@@ -236,6 +239,11 @@ func (o *options) validate(c *cli.Context) error {
 		return fmt.Errorf("--collection-stuck-after %s is shorter than a working collection may take: give at least %s (3 x --xpu-smi-timeout %s, and %s for the kubelet)",
 			o.stuckAfter, least, o.xpuSMITimeout, exporter.DefaultPodResourcesTimeout)
 	}
+	pods, err := exporter.PodResourcesConfig{ResourcePrefix: o.resourcePfx, DRADriver: o.draDriver}.WithSharingFile(o.configFile)
+	if err != nil {
+		return fmt.Errorf("--config-file: %w", err)
+	}
+	o.pods = pods
 	if o.webConfig != "" {
 		if err := web.Validate(o.webConfig); err != nil {
 			return fmt.Errorf("--web.config.file %s: %w", o.webConfig, err)
@@ -271,7 +279,7 @@ func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.
 		}
 	}
 	if o.podResources != "" {
-		cfg.Pods = exporter.NewPodResources(o.podResources, exporter.PodResourcesConfig{ResourcePrefix: o.resourcePfx, DRADriver: o.draDriver})
+		cfg.Pods = exporter.NewPodResources(o.podResources, o.pods)
 	}
 	return exporter.New(cfg), cfg.Pods
 }

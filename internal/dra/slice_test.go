@@ -62,6 +62,17 @@ func TestSliceFacts(t *testing.T) {
 		require.Equal(t, "5.0.21.21", *s.Spec.Devices[0].Attributes[AttrDriverVersion+"Full"].StringValue)
 		require.Equal(t, "Kunlun3", *s.Spec.Devices[0].Attributes[AttrFamily].StringValue)
 	})
+	t.Run("directories linked out of the dev root: nothing of what they lead to", func(t *testing.T) {
+		for _, h := range []fakehost.Host{fakehost.R200SRIOV(), fakehost.P800x8(), fakehost.P800XRE5()} {
+			f := newFixture(t, h)
+			fakehosttest.LinkDirsOut(t, f.tree)
+			f.d.Refresh()
+			got, err := yaml.Marshal(f.d.Slices()[0])
+			require.NoError(t, err)
+			require.NotContains(t, string(got), fakehosttest.OutsideSecret, h.Shape)
+			require.NotContains(t, string(got), "4242", h.Shape)
+		}
+	})
 	t.Run("degraded: the XPU in ERROR is tainted with its state", func(t *testing.T) {
 		f := newFixture(t, fakehost.Degraded())
 		f.d.Refresh()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter/xpusmi"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -225,12 +225,14 @@ func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]xp
 // hasProc is false on a host without /proc/xpu (driver 5.x); ok is false
 // when a counter the driver has could not be read.
 func (c *Collector) resets(devs []xpunode.Device) (counts map[int]float64, ok, hasProc bool) {
-	if st, err := os.Stat(filepath.Join(c.o.DevRoot, "proc", "xpu")); err != nil || !st.IsDir() {
+	root := fdio.NewRoot(c.o.DevRoot)
+	defer func() { _ = root.Close() }()
+	if st, err := root.Stat("/proc/xpu"); err != nil || !st.IsDir() {
 		return nil, false, false
 	}
 	counts, ok = map[int]float64{}, true
 	for _, d := range devs {
-		n, err := readResetCount(c.o.DevRoot, d.Index)
+		n, err := readResetCount(root, d.Index)
 		switch {
 		case err == nil:
 			counts[d.Index] = n

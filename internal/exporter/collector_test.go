@@ -2,13 +2,17 @@ package exporter
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 )
 
@@ -125,4 +129,42 @@ func TestCollectRetriesFailedQuery(t *testing.T) {
 	now = now.Add(qRetry)
 	s = scrape(t, c)
 	require.Len(t, named(s, "xpu_memory_used_bytes"), 8)
+}
+
+// Directories linked out of the dev root (/proc/xpu -> ../../elsewhere,
+// /sys/module/kunlun -> /elsewhere, one device's /proc/xpu/devN -> a
+// directory outside) are resolved inside it: xpu_info carries nothing of
+// the 0600 files there, and xpu_resets_total is not their count.
+func TestCollectResolvesDirectoriesInRoot(t *testing.T) {
+	t.Run("driver directories", func(t *testing.T) {
+		c, tr := hostCollector(t, fakehost.R200SRIOV(), nil, Config{})
+		fakehosttest.LinkDirsOut(t, tr)
+		s := scrape(t, c)
+		require.NotEmpty(t, named(s, "xpu_info"))
+		for k, v := range s {
+			require.NotContains(t, k, fakehosttest.OutsideSecret)
+			if strings.HasPrefix(k, "xpu_resets_total{") {
+				require.NotEqual(t, float64(fakehosttest.OutsideResets), v, k)
+			}
+		}
+	})
+	t.Run("one device's directory", func(t *testing.T) {
+		h := fakehost.R200SRIOV()
+		h.Devices[1].Resets = 3
+		c, tr := hostCollector(t, h, nil, Config{})
+		outside := filepath.Join(t.TempDir(), "dev1")
+		require.NoError(t, os.Mkdir(outside, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(outside, "reset_count"), []byte("4242\n"), 0o600))
+		for _, name := range []string{"info", "state", "mminfo"} {
+			data, err := os.ReadFile(tr.Path("/proc/xpu/dev1/" + name))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(outside, name), data, 0o600))
+		}
+		require.NoError(t, os.RemoveAll(tr.Path("/proc/xpu/dev1")))
+		require.NoError(t, os.Symlink(outside, tr.Path("/proc/xpu/dev1")))
+		s := scrape(t, c)
+		for k, v := range named(s, "xpu_resets_total") {
+			require.NotEqual(t, 4242.0, v, k)
+		}
+	})
 }

@@ -11,6 +11,10 @@
 // CheckOrdinaryFS) before any byte is read: there a "regular file" can be
 // /proc/kmsg, whose read takes the host's kernel log from its other
 // readers. OpenRegularAt does not: discovery reads procfs and sysfs with it.
+//
+// Root opens paths below a host tree (a dev root) with every directory on
+// the way resolved inside it (openat2 RESOLVE_IN_ROOT), for the readers of
+// procfs and sysfs below a dev root: discovery and the exporter.
 package fdio
 
 import "errors"

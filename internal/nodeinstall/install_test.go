@@ -22,6 +22,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -103,7 +104,7 @@ func files(t *testing.T, root string) []string {
 	return out
 }
 
-func readSpec(t *testing.T, path string) string {
+func readSpec(t testing.TB, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -186,7 +187,7 @@ func TestInstallFollowsTheDriver(t *testing.T) {
 
 	// A device goes away: the spec follows.
 	require.NoError(t, os.Remove(tree.Path("/dev/xpu7")))
-	require.Eventually(t, func() bool { return !strings.Contains(readSpec(t, specFile), "name: \"7\"") }, 5*time.Second, 10*time.Millisecond)
+	testutil.Eventually(t, func(t testing.TB) bool { return !strings.Contains(readSpec(t, specFile), "name: \"7\"") }, 5*time.Second, 10*time.Millisecond)
 
 	// Someone removes the hook: it is put back.
 	require.NoError(t, os.Remove(tree.Path("/opt/xpu-cdi/bin/xpu-runtime-hook")))

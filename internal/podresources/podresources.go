@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -71,6 +72,11 @@ type Config struct {
 	// ResourcePrefix is the prefix of the device plugin's resource names
 	// (default DefaultResourcePrefix).
 	ResourcePrefix string
+	// Renames are the other names the device plugin advertises XPUs
+	// under: the renames of its sharing configuration (rename:
+	// example.com/xpu-ts), which need not start with the prefix. Set them
+	// with WithSharingFile from the file the plugin reads.
+	Renames []string
 	// DRADriver is the DRA driver whose claims count (default
 	// DefaultDRADriver).
 	DRADriver string
@@ -223,8 +229,32 @@ func (p *Client) claimed(cr *podresourcesapi.ClaimResource) []int {
 
 // ours reports whether a device plugin resource name is the prefix, or the
 // prefix followed by a dot (baidu.com/xpu.shared) or a dash (the partition
-// resources, baidu.com/xpu-24gb).
+// resources, baidu.com/xpu-24gb), or one of the sharing configuration's
+// renames.
 func (p *Client) ours(name string) bool {
 	rest, ok := strings.CutPrefix(name, p.cfg.ResourcePrefix)
-	return ok && (rest == "" || rest[0] == '.' || rest[0] == '-')
+	return ok && (rest == "" || rest[0] == '.' || rest[0] == '-') || slices.Contains(p.cfg.Renames, name)
+}
+
+// WithSharingFile returns cfg with the renames of the device plugin's
+// sharing configuration file path (its --config-file, NVIDIA's
+// sharing.timeSlicing format) added to Renames: every name the plugin
+// advertises XPUs under then counts. The file is read for the resource
+// cfg.ResourcePrefix (default DefaultResourcePrefix) and its partition
+// sizes, and checked as the plugin checks it; an empty path changes
+// nothing. The flag names the error.
+func (cfg Config) WithSharingFile(path string) (Config, error) {
+	if path == "" {
+		return cfg, nil
+	}
+	resource := cfg.ResourcePrefix
+	if resource == "" {
+		resource = DefaultResourcePrefix
+	}
+	p, err := sharing.LoadPolicy(path, resource)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Renames = append(slices.Clone(cfg.Renames), p.Renames()...)
+	return cfg, nil
 }

@@ -2,6 +2,8 @@ package podresources
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -44,4 +46,56 @@ func TestPartitionResources(t *testing.T) {
 		5: {{Namespace: "ml", Pod: "half", Container: "main", Claim: "big", ClaimNamespace: "ml"}},
 		6: {{Namespace: "ml", Pod: "cdi", Container: "main", Claim: "c", ClaimNamespace: "ml"}},
 	}, got)
+}
+
+// sharingWithRename is docs/kubernetes.md's sharing configuration with its
+// rename given: the whole cards advertised as example.com/xpu-ts, the
+// 24 GiB partitions as baidu.com/xpu-24gb.shared.
+const sharingWithRename = `version: v1
+sharing:
+  timeSlicing:
+    renameByDefault: true
+    resources:
+      - name: baidu.com/xpu
+        replicas: 4
+        rename: example.com/xpu-ts
+      - name: baidu.com/xpu-24gb
+        replicas: 2
+`
+
+// Every name the device plugin advertises counts, the sharing
+// configuration's renames too: a pod holding example.com/xpu-ts holds its
+// XPU once the client is given the plugin's file.
+func TestRenamedResourcesCount(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(sharingWithRename), 0o644))
+	sock := podresourcestest.Serve(t, podresourcestest.NewServer(&podresourcesapi.ListPodResourcesResponse{
+		PodResources: []*podresourcesapi.PodResources{
+			podresourcestest.DevicePluginPod("ml", "ts", "main", "example.com/xpu-ts", "2::3"),
+			podresourcestest.DevicePluginPod("ml", "quarter", "main", "baidu.com/xpu-24gb.shared", "5::1"),
+			podresourcestest.DevicePluginPod("ml", "other", "main", "example.com/gpu", "4"),
+		},
+	}))
+	got, err := New(sock, Config{}).List(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, Owners{5: {{Namespace: "ml", Pod: "quarter", Container: "main"}}}, got, "without the file, the rename is not known")
+
+	cfg, err := Config{}.WithSharingFile(file)
+	require.NoError(t, err)
+	require.Equal(t, []string{"example.com/xpu-ts", "baidu.com/xpu-24gb.shared"}, cfg.Renames)
+	got, err = New(sock, cfg).List(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, Owners{
+		2: {{Namespace: "ml", Pod: "ts", Container: "main"}},
+		5: {{Namespace: "ml", Pod: "quarter", Container: "main"}},
+	}, got)
+
+	unchanged, err := cfg.WithSharingFile("")
+	require.NoError(t, err)
+	require.Equal(t, cfg, unchanged)
+	// A file the plugin would refuse is refused here too, naming it.
+	require.NoError(t, os.WriteFile(file, []byte("version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - name: other.com/xpu\n        replicas: 2\n"), 0o644))
+	_, err = Config{}.WithSharingFile(file)
+	require.ErrorContains(t, err, file)
+	require.ErrorContains(t, err, "is not this plugin's resource baidu.com/xpu")
 }

@@ -3,7 +3,6 @@ package discover
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"slices"
 	"strings"
 )
@@ -38,7 +37,7 @@ func (s *bindingSource) Discover(h *Host) error {
 	bound := map[string]bool{} // with all, every function the driver binds
 	var unbound []string
 	if s.all {
-		entries, err := os.ReadDir(drvDir)
+		entries, err := s.sys.root.readDir(driverKunlun)
 		if err != nil {
 			s.noBindings(h, drvDir, err)
 			return nil
@@ -48,7 +47,7 @@ func (s *bindingSource) Discover(h *Host) error {
 				bound[e.Name()] = true
 			}
 		}
-	} else if _, err := os.Stat(drvDir); err != nil {
+	} else if _, err := s.sys.root.stat(driverKunlun); err != nil {
 		s.noBindings(h, drvDir, err)
 		return nil
 	}
@@ -63,7 +62,7 @@ func (s *bindingSource) Discover(h *Host) error {
 		addr := d.PCI.Address
 		isBound := bound[addr]
 		if !s.all {
-			_, err := os.Lstat(drvDir + "/" + addr)
+			_, err := s.sys.root.lstat(driverKunlun + "/" + addr)
 			isBound = err == nil
 		}
 		switch {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 )
 
 // devCharSource maps each /dev/xpuN to its PCI function through the
@@ -35,7 +34,7 @@ func newDevCharSource(sys *sysfs, seen *pciSeen) source {
 
 func (s *devCharSource) Discover(h *Host) error {
 	dir := s.sys.hostPath("/sys/dev/char")
-	if _, err := os.Stat(dir); err != nil {
+	if _, err := s.sys.root.stat("/sys/dev/char"); err != nil {
 		// Every kernel since 2.6.27 has it; a tree without it (sysfs not
 		// mounted in a container, a hand-made tree) may still have
 		// /sys/class/xpu. mergeSource names it when no source maps a node.
@@ -58,7 +57,7 @@ func (s *devCharSource) device(d *Device) {
 	entryPath := s.sys.hostPath(entry)
 	dir, dev, err := s.sys.classDevice(entry)
 	if err != nil {
-		if _, lerr := os.Lstat(entryPath); errors.Is(lerr, fs.ErrNotExist) {
+		if _, lerr := s.sys.root.lstat(entry); errors.Is(lerr, fs.ErrNotExist) {
 			d.problemf("sysfs: %s not found: no char device of the kernel has the number %s of %s (a stale node?); not offered", entryPath, mm, d.Node.HostPath)
 			d.Compute = false
 			return

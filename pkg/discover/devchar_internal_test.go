@@ -32,7 +32,9 @@ func TestDevCharSourceAlone(t *testing.T) {
 	h := &Host{DevRoot: root}
 	h.addDevice(&Device{Index: 5, Node: Node{Path: "/dev/xpu5", Major: 195, Minor: 5}, Model: ModelUnknown, Compute: true})
 	h.addDevice(&Device{Index: 6, Node: Node{Path: "/dev/xpu6", Major: 195, Minor: 6}, Model: ModelUnknown, Compute: true})
-	require.NoError(t, newDevCharSource(newSysfs(root), &pciSeen{}).Discover(h))
+	hr := newHostRoot(root)
+	defer hr.close()
+	require.NoError(t, newDevCharSource(newSysfs(hr), &pciSeen{}).Discover(h))
 
 	d := h.Device(5)
 	require.Empty(t, d.Problems)

@@ -67,11 +67,14 @@ func Discover(opts ...Option) (*Host, error) {
 	// The node-to-PCI sources in the order they are believed: the
 	// kernel's entry for the node's own major:minor first, then the 4.x
 	// driver's class by name; bindings and models need what they found.
-	sys := newSysfs(devRoot)
+	root := newHostRoot(devRoot)
+	defer root.close()
+	sys := newSysfs(root)
 	seen := &pciSeen{}
 	src := chain(
 		nodes,
-		newProcSource(devRoot, seen),
+		newMajorSource(root),
+		newProcSource(root, seen),
 		newDevCharSource(sys, seen),
 		newClassSource(sys, seen),
 		newBindingSource(sys, o.indices == nil, seen),

@@ -19,7 +19,10 @@
 // /sys/dev/char, XRE libraries in so/, libxpunvidia-ml in the system library
 // directory); a source a generation does not provide is a host note, not a
 // problem. Nodes are never matched to PCI functions by address order, and
-// every sysfs link is resolved inside the dev root. Discover logs nothing:
+// every path read below the dev root, each directory and sysfs link on the
+// way included, is resolved inside it (internal/fdio's Root: openat2
+// RESOLVE_IN_ROOT): a symlinked /proc/xpu or /sys/module/kunlun cannot
+// lead a read out of the tree. Discover logs nothing:
 // warnings and notes are returned on the Host for the caller to print once.
 //
 // Machines: the driver libraries must be built for the machine xpu-cdi is

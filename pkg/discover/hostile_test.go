@@ -1,6 +1,8 @@
 package discover_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -303,5 +307,32 @@ func discoverWithin(t *testing.T, tree *fakehost.Tree) *discover.Host {
 	case <-time.After(30 * time.Second):
 		t.Fatal("discovery blocks")
 		return nil
+	}
+}
+
+// TestDiscoverResolvesDirectoriesInRoot: /proc/xpu -> ../../elsewhere and
+// /sys/module/kunlun -> /elsewhere lead out of the dev root to 0600 files
+// of the driver's shapes. Every directory on the way is resolved inside the
+// root, so nothing of them is read: not the driver version, nor a device's
+// facts, nor the labels made of them. Runs as an ordinary user.
+func TestDiscoverResolvesDirectoriesInRoot(t *testing.T) {
+	for _, shape := range []fakehost.Host{fakehost.R200SRIOV(), fakehost.P800x8(), fakehost.P800XRE5()} {
+		t.Run(shape.Shape, func(t *testing.T) {
+			tree := build(t, shape)
+			fakehosttest.LinkDirsOut(t, tree)
+			h := discoverWithin(t, tree)
+			require.NotEmpty(t, h.ComputeDevices())
+			data, err := json.Marshal(h)
+			require.NoError(t, err)
+			require.NotContains(t, string(data), fakehosttest.OutsideSecret)
+			require.Empty(t, h.DriverVersion)
+			for _, d := range h.Devices {
+				require.NotContains(t, fmt.Sprintf("%+v", h.FactsOf(d)), fakehosttest.OutsideSecret)
+				require.NotEqual(t, int64(4242), d.MemoryMiB)
+			}
+			for _, l := range labels.For(h, nil) {
+				require.NotContains(t, l.String(), fakehosttest.OutsideSecret)
+			}
+		})
 	}
 }

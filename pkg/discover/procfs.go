@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,14 +14,15 @@ import (
 // procSource adds the driver's /proc/xpu facts to the devices.
 type procSource struct {
 	devRoot string
+	root    hostRoot // devRoot, every directory resolved inside it
 	seen    *pciSeen // records a host without /proc/xpu
 }
 
 var _ source = (*procSource)(nil)
 
 // newProcSource returns the Source reading /proc/xpu below devRoot.
-func newProcSource(devRoot string, seen *pciSeen) source {
-	return &procSource{devRoot: devRoot, seen: seen}
+func newProcSource(root hostRoot, seen *pciSeen) source {
+	return &procSource{devRoot: root.HostPath("/"), root: root, seen: seen}
 }
 
 // procInfo is the content of /proc/xpu/devN/info. Kunlun2 writes
@@ -79,7 +79,7 @@ func parseProcInfo(data []byte) (procInfo, error) {
 
 func (s *procSource) Discover(h *Host) error {
 	procDir := filepath.Join(s.devRoot, "proc", "xpu")
-	version, err := readTrimmed(filepath.Join(procDir, "version"))
+	version, err := s.readTrimmed("/proc/xpu/version")
 	switch {
 	case err == nil:
 		h.DriverVersion = version
@@ -93,7 +93,7 @@ func (s *procSource) Discover(h *Host) error {
 				procDir, filepath.Join(s.devRoot, "sys", "module", "kunlun"), filepath.Join(s.devRoot, "proc", "kunlun"), filepath.Join(s.devRoot, "proc", "devices"))
 			return nil
 		}
-		if v, err := readTrimmed(filepath.Join(s.devRoot, "sys", "module", "kunlun", "version")); err == nil {
+		if v, err := s.readTrimmed("/sys/module/kunlun/version"); err == nil {
 			h.DriverVersion = v
 		}
 		h.notef("%s not present (optional: driver 5.x does not create it; the kunlun driver is loaded, %s): devices get no family, serial or state from procfs", procDir, why)
@@ -102,7 +102,7 @@ func (s *procSource) Discover(h *Host) error {
 		h.warnf("reading driver version: %v", err)
 	}
 	for _, d := range h.Devices {
-		s.device(procDir, d)
+		s.device(d)
 	}
 	return nil
 }
@@ -112,13 +112,13 @@ func (s *procSource) Discover(h *Host) error {
 // directory, /proc/kunlun (driver 5.x), a kunlun or xpu line in
 // /proc/devices.
 func (s *procSource) driverLoaded() (string, bool) {
-	for _, dir := range []string{filepath.Join(s.devRoot, "sys", "module", "kunlun"), filepath.Join(s.devRoot, "proc", "kunlun")} {
-		if st, err := os.Stat(dir); err == nil && st.IsDir() {
-			return dir + " exists", true
+	for _, dir := range []string{"/sys/module/kunlun", "/proc/kunlun"} {
+		if st, err := s.root.stat(dir); err == nil && st.IsDir() {
+			return s.root.HostPath(dir) + " exists", true
 		}
 	}
-	devices := filepath.Join(s.devRoot, "proc", "devices")
-	data, err := readSmall(devices)
+	devices := s.root.HostPath("/proc/devices")
+	data, err := s.root.readSmall("/proc/devices")
 	if err != nil {
 		return "", false
 	}
@@ -143,9 +143,10 @@ func driverDevicesLine(data []byte) (string, bool) {
 	return "", false
 }
 
-func (s *procSource) device(procDir string, d *Device) {
-	dirPath := filepath.Join(procDir, "dev"+strconv.Itoa(d.Index))
-	dir, err := openAttrDir(dirPath)
+func (s *procSource) device(d *Device) {
+	inRoot := "/proc/xpu/dev" + strconv.Itoa(d.Index)
+	dirPath := s.root.HostPath(inRoot)
+	dir, err := s.root.openAttrDir(inRoot)
 	if err != nil {
 		d.problemf("procfs: %v", trimPathError(err, dirPath))
 		return
@@ -204,10 +205,10 @@ func parseMainMemory(data []byte) int64 {
 	return 0
 }
 
-// readTrimmed reads a one-value kernel text file: its first line,
-// through CleanText.
-func readTrimmed(path string) (string, error) {
-	data, err := readSmall(path)
+// readTrimmed reads a one-value kernel text file at an in-root path: its
+// first line, through CleanText.
+func (s *procSource) readTrimmed(p string) (string, error) {
+	data, err := s.root.readSmall(p)
 	if err != nil {
 		return "", err
 	}

@@ -26,13 +26,45 @@ type attrDir struct {
 	fd   int
 }
 
-func openAttrDir(path string) (*attrDir, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// hostRoot is the dev root, opened once per discovery: every file and
+// directory discovery reads below it (/proc, /sys) is opened with every
+// directory on the way resolved inside it (fdio.Root: openat2
+// RESOLVE_IN_ROOT), so a symlinked directory (proc/xpu -> ../../elsewhere,
+// sys/module/kunlun -> /elsewhere) cannot lead a read out of the tree.
+type hostRoot struct{ *fdio.Root }
+
+func newHostRoot(devRoot string) hostRoot { return hostRoot{fdio.NewRoot(devRoot)} }
+
+func (r hostRoot) close() { _ = r.Close() }
+
+// openAttrDir opens the directory at the in-root path p.
+func (r hostRoot) openAttrDir(p string) (*attrDir, error) {
+	fd, err := r.OpenDir(p)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
-	return &attrDir{path: path, fd: fd}, nil
+	return &attrDir{path: r.HostPath(p), fd: fd}, nil
 }
+
+// readSmall reads the small kernel text file at the in-root path p. A
+// final symlink is refused (O_NOFOLLOW), as attrDir.read does: kernel text
+// files (/proc/xpu/version, a sysfs dev attribute) are never links, and one
+// planted in a dev root would lead the read to a file elsewhere (a 0600
+// file published as a label, /proc/kmsg drained); the directories on the
+// way are resolved inside the root.
+func (r hostRoot) readSmall(p string) ([]byte, error) {
+	fd, _, err := r.OpenRegular(p)
+	if err != nil {
+		return nil, err
+	}
+	return readSmallFd(fd, r.HostPath(p))
+}
+
+// stat, lstat and readDir are os.Stat, os.Lstat and os.ReadDir of the
+// in-root path p.
+func (r hostRoot) stat(p string) (os.FileInfo, error)      { return r.Stat(p) }
+func (r hostRoot) lstat(p string) (os.FileInfo, error)     { return r.Lstat(p) }
+func (r hostRoot) readDir(p string) ([]os.DirEntry, error) { return r.ReadDir(p) }
 
 func (d *attrDir) close() { _ = unix.Close(d.fd) }
 
@@ -58,16 +90,6 @@ func (d *attrDir) readlink(name string) (string, error) {
 	}
 }
 
-// readSmall reads a small kernel text file by path. A final symlink is
-// refused (O_NOFOLLOW), as attrDir.read does: kernel text files
-// (/proc/xpu/version, a sysfs dev attribute) are never links, and one
-// planted in a dev root would lead the read to a file elsewhere (a 0600
-// file published as a label, /proc/kmsg drained). The directories on the
-// way are resolved by the caller (sysfs's class links).
-func readSmall(path string) ([]byte, error) {
-	return readSmallAt(unix.AT_FDCWD, path, path, unix.O_NOFOLLOW)
-}
-
 // openRegularAt is fdio.OpenRegularAt for discovery's readers: a file that
 // discovery reads (a procfs or sysfs file, a library, a loader cache) which
 // is a FIFO, a device, a socket or a directory is opened without blocking
@@ -83,6 +105,11 @@ func readSmallAt(dirfd int, name, path string, flags int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readSmallFd(fd, path)
+}
+
+// readSmallFd reads fd (closing it) whole, at most maxAttrSize bytes.
+func readSmallFd(fd int, path string) ([]byte, error) {
 	defer func() { _ = unix.Close(fd) }() // read-only
 	var stack [512]byte
 	buf := stack[:0]

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -30,12 +29,14 @@ var errNotPCI = errors.New("not a PCI function")
 // to a device of another bus gives an error, never an address.
 type sysfs struct {
 	devRoot string
+	root    hostRoot // devRoot: what is read is opened inside it
 	res     *lookup.Resolver
 }
 
-// newSysfs returns the sysfs reader of one discovery below devRoot.
-func newSysfs(devRoot string) *sysfs {
-	return &sysfs{devRoot: devRoot, res: lookup.NewResolver(devRoot)}
+// newSysfs returns the sysfs reader of one discovery below the dev root.
+func newSysfs(root hostRoot) *sysfs {
+	devRoot := root.HostPath("/")
+	return &sysfs{devRoot: devRoot, root: root, res: lookup.NewResolver(devRoot)}
 }
 
 // pciFunction is a PCI function directory found through a link.
@@ -109,7 +110,7 @@ func (s *sysfs) functionAt(link string) (pciFunction, error) {
 		return pciFunction{addr: addr, dir: dir, root: root}, nil
 	}
 	// Only what is not a PCI function costs more syscalls.
-	switch _, err := os.Lstat(s.hostPath(link)); {
+	switch _, err := s.root.lstat(link); {
 	case errors.Is(err, fs.ErrNotExist):
 		return pciFunction{}, fmt.Errorf("%s not found: the device has no parent, %w", s.hostPath(link), errNotPCI)
 	case !ok:
@@ -121,7 +122,7 @@ func (s *sysfs) functionAt(link string) (pciFunction, error) {
 // read reads what sysfs says about the function fn: its IDs, NUMA node and
 // SR-IOV role.
 func (s *sysfs) read(fn pciFunction) (*PCI, []string, error) {
-	dir, err := openAttrDir(s.hostPath(fn.dir))
+	dir, err := s.root.openAttrDir(fn.dir)
 	if err != nil {
 		return nil, nil, errors.New(trimPathError(err, s.hostPath(fn.dir)))
 	}
@@ -216,7 +217,7 @@ func newClassSource(sys *sysfs, seen *pciSeen) source {
 
 func (s *classSource) Discover(h *Host) error {
 	classDir := s.sys.hostPath("/sys/class/xpu")
-	if _, err := os.Stat(classDir); err != nil {
+	if _, err := s.sys.root.stat("/sys/class/xpu"); err != nil {
 		// Driver 5.x (P800) has no xpu class: optional, one note for the
 		// host, none per device.
 		if errors.Is(err, fs.ErrNotExist) {
@@ -265,14 +266,14 @@ func (s *sysfs) classDevice(entry string) (dir, dev string, err error) {
 		return "", "", err
 	}
 	if !below(dir, sysDevices) || dir == sysDevices {
-		if _, err := os.Lstat(s.hostPath(entry)); err != nil {
+		if _, err := s.root.lstat(entry); err != nil {
 			return "", "", errors.New(trimPathError(err, s.hostPath(entry)))
 		}
 		return "", "", fmt.Errorf("%s leads to %s, outside %s: not a device", s.hostPath(entry), dir, sysDevices)
 	}
-	mm, err := readSmall(s.hostPath(dir + "/dev"))
+	mm, err := s.root.readSmall(dir + "/dev")
 	if err != nil {
-		if err := isDir(s.hostPath(dir)); err != nil {
+		if err := s.isDir(dir); err != nil {
 			return "", "", fmt.Errorf("%s leads to %s, %w", s.hostPath(entry), dir, err)
 		}
 		return dir, "", nil
@@ -280,10 +281,10 @@ func (s *sysfs) classDevice(entry string) (dir, dev string, err error) {
 	return dir, strings.TrimSpace(string(mm)), nil
 }
 
-// isDir returns nil for an existing directory, else an error that reads
-// after "leads to X, ".
-func isDir(hostPath string) error {
-	st, err := os.Stat(hostPath)
+// isDir returns nil for an existing directory at the in-root path p, else
+// an error that reads after "leads to X, ".
+func (s *sysfs) isDir(p string) error {
+	st, err := s.root.stat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return errors.New("which does not exist")
@@ -312,7 +313,7 @@ func (s *sysfs) parentPF(addr string) parentPF {
 	if err != nil {
 		return parentPF{}
 	}
-	dir, err := openAttrDir(s.hostPath(fn.dir))
+	dir, err := s.root.openAttrDir(fn.dir)
 	if err != nil {
 		return parentPF{}
 	}

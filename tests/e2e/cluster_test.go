@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -65,8 +66,9 @@ func TestClusterSmoke(t *testing.T) {
 			c.Apply(t, sleeperPod("plain", image))
 			pod := c.WaitPodRunning(t, "default", "plain", podTimeout)
 			require.Equal(t, c.Node, pod.Spec.NodeName, "the scheduler bound the pod")
-			require.Eventually(t, func() bool { return strings.Contains(c.Logs(t, "default", "plain", "main"), "hello from plain") },
-				30*time.Second, 250*time.Millisecond)
+			testutil.Eventually(t, func(t testing.TB) bool {
+				return strings.Contains(c.Logs(t, "default", "plain", "main"), "hello from plain")
+			}, 30*time.Second, 250*time.Millisecond)
 			r := c.Exec(t, "default", "plain", "main", "sh", "-c", "echo exec-ok")
 			require.True(t, r.Success(), r.String())
 			require.Equal(t, "exec-ok", strings.TrimSpace(r.Stdout))

@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -46,12 +47,12 @@ func TestDRAChurn(t *testing.T) {
 		for _, n := range names {
 			d.deletePod(t, n)
 		}
-		require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "round %d: records left: %v", round, d.records(t))
+		d.waitUnprepared(t, "round %d", round)
 		switch round {
 		case 0:
 			old := d.driverPod(t)
 			require.NoError(t, d.Client.CoreV1().Pods(old.Namespace).Delete(context.Background(), old.Name, metav1.DeleteOptions{}))
-			require.Eventually(t, func() bool { return d.driverPod(t).Name != old.Name }, podTimeout, 500*time.Millisecond, "the DaemonSet did not bring the driver back")
+			testutil.Eventually(t, func(t testing.TB) bool { return d.driverPod(t).Name != old.Name }, podTimeout, 500*time.Millisecond, "the DaemonSet did not bring the driver back")
 		case 1:
 			d.RestartKubelet(t)
 		}

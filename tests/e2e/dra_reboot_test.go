@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 )
 
 // TestDRADriverReboot (issue 28, reliability) takes the node through what a
@@ -73,7 +76,7 @@ func TestDRADriverReboot(t *testing.T) {
 	})
 
 	// The driver comes back (the same pod, its container created again).
-	require.Eventually(t, func() bool {
+	testutil.Eventually(t, func(t testing.TB) bool {
 		p := d.driverPod(t)
 		return p.UID == oldDriver.UID && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount > 0 &&
 			strings.Contains(d.Logs(t, p.Namespace, p.Name, "xpu-dra-driver"), "publishing 8 XPU(s)")
@@ -87,11 +90,10 @@ func TestDRADriverReboot(t *testing.T) {
 	keepClaim := *pod.Status.ResourceClaimStatuses[0].ResourceClaimName
 	claim, err := d.Client.ResourceV1().ResourceClaims("default").Get(context.Background(), keepClaim, metav1.GetOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		recs := d.records(t)
-		return len(recs) == 1 && recs[0] == string(claim.UID)+".json"
-	}, podTimeout, 250*time.Millisecond, "the records must be the claim that exists: %v", d.records(t))
+	testutil.Eventually(t, func(t testing.TB) bool {
+		return assert.Equal(t, []string{string(claim.UID) + ".json"}, d.records(t))
+	}, podTimeout, 250*time.Millisecond, "the records must be the claim that exists")
 
 	d.deletePod(t, "dra-keep")
-	require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "still prepared: %v", d.records(t))
+	d.waitUnprepared(t, "dra-keep deleted")
 }

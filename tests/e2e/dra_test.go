@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -117,7 +119,7 @@ func startDRAOn(t testing.TB, start func(t testing.TB) harness.CRI, h fakehost.H
 	_, err = d.Client.AppsV1().DaemonSets(d.ds.Namespace).Create(ctx, d.ds, metav1.CreateOptions{})
 	require.NoError(t, err)
 	pod := waitDaemonSetPod(t, d.Cluster, d.ds.Namespace, "app.kubernetes.io/name=xpu-dra-driver")
-	require.Eventually(t, func() bool {
+	testutil.Eventually(t, func(t testing.TB) bool {
 		return strings.Contains(d.Logs(t, d.ds.Namespace, pod.Name, "xpu-dra-driver"), fmt.Sprintf("publishing %d XPU(s) in the ResourceSlice of node %s", n, d.Node))
 	}, podTimeout, 500*time.Millisecond, "the driver did not publish")
 	d.waitSlice(t, func(devs []resourceapi.Device) bool { return len(devs) == n })
@@ -306,6 +308,14 @@ func (d *draCluster) records(t testing.TB) []string {
 	return out
 }
 
+// waitUnprepared waits until the driver holds no claim record (the
+// kubelet unprepared every claim); the failure names the records last seen.
+func (d *draCluster) waitUnprepared(t testing.TB, msgAndArgs ...any) {
+	t.Helper()
+	testutil.Eventually(t, func(t testing.TB) bool { return assert.Empty(t, d.records(t), "claim records left") },
+		podTimeout, 250*time.Millisecond, msgAndArgs...)
+}
+
 // waitPending waits until the scheduler said why the pod cannot be placed,
 // and returns its message.
 func (d *draCluster) waitPending(t testing.TB, name string) string {
@@ -372,7 +382,7 @@ func TestDRADriver(t *testing.T) {
 				// Deleting the pod unprepares: the claim record goes, and
 				// the XPU is free for the next pod that asks for it.
 				d.deletePod(t, "train-one-xpu")
-				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "still prepared: %v", d.records(t))
+				d.waitUnprepared(t, "train-one-xpu deleted")
 				d.Apply(t, claimTemplate("that-one", 1, false, fmt.Sprintf(`device.attributes["xpu.baidu.com"].index == %d`, idx[0])))
 				d.Apply(t, xpuPod("dra-next", img, "template:that-one"))
 				d.WaitPodRunning(t, "default", "dra-next", podTimeout)
@@ -454,7 +464,7 @@ func TestDRADriver(t *testing.T) {
 			t.Run("restarting the driver then the kubelet", func(t *testing.T) {
 				// The pods of the subtests before are gone; their claims
 				// are unprepared as the kubelet gets to them.
-				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "still prepared: %v", d.records(t))
+				d.waitUnprepared(t, "the pods before deleted")
 				d.Apply(t, claimTemplate("stay", 1, false))
 				d.Apply(t, xpuPod("dra-stay", img, "template:stay"))
 				pod := d.WaitPodRunning(t, "default", "dra-stay", podTimeout)
@@ -466,7 +476,7 @@ func TestDRADriver(t *testing.T) {
 				old := d.driverPod(t)
 				zero := int64(0)
 				require.NoError(t, d.Client.CoreV1().Pods(old.Namespace).Delete(context.Background(), old.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
-				require.Eventually(t, func() bool {
+				testutil.Eventually(t, func(t testing.TB) bool {
 					p := d.driverPod(t)
 					return p.Name != old.Name && strings.Contains(d.Logs(t, p.Namespace, p.Name, "xpu-dra-driver"), "publishing 8 XPU(s)")
 				}, podTimeout, 500*time.Millisecond, "the DaemonSet did not bring the driver back")
@@ -477,12 +487,12 @@ func TestDRADriver(t *testing.T) {
 				require.Equal(t, recs, d.records(t), "the claim is still prepared, once")
 				require.Equal(t, idx, d.allocated(t, "dra-stay"))
 				// The restarted kubelet serves exec once it has synced the pod again.
-				require.Eventually(t, func() bool { return d.Exec(t, "default", "dra-stay", "main", "true").Success() },
+				testutil.Eventually(t, func(t testing.TB) bool { return d.Exec(t, "default", "dra-stay", "main", "true").Success() },
 					podTimeout, 500*time.Millisecond, "exec into dra-stay after the kubelet restart")
 				d.seesExactly(t, "dra-stay", idx...)
 				// The restarted driver still unprepares it.
 				d.deletePod(t, "dra-stay")
-				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "still prepared: %v", d.records(t))
+				d.waitUnprepared(t, "dra-stay deleted")
 			})
 
 			t.Run("baidu.com/xpu: 1 through the extended resource", func(t *testing.T) {

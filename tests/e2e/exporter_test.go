@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -76,7 +77,7 @@ type promResult struct {
 	} `json:"data"`
 }
 
-func promQuery(t *testing.T, base, q string) promResult {
+func promQuery(t testing.TB, base, q string) promResult {
 	t.Helper()
 	body, err := httpGet(base + "/api/v1/query?query=" + url.QueryEscape(q))
 	require.NoError(t, err, q)
@@ -190,10 +191,10 @@ scrape_configs:
 		t.Run(tc.pod, func(t *testing.T) {
 			q := fmt.Sprintf(`xpu_memory_used_bytes{job="xpu",exported_pod=%q}`, tc.pod)
 			var res promResult
-			require.Eventually(t, func() bool {
+			testutil.Eventually(t, func(t testing.TB) bool {
 				res = promQuery(t, promURL, q)
-				return len(res.Data.Result) == 1
-			}, podTimeout, 500*time.Millisecond, "%s: %+v", q, res)
+				return assert.Len(t, res.Data.Result, 1)
+			}, podTimeout, 500*time.Millisecond, q)
 			m := res.Data.Result[0].Metric
 			require.Equal(t, strconv.Itoa(tc.idx), m["xpu"])
 			require.Equal(t, busOf[tc.idx], m["pci_bus_id"])
@@ -262,20 +263,16 @@ scrape_configs:
 		} `json:"panels"`
 	}
 	require.NoError(t, json.Unmarshal(data, &dash))
-	ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
-	defer cancel()
+	deadline := time.Now().Add(podTimeout)
 	for _, p := range dash.Panels {
 		for _, tg := range p.Targets {
 			q := strings.ReplaceAll(tg.Expr, "$instance", ".*")
-			res := promQuery(t, promURL, q)
 			if strings.Contains(q, "xpu_health_info") {
-				continue // every XPU is healthy: no series
+				promQuery(t, promURL, q) // every XPU is healthy: no series, but the query runs
+				continue
 			}
-			for len(res.Data.Result) == 0 && ctx.Err() == nil {
-				time.Sleep(500 * time.Millisecond)
-				res = promQuery(t, promURL, q)
-			}
-			require.NotEmpty(t, res.Data.Result, "panel %q: %s", p.Title, q)
+			testutil.Eventually(t, func(t testing.TB) bool { return assert.NotEmpty(t, promQuery(t, promURL, q).Data.Result) },
+				time.Until(deadline), 500*time.Millisecond, "panel %q: %s", p.Title, q)
 		}
 	}
 }

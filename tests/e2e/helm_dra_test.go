@@ -4,16 +4,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -59,7 +60,7 @@ func TestHelmChartDRA(t *testing.T) {
 				require.Contains(t, logs, "ok   1 XPU device node(s) [/dev/xpu")
 				require.Contains(t, logs, "ok   /dev/xpuctrl")
 				require.Regexp(t, `ok   xpu-smi \S+ \(ran: `, logs)
-				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "the validator's claim is unprepared")
+				d.waitUnprepared(t, "the validator's claim")
 			})
 
 			t.Run("claim for one XPU", func(t *testing.T) {
@@ -71,7 +72,7 @@ func TestHelmChartDRA(t *testing.T) {
 				require.Equal(t, got, xpusOf(t, c, tree, "dra-one"), "exactly the XPU of its allocation")
 				require.Len(t, d.records(t), 1, "the claim is prepared")
 				d.deletePod(t, "dra-one")
-				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "the claim is unprepared")
+				d.waitUnprepared(t, "the pod deleted")
 			})
 
 			t.Run("extended resource", func(t *testing.T) {
@@ -81,14 +82,14 @@ func TestHelmChartDRA(t *testing.T) {
 				require.Len(t, got, 1)
 				require.Equal(t, got, xpusOf(t, c, tree, "dra-ext"))
 				d.deletePod(t, "dra-ext")
-				require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "the claim is unprepared")
+				d.waitUnprepared(t, "the pod deleted")
 			})
 
 			start = time.Now()
 			rel.uninstall(t)
 			t.Logf("helm uninstall --wait: %s", time.Since(start).Round(time.Millisecond))
-			require.Eventually(t, func() bool {
-				return slices.Equal(before, nodeFiles(t, ch.base, ch.features, c.SpecDir(), tree.Root))
+			testutil.Eventually(t, func(t testing.TB) bool {
+				return assert.Equal(t, before, nodeFiles(t, ch.base, ch.features, c.SpecDir(), tree.Root))
 			}, podTimeout, 250*time.Millisecond, "helm uninstall leaves the node as it was")
 			require.Eventually(t, func() bool {
 				list, err := c.Client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
@@ -89,8 +90,10 @@ func (r *helmRelease) uninstall(t *testing.T) {
 }
 
 // nodeFiles lists the files below dirs with their type, mode and size, for
-// "the node is as it was" checks.
-func nodeFiles(t *testing.T, dirs ...string) []string {
+// "the node is as it was" checks. An uninstaller may remove a directory in
+// the middle of the walk: in a retried condition, pass the try's t
+// (testutil.Eventually), so that the error is "not yet".
+func nodeFiles(t testing.TB, dirs ...string) []string {
 	t.Helper()
 	var out []string
 	for _, dir := range dirs {
@@ -276,8 +279,8 @@ func TestHelmChart(t *testing.T) {
 				c.MustKubectl(t, "delete", "pod", "xpu-one", "--namespace", "default", "--wait")
 
 				rel.uninstall(t)
-				require.Eventually(t, func() bool {
-					return slices.Equal(before, nodeFiles(t, base, features, c.SpecDir(), tree.Root))
+				testutil.Eventually(t, func(t testing.TB) bool {
+					return assert.Equal(t, before, nodeFiles(t, base, features, c.SpecDir(), tree.Root))
 				}, podTimeout, 250*time.Millisecond, "helm uninstall leaves the node as it was")
 			})
 
@@ -319,8 +322,8 @@ func TestHelmChart(t *testing.T) {
 				}
 
 				rel.uninstall(t)
-				require.Eventually(t, func() bool {
-					return slices.Equal(before, nodeFiles(t, base, features, c.SpecDir(), tree.Root))
+				testutil.Eventually(t, func(t testing.TB) bool {
+					return assert.Equal(t, before, nodeFiles(t, base, features, c.SpecDir(), tree.Root))
 				}, podTimeout, 250*time.Millisecond, "helm uninstall leaves the node as it was")
 			})
 		})

@@ -124,5 +124,5 @@ func TestHelmUpgradeDRA(t *testing.T) {
 	for i := range pods {
 		d.deletePod(t, fmt.Sprintf("dra-upgrade-%d", i))
 	}
-	require.Eventually(t, func() bool { return len(d.records(t)) == 0 }, podTimeout, 250*time.Millisecond, "the claims are unprepared: %v", d.records(t))
+	d.waitUnprepared(t, "the upgrade's pods deleted")
 }

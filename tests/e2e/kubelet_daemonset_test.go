@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -88,7 +89,7 @@ func TestKubeletDaemonSet(t *testing.T) {
 			require.NoError(t, err)
 
 			pod := waitDaemonSetPod(t, c, ds.Namespace, "app.kubernetes.io/name=xpu-device-plugin")
-			require.Eventually(t, func() bool {
+			testutil.Eventually(t, func(t testing.TB) bool {
 				return strings.Contains(c.Logs(t, ds.Namespace, pod.Name, "xpu-device-plugin"), "registered baidu.com/xpu with the kubelet")
 			}, podTimeout, 500*time.Millisecond, "the DaemonSet's pod did not register")
 			require.Contains(t, c.Logs(t, ds.Namespace, pod.Name, "xpu-device-plugin"), "advertising 8 baidu.com/xpu device(s), 8 healthy")

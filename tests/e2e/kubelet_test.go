@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -252,7 +253,7 @@ func (k *testKubelet) waitRefused(t *testing.T, name string) (string, string) {
 func runningContainer(t *testing.T, c *harness.Containerd, name string) string {
 	t.Helper()
 	var id string
-	require.Eventually(t, func() bool {
+	testutil.Eventually(t, func(t testing.TB) bool {
 		r := c.Crictl(t, "ps", "--quiet", "--state", "Running", "--name", "^main$", "--label", "io.kubernetes.pod.name="+name+"-"+kubeletNode)
 		id = strings.TrimSpace(r.Stdout)
 		return r.Success() && id != "" && !strings.Contains(id, "\n")

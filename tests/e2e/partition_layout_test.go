@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
@@ -228,12 +230,10 @@ func TestPartitionApplyInUse(t *testing.T) {
 
 	c.MustKubectl(t, "delete", "pod", "xpu-holder", "--namespace", "default", "--wait")
 	// The kubelet forgets the pod's devices once it is gone.
-	var out string
-	require.True(t, waitFor(podTimeout, func() bool {
-		stdout, stderr, err = runXPUCDI(t, apply...)
-		out = stdout + stderr
-		return err == nil
-	}), "apply once the pod is gone:\n%s", out)
+	testutil.Eventually(t, func(t testing.TB) bool {
+		stdout, stderr, err := runXPUCDI(t, apply...)
+		return assert.NoError(t, err, "%s%s", stdout, stderr)
+	}, podTimeout, 250*time.Millisecond, "apply once the pod is gone")
 	after := n.numVFs()
 	for pf, vfs := range after {
 		if vfs != before[pf] {

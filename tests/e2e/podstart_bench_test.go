@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -79,7 +81,7 @@ spec:
 			// another claim (the old container may still run) and the
 			// kubelet retries the next pod's prepare after a backoff of
 			// about 5 s. The comparison is of starts on a quiet node.
-			require.Eventually(b, func() bool { return len(d.records(b)) == 0 }, podTimeout, 50*time.Millisecond)
+			testutil.Eventually(b, func(t testing.TB) bool { return assert.Empty(t, d.records(t), "claim records left") }, podTimeout, 50*time.Millisecond)
 		})
 	})
 

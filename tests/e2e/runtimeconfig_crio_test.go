@@ -172,7 +172,7 @@ func TestRuntimeConfigCRIORunsShim(t *testing.T) {
 
 // runXPUCDI runs the xpu-cdi binary and returns its stdout, its stderr and
 // the error of a non-zero exit.
-func runXPUCDI(t *testing.T, args ...string) (string, string, error) {
+func runXPUCDI(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
 	cmd := exec.Command(Binary(t, "xpu-cdi"), args...)
 	var stdout, stderr bytes.Buffer

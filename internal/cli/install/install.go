@@ -68,7 +68,7 @@ func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, erro
 		}
 		s = &c
 	}
-	parts, err := o.partitions.build(o.hostRoot, o.devRoot, o.driverRoot, o.resourceName, cdispec.Kind(o.kind.Vendor, o.kind.Class), log)
+	parts, err := o.partitions.build(o.hostRoot, o.devRoot, o.driverRoot, o.resourceName, o.configFile, cdispec.Kind(o.kind.Vendor, o.kind.Class), log)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ label out, so that NFD does not write over it.
 			&cli.BoolFlag{Name: "nodes-only", Usage: "leave out the driver libraries (device nodes and xpu-smi only), for images that ship their own XRE", EnvVars: []string{"XPU_CDI_NODES_ONLY"}, Destination: &o.spec.NodesOnly},
 			&cli.DurationFlag{Name: "interval", Usage: "how often the host is read again", Value: nodeinstall.DefaultInterval, EnvVars: []string{"XPU_CDI_INTERVAL"}, Destination: &o.interval},
 			&cli.BoolFlag{Name: "once", Usage: "install the hook, write the spec once and exit (an error if the driver is not loaded)", EnvVars: []string{"XPU_CDI_ONCE"}, Destination: &o.once},
-			&cli.StringFlag{Name: "config-file", Usage: "the device plugin's sharing configuration `FILE`, for the .sharing-strategy and .replicas labels", EnvVars: []string{"XPU_CDI_CONFIG_FILE"}, Destination: &o.configFile},
+			&cli.StringFlag{Name: "config-file", Usage: "the device plugin's sharing configuration `FILE`, for the .sharing-strategy and .replicas labels and, with partitions, the in-use check (its renames count as holding a card)", EnvVars: []string{"XPU_CDI_CONFIG_FILE"}, Destination: &o.configFile},
 			&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource, as --config-file names it (with partitions: NAME, NAME-<size> and NAME.shared count as holding a card)", Value: "baidu.com/xpu", EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
 			&cli.BoolFlag{Name: "uninstall-on-exit", Usage: "on SIGTERM, remove the spec, the hook and the directories install created", EnvVars: []string{"XPU_CDI_UNINSTALL_ON_EXIT"}, Destination: &o.uninstallOnExit},
 		), o.partitions.flags()...),

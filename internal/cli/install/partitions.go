@@ -86,20 +86,25 @@ func isNodeName(s string) bool {
 }
 
 // build returns the installer's Partitions, nil when no layout is kept.
-func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, cdiKind string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
+func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, sharingFile, cdiKind string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
 	if p.parsed == nil && !p.nodeLabel {
 		return nil, nil
+	}
+	// The device plugin's resources (NAME, NAME-<size>, NAME.shared and
+	// the renames of its sharing configuration) and the DRA driver's
+	// claims (their devices, and CDI devices of the spec's kind) count as
+	// holding a card.
+	pr, err := podresources.Config{ResourcePrefix: resourceName, DRADriver: p.draDriver, CDIKind: cdiKind}.WithSharingFile(sharingFile)
+	if err != nil {
+		return nil, fmt.Errorf("--config-file: %w", err)
 	}
 	cfg := partition.Config{
 		DevRoot:            path.Join(hostRoot, devRoot),
 		DriverRoot:         path.Join(hostRoot, driverRoot),
 		HostRoot:           hostRoot,
 		PodResourcesSocket: p.podResourcesSocket,
-		// The device plugin's resources (NAME, NAME-<size>, NAME.shared)
-		// and the DRA driver's claims (their devices, and CDI devices of
-		// the spec's kind) count as holding a card.
-		PodResources: podresources.Config{ResourcePrefix: resourceName, DRADriver: p.draDriver, CDIKind: cdiKind},
-		Log:          log,
+		PodResources:       pr,
+		Log:                log,
 	}
 	parts := &nodeinstall.Partitions{
 		Layout:        p.parsed,

@@ -46,7 +46,7 @@ const namedExample = `  [whole]
 // kubelet are the flags of the PodResources check, shared by both
 // subcommands.
 type kubelet struct {
-	socket, resource, draDriver string
+	socket, resource, draDriver, sharingFile string
 }
 
 func (k *kubelet) flags() []cli.Flag {
@@ -54,6 +54,7 @@ func (k *kubelet) flags() []cli.Flag {
 		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked which pods hold the cards (skipped with a note when it does not exist; empty: not asked). With --host-root, the default is below it", Value: podresources.DefaultSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &k.socket},
 		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing) and NAME-<size> (partitions) count too", Value: podresources.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &k.resource},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims count", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &k.draDriver},
+		&cli.StringFlag{Name: "sharing-config-file", Usage: "the device plugin's sharing configuration `FILE` (its --config-file): the names it renames resources to (rename: example.com/xpu-ts) count too", EnvVars: []string{"XPU_CDI_SHARING_CONFIG_FILE"}, Destination: &k.sharingFile},
 	}
 }
 
@@ -65,6 +66,11 @@ func (k *kubelet) config(c *cli.Context, host *cmdflags.Host, log *logrus.Logger
 		PodResources:       podresources.Config{ResourcePrefix: k.resource, DRADriver: k.draDriver},
 		Log:                log,
 	}
+	pr, err := cfg.PodResources.WithSharingFile(k.sharingFile)
+	if err != nil {
+		return cfg, fmt.Errorf("--sharing-config-file (XPU_CDI_SHARING_CONFIG_FILE): %w", err)
+	}
+	cfg.PodResources = pr
 	if host.HostRoot != "" && !c.IsSet("pod-resources-socket") {
 		cfg.PodResourcesSocket = filepath.Join(host.HostRoot, podresources.DefaultSocket)
 	}

@@ -113,3 +113,19 @@ func TestIgnoreIncompleteScanIsApplyOnly(t *testing.T) {
 	}
 	require.Nil(t, flagNamed(install.NewCommand(logrus.New())))
 }
+
+// The device plugin's sharing configuration: its renames count in the
+// in-use check; a file the plugin would refuse is an error naming the flag.
+func TestSharingConfigFile(t *testing.T) {
+	root := clitest.FakeHost(t, fakehost.R200SRIOV())
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - name: baidu.com/xpu\n        replicas: 2\n        rename: example.com/xpu-ts\n"), 0o644))
+	_, _, err := run(t, "show", "--host-root", root, "--sharing-config-file", file)
+	require.NoError(t, err)
+
+	require.NoError(t, os.WriteFile(file, []byte("version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - name: baidu.com/xpu\n        replicas: 0\n"), 0o644))
+	_, _, err = run(t, "show", "--host-root", root, "--sharing-config-file", file)
+	require.ErrorContains(t, err, "--sharing-config-file (XPU_CDI_SHARING_CONFIG_FILE): sharing configuration "+file)
+	_, _, err = run(t, "apply", "--host-root", root, "--layout", "all=1", "--dry-run", "--sharing-config-file", "/nonexistent/config.yaml")
+	require.ErrorContains(t, err, "--sharing-config-file (XPU_CDI_SHARING_CONFIG_FILE): reading the sharing configuration: open /nonexistent/config.yaml")
+}

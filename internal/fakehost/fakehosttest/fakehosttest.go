@@ -4,8 +4,10 @@
 package fakehosttest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
@@ -106,4 +108,53 @@ func StartSRIOV(t testing.TB, tree *fakehost.Tree, opts fakehost.SRIOVOptions) *
 		}
 	})
 	return k
+}
+
+// OutsideSecret is in every file LinkDirsOut writes outside the tree;
+// OutsideResets is the reset count it writes there.
+const (
+	OutsideSecret = "s3cr3t-outside-the-root"
+	OutsideResets = 4242
+)
+
+// LinkDirsOut makes two of the tree's driver directories symlinks that
+// lead out of the root, as a hostile or broken dev root may have them:
+// /proc/xpu -> ../../elsewhere (relative, climbing out) and
+// /sys/module/kunlun -> an absolute directory outside. The directories they
+// lead to hold 0600 files of the driver's shapes (version, devN/info,
+// state, mminfo, reset_count) carrying OutsideSecret (OutsideResets in
+// reset_count): nothing discovery, labels, slice attributes or the
+// exporter publish may carry it. A tree with /proc/xpu (4.x, P800) keeps
+// nothing of it in the root.
+func LinkDirsOut(t testing.TB, tree *fakehost.Tree) {
+	t.Helper()
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("linking directories out of %s: %v", tree.Root, err)
+		}
+	}
+	parent := filepath.Dir(tree.Root)
+	elsewhere := filepath.Join(parent, "elsewhere")
+	check(os.RemoveAll(tree.Path("/proc/xpu")))
+	write := func(p, content string) {
+		check(os.MkdirAll(filepath.Dir(p), 0o700))
+		check(os.WriteFile(p, []byte(content), 0o600))
+	}
+	write(filepath.Join(elsewhere, "version"), OutsideSecret+"\n")
+	for _, d := range tree.Devices {
+		dir := filepath.Join(elsewhere, "dev"+strconv.Itoa(d.Index))
+		write(filepath.Join(dir, "info"), fmt.Sprintf("DeviceName:\t%[1]s\nDeviceAddr:\t%[1]s\nDeviceSN:\t%[1]s\nDriverVersion:\t%[1]s\n", OutsideSecret))
+		write(filepath.Join(dir, "state"), OutsideSecret+"\n")
+		write(filepath.Join(dir, "mminfo"), "MAIN: 0 / 4242 MB\n")
+		write(filepath.Join(dir, "reset_count"), strconv.Itoa(OutsideResets)+"\n")
+	}
+	check(os.MkdirAll(tree.Path("/proc"), 0o755))
+	check(os.Symlink("../../elsewhere", tree.Path("/proc/xpu")))
+
+	module := filepath.Join(parent, "elsewhere-module")
+	write(filepath.Join(module, "version"), OutsideSecret+"\n")
+	check(os.RemoveAll(tree.Path("/sys/module/kunlun")))
+	check(os.MkdirAll(tree.Path("/sys/module"), 0o755))
+	check(os.Symlink(module, tree.Path("/sys/module/kunlun")))
 }

@@ -215,9 +215,13 @@ func CRIRunToExit(t testing.TB, cri CRI, c CRIContainer) (id, output string) {
 	id = strings.TrimSpace(CRIRun(t, cri, c).RequireSuccess(t).Stdout)
 	deadline := time.Now().Add(CRITimeout)
 	for {
-		state := cri.MustCrictl(t, "inspect", "--output", "go-template", "--template", "{{.status.state}} {{.status.exitCode}}", id).Stdout
-		state = strings.TrimSpace(state)
-		if strings.HasPrefix(state, "CONTAINER_EXITED") {
+		// A failed inspect is "not yet": the last one is in the timeout's message.
+		r := cri.Crictl(t, "inspect", "--output", "go-template", "--template", "{{.status.state}} {{.status.exitCode}}", id)
+		state := strings.TrimSpace(r.Stdout)
+		if !r.Success() {
+			state = r.String()
+		}
+		if r.Success() && strings.HasPrefix(state, "CONTAINER_EXITED") {
 			logs := cri.MustCrictl(t, "logs", id)
 			if state != "CONTAINER_EXITED 0" {
 				t.Fatalf("%s container %s: %s; output:\n%s%s", cri.EngineName(), c.Name, state, logs.Stdout, logs.Stderr)
