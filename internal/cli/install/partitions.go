@@ -41,7 +41,7 @@ func (p *partitionOptions) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "partition-label-interval", Usage: "read the node label at most every `DURATION` (one GET of the Node, from the API server's cache)", Value: nodeinstall.DefaultLabelInterval, EnvVars: []string{"XPU_CDI_PARTITION_LABEL_INTERVAL"}, Destination: &p.labelInterval},
 		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims hold cards, for the in-use check", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &p.draDriver},
-		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
+		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); a socket that does not exist is an error (a kubelet restarting, or another kubelet root directory), no layout is applied then; \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
 	}
 }
 
@@ -95,6 +95,9 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, cd
 		DriverRoot:         path.Join(hostRoot, driverRoot),
 		HostRoot:           hostRoot,
 		PodResourcesSocket: p.podResourcesSocket,
+		// Under a kubelet a missing socket is not "no pods": the
+		// kubelet is restarting or has another root directory.
+		RequirePodResources: true,
 		// The device plugin's resources (NAME, NAME-<size>, NAME.shared)
 		// and the DRA driver's claims (their devices, and CDI devices of
 		// the spec's kind) count as holding a card.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
@@ -66,6 +67,15 @@ func TestInstallAppliesTheLayout(t *testing.T) {
 	logs, err = run(t, append(flags, "--partition-layout", "all=4")...)
 	require.NoError(t, err, logs)
 	require.Len(t, k.Writes(), writes, "already laid out: nothing written")
+
+	// Under the chart a kubelet always runs: a PodResources socket that
+	// is not there is an error, not "no pods", and nothing is written.
+	socket := filepath.Join(t.TempDir(), "kubelet.sock")
+	noSocket := append(append([]string{}, flags[:len(flags)-1]...), socket)
+	logs, err = run(t, append(noSocket, "--partition-layout", "all=2")...)
+	require.ErrorIs(t, err, partition.ErrNoPodResources, logs)
+	require.ErrorContains(t, err, "no kubelet PodResources socket at "+socket)
+	require.Len(t, k.Writes(), writes)
 
 	logs, err = run(t, append(flags, "--partition-layout", "all=3")...)
 	require.ErrorContains(t, err, "laying the cards out as all=3", logs)

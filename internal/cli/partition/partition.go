@@ -39,11 +39,13 @@ not).`
 // subcommands.
 type kubelet struct {
 	socket, resource, draDriver string
+	require                     bool
 }
 
 func (k *kubelet) flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked which pods hold the cards (skipped with a note when it does not exist; empty: not asked). With --host-root, the default is below it", Value: podresources.DefaultSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &k.socket},
+		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked which pods hold the cards (skipped with a note when it does not exist, a host without a kubelet, unless --require-pod-resources; empty: not asked). With --host-root, the default is below it", Value: podresources.DefaultSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &k.socket},
+		&cli.BoolFlag{Name: "require-pod-resources", Usage: "a missing --pod-resources-socket is an error, not \"no pods\" (on a node where a kubelet runs: a kubelet restarting or with another root directory)", EnvVars: []string{"XPU_CDI_REQUIRE_POD_RESOURCES"}, Destination: &k.require},
 		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing) and NAME-<size> (partitions) count too", Value: podresources.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &k.resource},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims count", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &k.draDriver},
 	}
@@ -53,9 +55,10 @@ func (k *kubelet) flags() []cli.Flag {
 func (k *kubelet) config(c *cli.Context, host *cmdflags.Host, log *logrus.Logger) (partition.Config, error) {
 	cfg := partition.Config{
 		DevRoot: host.DevRoot, DriverRoot: host.DriverRoot, HostRoot: host.HostRoot,
-		PodResourcesSocket: k.socket,
-		PodResources:       podresources.Config{ResourcePrefix: k.resource, DRADriver: k.draDriver},
-		Log:                log,
+		PodResourcesSocket:  k.socket,
+		RequirePodResources: k.require,
+		PodResources:        podresources.Config{ResourcePrefix: k.resource, DRADriver: k.draDriver},
+		Log:                 log,
 	}
 	if host.HostRoot != "" && !c.IsSet("pod-resources-socket") {
 		cfg.PodResourcesSocket = filepath.Join(host.HostRoot, podresources.DefaultSocket)
