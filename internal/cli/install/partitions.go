@@ -37,7 +37,7 @@ type partitionOptions struct {
 func (p *partitionOptions) flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "partition-layout", Usage: "keep the cards laid out as `LAYOUT` (SELECTOR=N entries, as partition apply --layout takes them, e.g. all=2); default: leave them alone", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &p.layout},
-		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayout + " of --node-name says (over --partition-layout); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
+		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayoutRequest + " of --node-name says (over --partition-layout; without it, the old label " + labels.PartitionLayout + ", with a warning); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
 		&cli.DurationFlag{Name: "partition-label-interval", Usage: "read the node label at most every `DURATION` (one GET of the Node, from the API server's cache)", Value: nodeinstall.DefaultLabelInterval, EnvVars: []string{"XPU_CDI_PARTITION_LABEL_INTERVAL"}, Destination: &p.labelInterval},
 		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims hold cards, for the in-use check", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &p.draDriver},
@@ -122,8 +122,8 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, cd
 			return nil, fmt.Errorf("--partition-node-label: the API server: %w", err)
 		}
 		name := p.nodeName
-		parts.NodeLabel = func(ctx context.Context) (string, error) {
-			return nc.label(ctx, name, labels.PartitionLayout)
+		parts.NodeLabels = func(ctx context.Context) (map[string]string, error) {
+			return nc.labels(ctx, name)
 		}
 	}
 	return parts, nil
