@@ -164,8 +164,11 @@ does not allow or above its sriov_totalvfs, a card without SR-IOV, a layout over
 budget. A card to change that a process or a pod holds is refused (--wait waits for it). Then each
 card to change gets 0 (when it has VFs) and then its count, and after each write apply waits
 (--settle) until the kernel shows the virtfn links, the VF functions and their /dev/xpuN nodes.
-A card that fails is put back to its count and the cards after it are not touched. A card already
-at its count is not written: apply is idempotent. With --output the node's CDI spec is rewritten
+Right before each card's first write its holders are checked again: a card taken meanwhile is
+refused (the cards before it stay as written). A card that fails is put back to its count and the
+cards after it are not touched. A card already at its count is not written: apply is idempotent,
+and takes no lock. Applies on a node take turns on /run/xpu-cdi/partition.lock below --host-root
+(else --dev-root), a file only root can open; apply plans again once it holds it. With --output the node's CDI spec is rewritten
 once the layout changed.
 
 Examples:
