@@ -29,6 +29,9 @@ type CardReport struct {
 	Writes []int `json:"writes,omitempty"`
 	// RolledBack says the card failed and was put back to Before.
 	RolledBack bool `json:"rolledBack,omitempty"`
+	// Held says the card was found held right before its first write,
+	// and was not written.
+	Held bool `json:"held,omitempty"`
 	// Error is why the card failed.
 	Error string `json:"error,omitempty"`
 }
@@ -143,7 +146,7 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 		// Right before the card's first write: a process or a pod may
 		// have opened it during the writes to the cards before it.
 		if err := c.checkFree(ctx, ch.Card.Address); err != nil {
-			r.Error = err.Error()
+			r.Error, r.Held = err.Error(), errors.Is(err, ErrInUse)
 			failed = fmt.Errorf("%s: %w", ch.Card.Name(), err)
 			break
 		}

@@ -278,6 +278,7 @@ func TestApplyRechecksCards(t *testing.T) {
 	require.ErrorContains(t, err, "card 3 (0000:83:00.0): card in use: opened during the apply by pid 4300 (python3) holding /dev/xpu3, not written")
 	require.Empty(t, rep.Cards[1].Writes)
 	require.Equal(t, 0, rep.Cards[1].After)
+	require.True(t, rep.Cards[1].Held)
 	require.NotEmpty(t, rep.Cards[1].Error)
 	require.Equal(t, before, snapshot(t, tr))
 

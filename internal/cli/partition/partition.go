@@ -320,6 +320,8 @@ func printReport(w io.Writer, r *partition.Report) error {
 		}
 		result := "unchanged"
 		switch {
+		case c.Held:
+			result = "held, not written"
 		case c.Error != "" && c.RolledBack:
 			result = "failed, put back"
 		case c.Error != "":
