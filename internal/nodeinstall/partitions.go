@@ -26,7 +26,7 @@ type Partitions struct {
 	// labels.PartitionLayout (a node's kubelet may set that one), with a
 	// warning. Nil: no label is read.
 	NodeLabels func(ctx context.Context) (map[string]string, error)
-	// LabelInterval is how often NodeLabel is asked at most (default
+	// LabelInterval is how often NodeLabels is asked at most (default
 	// DefaultLabelInterval): between two reads the last value stands, so
 	// that a thousand nodes do not each GET their Node every pass.
 	LabelInterval time.Duration
@@ -55,7 +55,7 @@ func (in *Installer) wantedLayout(ctx context.Context) (partition.Layout, string
 	if p.NodeLabels != nil {
 		ls, err := in.nodeLabels(ctx)
 		if err != nil {
-			return nil, "", fmt.Errorf("reading the node label %s: %w", labels.PartitionLayoutRequest, err)
+			return nil, "", fmt.Errorf("reading the node's labels (%s): %w", labels.PartitionLayoutRequest, err)
 		}
 		key, v := labels.PartitionLayoutRequest, ls[labels.PartitionLayoutRequest]
 		if v == "" && ls[labels.PartitionLayout] != "" {
