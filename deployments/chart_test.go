@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
@@ -363,6 +364,24 @@ devicePlugin:
           - name: baidu.com/xpu
             replicas: 4
 `
+
+// TestChartLayoutRequestLabel: the chart's values and README name the layout
+// request label the installer reads (labels.PartitionLayoutRequest, under
+// node-restriction.kubernetes.io/, which a node's kubelet may not set) and
+// say that the old name is still read.
+func TestChartLayoutRequestLabel(t *testing.T) {
+	for _, f := range []string{"values.yaml", "README.md", "templates/installer.yaml"} {
+		data, err := os.ReadFile(filepath.Join(chartDir, f))
+		require.NoError(t, err)
+		text := strings.Join(strings.Fields(strings.ReplaceAll(string(data), "#", " ")), " ")
+		require.Contains(t, text, labels.PartitionLayoutRequest, f)
+		require.Contains(t, text, labels.PartitionLayout, f)
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(readme), "Read the node label `"+labels.PartitionLayoutRequest+"`")
+	require.Contains(t, string(readme), "The old label `"+labels.PartitionLayout+"` is still read when the new one is not set, with a warning")
+}
 
 // TestChartPartitions: partitions.layout or partitions.nodeLabel give the
 // installer its layout, the node label, the node's name, the PodResources

@@ -229,3 +229,14 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+// The layout request label is a valid label key under the prefix the
+// NodeRestriction admission plugin keeps a node's kubelet from setting on
+// its own Node (node-restriction.kubernetes.io/).
+func TestPartitionLayoutRequestKey(t *testing.T) {
+	require.Empty(t, validation.IsQualifiedName(PartitionLayoutRequest))
+	prefix, _, ok := strings.Cut(PartitionLayoutRequest, "/")
+	require.True(t, ok)
+	require.Equal(t, "node-restriction.kubernetes.io", prefix)
+	require.Empty(t, validation.IsQualifiedName(PartitionLayout))
+}

@@ -10,10 +10,21 @@ import (
 
 // PartitionLayout is the label of the node's current partition layout in
 // its label form (partition.Layout.LabelValue: all=2,3=4 is all-2_3-4), on
-// nodes with an SR-IOV-capable card. The chart's installer also reads it
-// as the layout to apply on this node (docs/partitions.md, "Keeping a
-// layout").
+// nodes with an SR-IOV-capable card. The chart's installer still reads it
+// as the layout to apply on this node when PartitionLayoutRequest is not
+// set, with a warning: its old name for the request, read for one more
+// release.
 const PartitionLayout = Prefix + "partition-layout"
+
+// PartitionLayoutRequest is the label an admin sets on a Node to ask the
+// chart's installer for that node's partition layout, in the layout's
+// label form (docs/partitions.md, "Keeping a layout"). It is under
+// node-restriction.kubernetes.io/, the prefix the NodeRestriction
+// admission plugin forbids a node's kubelet to set on its own Node: the
+// installer acts on it as root, so the node itself must not be able to
+// ask (a key's prefix is a DNS subdomain and its name at most 63
+// characters, hence baidu.com-xpu. rather than baidu.com/xpu.).
+const PartitionLayoutRequest = "node-restriction.kubernetes.io/baidu.com-xpu.partition-layout"
 
 // partitionCountPrefix and partitionCountSuffix frame the label counting
 // the partitions of one size: baidu.com/xpu-24gb.count. The size is

@@ -57,9 +57,12 @@ type Installer struct {
 	// partitions is what the last successful partition apply left; nil
 	// before one, and after a failed one.
 	partitions *partitionState
-	// label is the node label's value as read at labelAt.
-	label   string
+	// labels are the node's labels as read at labelAt.
+	labels  map[string]string
 	labelAt time.Time
+	// oldLabelWarned is the value of the old layout request label last
+	// warned about.
+	oldLabelWarned string
 }
 
 // New checks cfg and opens the host root. It reads and writes nothing.

@@ -20,12 +20,13 @@ type Partitions struct {
 	// Layout is the layout of every node (the chart's partitions.layout);
 	// nil: only the node label's.
 	Layout partition.Layout
-	// NodeLabel returns the value of the node's label
-	// baidu.com/xpu.partition-layout, "" when the node has none. When
-	// set, a value there is the node's layout, over Layout. Nil: the label
-	// is not read.
-	NodeLabel func(ctx context.Context) (string, error)
-	// LabelInterval is how often NodeLabel is asked at most (default
+	// NodeLabels returns the labels of the installer's Node. When set, the
+	// value of labels.PartitionLayoutRequest there is the node's layout,
+	// over Layout; without it, the value of the old request label
+	// labels.PartitionLayout (a node's kubelet may set that one), with a
+	// warning. Nil: no label is read.
+	NodeLabels func(ctx context.Context) (map[string]string, error)
+	// LabelInterval is how often NodeLabels is asked at most (default
 	// DefaultLabelInterval): between two reads the last value stands, so
 	// that a thousand nodes do not each GET their Node every pass.
 	LabelInterval time.Duration
@@ -51,17 +52,26 @@ type partitionState struct {
 // since the label says the admin wants something else for this node.
 func (in *Installer) wantedLayout(ctx context.Context) (partition.Layout, string, error) {
 	p := in.o.Partitions
-	if p.NodeLabel != nil {
-		v, err := in.nodeLabel(ctx)
+	if p.NodeLabels != nil {
+		ls, err := in.nodeLabels(ctx)
 		if err != nil {
-			return nil, "", fmt.Errorf("reading the node label %s: %w", labels.PartitionLayout, err)
+			return nil, "", fmt.Errorf("reading the node's labels (%s): %w", labels.PartitionLayoutRequest, err)
+		}
+		key, v := labels.PartitionLayoutRequest, ls[labels.PartitionLayoutRequest]
+		if v == "" && ls[labels.PartitionLayout] != "" {
+			key, v = labels.PartitionLayout, ls[labels.PartitionLayout]
+			if in.oldLabelWarned != v {
+				in.o.Log.Warnf("the node label %s=%s asks for a layout under its old name, which the node's own kubelet may set: "+
+					"label the node %s=%s instead (the old name is read for one more release)", key, v, labels.PartitionLayoutRequest, v)
+				in.oldLabelWarned = v
+			}
 		}
 		if v != "" {
 			l, err := partition.ParseLabelValue(v)
 			if err != nil {
-				return nil, "", fmt.Errorf("node label %s=%s: %w; the cards are left as they are", labels.PartitionLayout, v, err)
+				return nil, "", fmt.Errorf("node label %s=%s: %w; the cards are left as they are", key, v, err)
 			}
-			return l, "node label " + labels.PartitionLayout + "=" + v, nil
+			return l, "node label " + key + "=" + v, nil
 		}
 	}
 	if len(p.Layout) > 0 {
@@ -70,20 +80,20 @@ func (in *Installer) wantedLayout(ctx context.Context) (partition.Layout, string
 	return nil, "", nil
 }
 
-// nodeLabel is the node label's value, read again when the last read is
+// nodeLabels are the node's labels, read again when the last read is
 // older than LabelInterval (or failed).
-func (in *Installer) nodeLabel(ctx context.Context) (string, error) {
+func (in *Installer) nodeLabels(ctx context.Context) (map[string]string, error) {
 	now := time.Now()
 	if !in.labelAt.IsZero() && now.Sub(in.labelAt) < in.o.Partitions.LabelInterval {
-		return in.label, nil
+		return in.labels, nil
 	}
-	v, err := in.o.Partitions.NodeLabel(ctx)
+	ls, err := in.o.Partitions.NodeLabels(ctx)
 	if err != nil {
 		in.labelAt = time.Time{}
-		return "", err
+		return nil, err
 	}
-	in.label, in.labelAt = v, now
-	return v, nil
+	in.labels, in.labelAt = ls, now
+	return ls, nil
 }
 
 // syncPartitions lays the cards out as wanted before the spec is written:
@@ -135,9 +145,10 @@ func cardState(h *discover.Host) string {
 }
 
 // withoutLayoutLabel leaves the layout label out of ls: where the installer
-// keeps a layout, the node label baidu.com/xpu.partition-layout is the
-// admin's request for this node, and NFD, which owns the labels it
-// publishes, would put a published value back over it.
+// keeps a layout, the node label baidu.com/xpu.partition-layout is still
+// read as the admin's request (under its old name), and a value NFD
+// published would read as one, or be put back over the admin's (NFD owns
+// the labels it publishes).
 func withoutLayoutLabel(ls []labels.Label) []labels.Label {
 	return slices.DeleteFunc(ls, func(l labels.Label) bool { return l.Key == labels.PartitionLayout })
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -58,8 +59,10 @@ func TestInstallKeepsThePartitionLayout(t *testing.T) {
 		c.LabelsFile = file
 		c.Discover = cards.discover(tree)
 		c.Partitions = &Partitions{
-			Layout:        chart,
-			NodeLabel:     func(context.Context) (string, error) { return label, labelErr },
+			Layout: chart,
+			NodeLabels: func(context.Context) (map[string]string, error) {
+				return map[string]string{labels.PartitionLayoutRequest: label, "x": "y"}, labelErr
+			},
 			LabelInterval: time.Nanosecond, // read at every pass
 			Apply:         cards.apply,
 		}
@@ -97,7 +100,7 @@ func TestInstallKeepsThePartitionLayout(t *testing.T) {
 	// spec still kept.
 	label = "all=2"
 	_, err = in.Sync(context.Background())
-	require.ErrorContains(t, err, "node label baidu.com/xpu.partition-layout=all=2")
+	require.ErrorContains(t, err, "node label node-restriction.kubernetes.io/baidu.com-xpu.partition-layout=all=2")
 	require.Len(t, cards.applied, 3)
 	require.FileExists(t, tree.Path("/etc/cdi/baidu.com-xpu.yaml"))
 
@@ -128,8 +131,11 @@ func TestInstallReadsTheLabelEveryInterval(t *testing.T) {
 	in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) {
 		c.Discover = cards.discover(tree)
 		c.Partitions = &Partitions{
-			NodeLabel: func(context.Context) (string, error) { reads++; return "all-4", readErr },
-			Apply:     cards.apply,
+			NodeLabels: func(context.Context) (map[string]string, error) {
+				reads++
+				return map[string]string{labels.PartitionLayoutRequest: "all-4"}, readErr
+			},
+			Apply: cards.apply,
 		}
 	})
 	_, err := in.InstallHook()
@@ -149,6 +155,48 @@ func TestInstallReadsTheLabelEveryInterval(t *testing.T) {
 	_, err = in.Sync(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 3, reads, "a failed read is not kept")
+}
+
+// The layout request label is under node-restriction.kubernetes.io/, which
+// a node's kubelet cannot set on its own Node. The old name is read for one
+// more release, with a warning (once per value); the new one wins when both
+// are set.
+func TestInstallReadsTheOldLabelWithAWarning(t *testing.T) {
+	tree := hostTree(t, fakehost.P800SRIOV())
+	cards := &fakeCards{numVFs: 2}
+	node := map[string]string{}
+	log := &logtest.Recorder{}
+	in := newInstaller(t, tree, log, func(c *Config) {
+		c.Discover = cards.discover(tree)
+		c.Partitions = &Partitions{
+			NodeLabels:    func(context.Context) (map[string]string, error) { return node, nil },
+			LabelInterval: time.Nanosecond,
+			Apply:         cards.apply,
+		}
+	})
+	_, err := in.InstallHook()
+	require.NoError(t, err)
+	sync := func() {
+		t.Helper()
+		_, err := in.Sync(context.Background())
+		require.NoError(t, err)
+	}
+
+	node[labels.PartitionLayout] = "all-4"
+	sync()
+	sync()
+	require.Equal(t, []string{"all=4"}, cards.applied)
+	require.True(t, log.Has("the cards are laid out as all=4 (node label baidu.com/xpu.partition-layout=all-4)"))
+	require.Equal(t, 1, log.Count("the node label baidu.com/xpu.partition-layout=all-4 asks for a layout under its old name"), log.Warnings())
+	require.Contains(t, log.Warnings(), "label the node node-restriction.kubernetes.io/baidu.com-xpu.partition-layout=all-4 instead")
+
+	// Both: the new one wins, and the old one is not warned about.
+	node[labels.PartitionLayoutRequest] = "all-2"
+	node[labels.PartitionLayout] = "all-0"
+	sync()
+	require.Equal(t, []string{"all=4", "all=2"}, cards.applied)
+	require.True(t, log.Has("(node label node-restriction.kubernetes.io/baidu.com-xpu.partition-layout=all-2)"))
+	require.Zero(t, log.Count("baidu.com/xpu.partition-layout=all-0"))
 }
 
 func TestInstallWithoutPartitions(t *testing.T) {

@@ -29,6 +29,9 @@ type CardReport struct {
 	Writes []int `json:"writes,omitempty"`
 	// RolledBack says the card failed and was put back to Before.
 	RolledBack bool `json:"rolledBack,omitempty"`
+	// Held says the card was found held right before its first write,
+	// and was not written.
+	Held bool `json:"held,omitempty"`
 	// Error is why the card failed.
 	Error string `json:"error,omitempty"`
 }
@@ -58,27 +61,26 @@ func (r *Report) Changed() bool {
 }
 
 // Apply lays the node's cards out as l. The whole layout is checked first
-// (Plan); a card to change that is in use is refused, or waited for
-// (Config.Wait). Then each card to change gets 0 (when it has VFs) and
-// then its new count written to sriov_numvfs, and after each write Apply
-// waits (Config.Settle) until the kernel shows the result: the virtfn
-// links, the VF functions and their /dev/xpuN nodes. A card that fails is
-// put back to its previous count and the cards after it are not touched.
-// A card already at its count is not written. Applies on one node take
-// turns (a flock on the dev root's /sys/bus/pci/devices; not for a dry
-// run). Once something changed,
-// AfterApply runs with the new host. The report says what was done, also
-// with an error.
+// (Plan); a layout that changes nothing returns at once, with no lock
+// taken. A card to change that is in use is refused, or waited for
+// (Config.Wait). Then Apply takes the node's layout lock (LockLayout,
+// below the host root: applies take turns; not for a dry run), and plans
+// and checks the holders again under it: another apply may have laid the
+// node out meanwhile. Right before the first write to each card, who
+// holds that card is checked once more (processes and PodResources): a
+// card opened since is refused with ErrInUse, naming the holder, the
+// cards before it stay as written and the cards after it are not touched.
+// Each card to change gets 0 (when it has VFs) and then its new count
+// written to sriov_numvfs, and after each write Apply waits
+// (Config.Settle) until the kernel shows the result: the virtfn links,
+// the VF functions and their /dev/xpuN nodes. A card that fails is put
+// back to its previous count and the cards after it are not touched. A
+// card already at its count is not written. Once a card changed (also
+// when a later one failed), AfterApply runs with the new host. The report
+// says what was done, also with an error.
 func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 	c = c.withDefaults()
-	if !c.DryRun {
-		// One apply at a time per node, from the plan to the last write.
-		unlock, err := lockNode(ctx, c.DevRoot, max(c.Wait, c.Settle))
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
-	}
+	deadline := time.Now().Add(c.Wait)
 	h, cards, changes, err := c.plan(l)
 	if err != nil {
 		return nil, err
@@ -88,12 +90,43 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 		c.Log.Infof("the node is already laid out as %s: nothing to do", l)
 		return rep, nil
 	}
-	h, cards, changes, err = c.waitFree(ctx, h, cards, changes, l, rep)
+	// The holders first, without the lock: a card in use is refused
+	// (or waited for) without keeping another apply waiting.
+	_, cards, changes, err = c.waitFree(ctx, deadline, h, cards, changes, l, rep)
 	if err != nil {
 		return rep, err
 	}
+	notes := rep.Notes
 	rep = newReport(l, cards, changes, c.DryRun)
+	rep.Notes = notes
 	if c.DryRun || !rep.Changed() {
+		return rep, nil
+	}
+	if c.hooks != nil && c.hooks.beforeLock != nil {
+		c.hooks.beforeLock()
+	}
+	// One apply at a time per node, from the plan under the lock to the
+	// last write and the spec.
+	lock, err := LockLayout(ctx, c.lockRoot(), max(c.Wait, c.Settle))
+	if err != nil {
+		return rep, err
+	}
+	defer lock.Unlock()
+	if h, cards, changes, err = c.plan(l); err != nil {
+		return rep, err
+	}
+	rep = newReport(l, cards, changes, c.DryRun)
+	if !rep.Changed() {
+		c.Log.Infof("the node was laid out as %s meanwhile: nothing to do", l)
+		return rep, nil
+	}
+	if h, cards, changes, err = c.waitFree(ctx, deadline, h, cards, changes, l, rep); err != nil {
+		return rep, err
+	}
+	notes = rep.Notes
+	rep = newReport(l, cards, changes, c.DryRun)
+	rep.Notes = notes
+	if !rep.Changed() {
 		return rep, nil
 	}
 	sys, err := openSysfs(h.DevRoot)
@@ -107,25 +140,77 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 			continue
 		}
 		r := &rep.Cards[i]
+		if c.hooks != nil && c.hooks.beforeCard != nil {
+			c.hooks.beforeCard(ch.Card.Address)
+		}
+		// Right before the card's first write: a process or a pod may
+		// have opened it during the writes to the cards before it.
+		if err := c.checkFree(ctx, ch.Card.Address); err != nil {
+			r.Error, r.Held = err.Error(), errors.Is(err, ErrInUse)
+			failed = fmt.Errorf("%s: %w", ch.Card.Name(), err)
+			break
+		}
 		if err := c.applyCard(ctx, sys, ch, r); err != nil {
 			failed = fmt.Errorf("%s: %w", ch.Card.Name(), err)
 			break
 		}
+	}
+	if failed != nil && slices.ContainsFunc(rep.Cards, func(r CardReport) bool { return r.After != r.Before }) {
+		failed = fmt.Errorf("%w (the cards before it are laid out as asked, the cards after it are as they were)", failed)
 	}
 	after, err := c.discover()
 	if err != nil {
 		return rep, errors.Join(failed, fmt.Errorf("reading the node after the layout: %w", err))
 	}
 	rep.After = Current(after).String()
-	if failed != nil {
-		return rep, failed
-	}
-	if c.AfterApply != nil {
+	if c.AfterApply != nil && slices.ContainsFunc(rep.Cards, func(r CardReport) bool { return r.After != r.Before }) {
+		// The spec follows the cards, also when a later card failed.
 		if err := c.AfterApply(after); err != nil {
+			if failed != nil {
+				return rep, errors.Join(failed, err)
+			}
 			return rep, fmt.Errorf("the layout %s is applied, but: %w", l, err)
 		}
 	}
-	return rep, nil
+	return rep, failed
+}
+
+// checkFree looks, on a fresh discovery, for the holders of the card at
+// addr (processes and PodResources): nil when it is free, else an error
+// wrapping ErrInUse that names them (or says the process scan did not
+// finish: a card not known to be free is not free).
+func (c Config) checkFree(ctx context.Context, addr string) error {
+	h, err := c.discover()
+	if err != nil {
+		return fmt.Errorf("checking who holds the card before writing it: %w", err)
+	}
+	var one []Card
+	for _, card := range Cards(h) {
+		if card.Address == addr {
+			one = append(one, card)
+		}
+	}
+	if len(one) == 0 {
+		return fmt.Errorf("the card at %s is gone from %s: not written", addr, h.DevRoot)
+	}
+	notes, partial, err := findUsers(ctx, c, h, one)
+	if err != nil {
+		return fmt.Errorf("checking who holds the card before writing it: %w", err)
+	}
+	if partial && !c.IgnoreIncompleteScan {
+		return fmt.Errorf("%w: the check of the processes holding it did not finish (%s), not written", ErrInUse, strings.Join(notes, "; "))
+	}
+	if partial {
+		c.Log.Warnf("the check of the processes holding %s before its write did not finish, going on (--ignore-incomplete-scan): %s", addr, strings.Join(notes, "; "))
+	}
+	if len(one[0].InUse) > 0 {
+		users := make([]string, len(one[0].InUse))
+		for i, u := range one[0].InUse {
+			users[i] = u.String()
+		}
+		return fmt.Errorf("%w: opened during the apply by %s, not written", ErrInUse, strings.Join(users, ", "))
+	}
+	return nil
 }
 
 // plan discovers the host and plans l on it.
@@ -186,9 +271,8 @@ func newReport(l Layout, cards []Card, changes []Change, dry bool) *Report {
 }
 
 // waitFree checks who holds the cards to change and, while any is held,
-// looks again (discovering and planning afresh) until c.Wait is over.
-func (c Config) waitFree(ctx context.Context, h *discover.Host, cards []Card, changes []Change, l Layout, rep *Report) (*discover.Host, []Card, []Change, error) {
-	deadline := time.Now().Add(c.Wait)
+// looks again (discovering and planning afresh) until deadline.
+func (c Config) waitFree(ctx context.Context, deadline time.Time, h *discover.Host, cards []Card, changes []Change, l Layout, rep *Report) (*discover.Host, []Card, []Change, error) {
 	for {
 		notes, partial, err := findUsers(ctx, c, h, cards)
 		if err != nil {

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -242,4 +243,58 @@ func TestFakeKernelP800Quarters(t *testing.T) {
 	after := cardOf(t, c, cards[1].Address)
 	require.Len(t, after.VFs, 4)
 	require.Equal(t, int64(24576), after.VFMemoryMiB)
+}
+
+// A process that opens a card while Apply writes the cards before it (the
+// fake kernel's all=4 over two cards; the process opens the second card's
+// PF node once the first is laid out, through the apply loop's seam) keeps
+// that card as it is: Apply refuses it, naming the process, the first card
+// stays in quarters, the spec follows (AfterApply) and the error says so.
+func TestFakeKernelCardOpenedMidApply(t *testing.T) {
+	tr, k := withKernel(t, fakehost.P800SRIOV(), fakehost.SRIOVOptions{})
+	const first, second = "0000:03:00.0", "0000:83:00.0"
+	c := config(tr)
+	c.Settle = 10 * time.Second
+	var after []*discover.Host
+	c.AfterApply = func(h *discover.Host) error { after = append(after, h); return nil }
+	c.hooks = &applyHooks{beforeCard: func(addr string) {
+		if addr != second {
+			return
+		}
+		require.Equal(t, 4, k.NumVFs(first), "the first card is laid out before the second is checked")
+		node := "/dev/xpu" + strconv.Itoa(cardOf(t, c, second).Index)
+		require.NoError(t, fakehost.FakeOpenFD(tr.Root, 4343, 7, node))
+	}}
+	n := len(k.Writes())
+	rep, err := apply(t, c, "all=4")
+	require.ErrorIs(t, err, ErrInUse)
+	require.ErrorContains(t, err, "pid 4343 ("+fakehost.FakeProcessComm+")")
+	require.ErrorContains(t, err, "the cards before it are laid out as asked")
+	require.Equal(t, []string{"0", "4"}, writes(k, first, n))
+	require.Empty(t, writes(k, second, n), "the card opened meanwhile is not written")
+	require.Equal(t, 4, k.NumVFs(first))
+	require.Equal(t, 0, k.NumVFs(second))
+	require.Equal(t, 4, rep.Cards[0].After)
+	require.Equal(t, 0, rep.Cards[1].After)
+	require.Len(t, after, 1, "the spec follows the card that changed")
+	require.Equal(t, "0=4,3=0", Current(after[0]).String())
+}
+
+// Another apply lays the card out between this apply's plan and its lock:
+// planned again under the lock, this apply writes nothing.
+func TestFakeKernelPlansAgainUnderTheLock(t *testing.T) {
+	tr, k := withKernel(t, fakehost.P800SRIOV(), fakehost.SRIOVOptions{})
+	const pf = "0000:83:00.0"
+	c := config(tr)
+	c.Settle = 10 * time.Second
+	other := c
+	c.hooks = &applyHooks{beforeLock: func() {
+		_, err := apply(t, other, "3=2")
+		require.NoError(t, err)
+	}}
+	n := len(k.Writes())
+	rep, err := apply(t, c, "3=2")
+	require.NoError(t, err)
+	require.False(t, rep.Changed())
+	require.Equal(t, []string{"2"}, writes(k, pf, n), "only the other apply wrote")
 }

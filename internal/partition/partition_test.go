@@ -379,7 +379,7 @@ func TestApplyLock(t *testing.T) {
 	tr := build(t, p800SRIOV())
 	before := snapshot(t, tr)
 	c := config(tr)
-	unlock, err := lockNode(context.Background(), tr.Root, time.Second)
+	lock, err := LockLayout(context.Background(), tr.Root, time.Second)
 	require.NoError(t, err)
 	l, _ := ParseLayout("3=2")
 	start := time.Now()
@@ -394,9 +394,15 @@ func TestApplyLock(t *testing.T) {
 	require.NoError(t, err)
 
 	// Released meanwhile: the apply goes on.
+	require.NoError(t, os.Chmod(numVFsPath(t, tr, "0000:83:00.0"), 0o644))
 	c.DryRun, c.Wait = false, 5*time.Second
-	go func() { time.Sleep(300 * time.Millisecond); unlock() }()
-	rep, err := Apply(context.Background(), c, Layout{{Selector: "0", VFs: 2}})
-	require.NoError(t, err)
-	require.False(t, rep.Changed())
+	go func() { time.Sleep(300 * time.Millisecond); lock.Unlock() }()
+	c.Settle = 100 * time.Millisecond
+	var reached bool
+	c.hooks = &applyHooks{beforeCard: func(string) { reached = true }}
+	start = time.Now()
+	_, err = Apply(context.Background(), c, l)
+	require.NotErrorIs(t, err, ErrLocked)
+	require.True(t, reached, "past the lock once it was released")
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
 }

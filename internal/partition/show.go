@@ -30,15 +30,22 @@ type Config struct {
 	// DevRoot is where /dev, /proc and /sys are read (and sriov_numvfs
 	// written); DriverRoot where the driver's files are. Both default to /.
 	DevRoot, DriverRoot string
-	// HostRoot is the --host-root the CLI was given (the host's / mounted
-	// elsewhere); it only reaches AfterApply through the caller.
+	// HostRoot is where the host's / is mounted (the CLI's --host-root,
+	// the installer's /host): the layout lock is below it (LockLayout).
+	// "": the dev root stands for the host's / and has the lock.
 	HostRoot string
 	// DiscoverOptions are added to every discovery (a fake host's node
 	// stater, the driver's architecture).
 	DiscoverOptions []discover.Option
-	// PodResourcesSocket is the kubelet's PodResources socket; a socket
-	// that does not exist is skipped with a note, "" skips the check.
+	// PodResourcesSocket is the kubelet's PodResources socket; "" skips
+	// the check. A socket that does not exist is skipped with a note (a
+	// host without a kubelet), or is an error with RequirePodResources.
 	PodResourcesSocket string
+	// RequirePodResources makes a missing PodResources socket an error:
+	// where a kubelet always runs (the chart's installer), a missing
+	// socket is a kubelet restarting or at another root directory, not
+	// "no pods".
+	RequirePodResources bool
 	// PodResources is the client configuration (resource prefix, DRA
 	// driver, timeout).
 	PodResources podresources.Config
@@ -60,6 +67,26 @@ type Config struct {
 	// AfterApply runs once the layout is applied, when something changed,
 	// with the host as discovered then (the CLI rewrites the CDI spec).
 	AfterApply func(*discover.Host) error
+
+	// hooks are the tests' seams in Apply.
+	hooks *applyHooks
+}
+
+// applyHooks run at fixed points of Apply, for the tests: beforeLock
+// between the first plan and the lock, beforeCard before the last check
+// of who holds a card and its first write.
+type applyHooks struct {
+	beforeLock func()
+	beforeCard func(addr string)
+}
+
+// lockRoot is the root the layout lock is below: the host root, else
+// the dev root.
+func (c Config) lockRoot() string {
+	if c.HostRoot != "" {
+		return c.HostRoot
+	}
+	return c.DevRoot
 }
 
 func (c Config) withDefaults() Config {
@@ -160,13 +187,22 @@ func cardIndices(c Card) []int {
 	return out
 }
 
+// ErrNoPodResources is wrapped by the error of a check of the cards'
+// holders that needs the kubelet's PodResources socket
+// (Config.RequirePodResources) and finds none.
+var ErrNoPodResources = errors.New("no kubelet PodResources socket")
+
 // listPods asks the kubelet who holds which device; a socket that does not
-// exist gives a note, not an error (a host without a kubelet).
+// exist gives a note, not an error (a host without a kubelet), unless
+// c.RequirePodResources.
 func listPods(ctx context.Context, c Config) (podresources.Owners, string, error) {
 	if c.PodResourcesSocket == "" {
 		return nil, "", nil
 	}
 	if _, err := os.Stat(c.PodResourcesSocket); errors.Is(err, fs.ErrNotExist) {
+		if c.RequirePodResources {
+			return nil, "", fmt.Errorf("%w at %s: which pods hold the cards cannot be checked (is the kubelet running, with this root directory?)", ErrNoPodResources, c.PodResourcesSocket)
+		}
 		return nil, fmt.Sprintf("no kubelet PodResources socket at %s: which pods hold the cards was not checked", c.PodResourcesSocket), nil
 	}
 	cl := podresources.New(c.PodResourcesSocket, c.PodResources)

@@ -137,13 +137,19 @@ func waitFor(timeout time.Duration, ok func() bool) bool {
 	}
 }
 
+// layoutRequestLabel is the node label that asks the installer for a
+// node's layout (labels.PartitionLayoutRequest, spelt out here so that a
+// rename shows in this test).
+const layoutRequestLabel = "node-restriction.kubernetes.io/baidu.com-xpu.partition-layout"
+
 // TestHelmPartitionLayout installs the chart with partitions.layout=all=4
 // on a driver-only node whose two P800 cards are whole, under the fake
 // SR-IOV kernel: the installer (a pod without capabilities, writing
 // sriov_numvfs through its /host) cuts both cards into quarters and writes
 // the spec with the 8 VFs; the node label
-// baidu.com/xpu.partition-layout=all-2 makes it halves, and taking the
-// label off brings the chart's layout back. The labels file counts the
+// node-restriction.kubernetes.io/baidu.com-xpu.partition-layout=all-2
+// (a prefix the node's kubelet may not set) makes it halves, and taking
+// the label off brings the chart's layout back. The labels file counts the
 // partitions and leaves the layout label to the admin. On containerd 2.x.
 func TestHelmPartitionLayout(t *testing.T) {
 	harness.RequiresRoot(t)
@@ -170,8 +176,8 @@ func TestHelmPartitionLayout(t *testing.T) {
 	}
 
 	// The node label overrides the chart's layout on this node.
-	c.MustKubectl(t, "label", "node", c.Node, "baidu.com/xpu.partition-layout=all-2", "--overwrite")
-	t.Cleanup(func() { c.Kubectl(t, "label", "node", c.Node, "baidu.com/xpu.partition-layout-") })
+	c.MustKubectl(t, "label", "node", c.Node, layoutRequestLabel+"=all-2", "--overwrite")
+	t.Cleanup(func() { c.Kubectl(t, "label", "node", c.Node, layoutRequestLabel+"-") })
 	n.waitLayout(t, 2)
 	require.True(t, waitFor(podTimeout, func() bool {
 		data, _ := os.ReadFile(filepath.Join(n.features, "xpu-cdi"))
@@ -179,17 +185,17 @@ func TestHelmPartitionLayout(t *testing.T) {
 	}), "the labels count the halves")
 	node, err := c.Client.CoreV1().Nodes().Get(context.Background(), c.Node, metav1.GetOptions{})
 	require.NoError(t, err)
-	require.Equal(t, "all-2", node.Labels["baidu.com/xpu.partition-layout"], "nothing wrote over the admin's label")
+	require.Equal(t, "all-2", node.Labels[layoutRequestLabel], "nothing wrote over the admin's label")
 
 	// A label that is no layout changes nothing.
 	writes := len(n.kernel.Writes())
-	c.MustKubectl(t, "label", "node", c.Node, "baidu.com/xpu.partition-layout=all-3", "--overwrite")
+	c.MustKubectl(t, "label", "node", c.Node, layoutRequestLabel+"=all-3", "--overwrite")
 	time.Sleep(3 * time.Second) // three installer passes
 	require.Len(t, n.kernel.Writes(), writes, "all-3 is not a P800 layout: nothing written")
 	require.Equal(t, map[string]int{"0000:03:00.0": 2, "0000:83:00.0": 2}, n.numVFs())
 
 	// The label gone: the chart's layout again.
-	c.MustKubectl(t, "label", "node", c.Node, "baidu.com/xpu.partition-layout-")
+	c.MustKubectl(t, "label", "node", c.Node, layoutRequestLabel+"-")
 	n.waitLayout(t, 4)
 	rel.uninstall(t)
 }

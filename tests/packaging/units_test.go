@@ -120,6 +120,11 @@ func TestPartitionsUnit(t *testing.T) {
 	require.Equal(t, []string{"oneshot"}, keys["Type"])
 	require.Equal(t, []string{"/etc/xpu-cdi/partitions.conf"}, keys["ConditionPathExists"])
 	require.Equal(t, []string{"/usr/bin/xpu-cdi partition apply --config /etc/xpu-cdi/partitions.conf"}, keys["ExecStart"])
+	// The layout lock's directory: root's, 0700, writable under
+	// ProtectSystem=strict, and kept (partition.LockDir).
+	require.Equal(t, []string{"xpu-cdi"}, keys["RuntimeDirectory"])
+	require.Equal(t, []string{"0700"}, keys["RuntimeDirectoryMode"])
+	require.Equal(t, []string{"yes"}, keys["RuntimeDirectoryPreserve"])
 	require.Contains(t, strings.Fields(strings.Join(keys["Before"], " ")), "xpu-cdi-refresh.service")
 	require.NotContains(t, keys, "ProtectKernelTunables", "it writes sriov_numvfs under /sys")
 	require.NotContains(t, keys, "PrivateDevices", "it checks who holds /dev/xpu*")

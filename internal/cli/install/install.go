@@ -111,9 +111,11 @@ With --partition-layout (or --partition-node-label) it also keeps the cards' SR-
 layout: before it writes the spec, at its start and whenever the layout asked for changes (or a
 card was re-laid-out since), it applies the layout as "xpu-cdi partition apply" does (checked
 whole, cards in use refused and tried again every --interval). The node label
-baidu.com/xpu.partition-layout (label form: all-2, all-2_0000.3b.00.0-4) of --node-name, read
-from the API server, overrides --partition-layout on that node; the labels file then leaves that
-label out, so that NFD does not write over it.
+node-restriction.kubernetes.io/baidu.com-xpu.partition-layout (label form: all-2,
+all-2_0000.3b.00.0-4) of --node-name, read from the API server, overrides --partition-layout on
+that node; a node's own kubelet cannot set a label of that prefix. The old label
+baidu.com/xpu.partition-layout is still read when the new one is not set, with a warning, for one
+more release; the labels file leaves it out, so that NFD does not write over it.
 
   xpu-cdi install --host-root /host --hook-dir /opt/xpu-cdi/bin`,
 		Flags: append(append(o.commonFlags(),

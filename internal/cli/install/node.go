@@ -79,38 +79,38 @@ func newNodeClient(dir string) (*nodeClient, error) {
 	}, nil
 }
 
-// label returns the value of the label key of node name, "" when the node
-// has no such label. resourceVersion=0: the API server answers from its
-// watch cache, without a read of etcd (a label seconds old is fine).
-func (c *nodeClient) label(ctx context.Context, name, key string) (string, error) {
+// labels returns the labels of node name. resourceVersion=0: the API
+// server answers from its watch cache, without a read of etcd (a label
+// seconds old is fine).
+func (c *nodeClient) labels(ctx context.Context, name string) (map[string]string, error) {
 	token, _, err := fdio.ReadFileAt(unix.AT_FDCWD, c.tokenFile, c.tokenFile, 0, maxTokenSize)
 	if err != nil {
-		return "", fmt.Errorf("the service account's token: %w", err)
+		return nil, fmt.Errorf("the service account's token: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/v1/nodes/"+url.PathEscape(name)+"?resourceVersion=0", nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("getting node %s: %w", name, err)
+		return nil, fmt.Errorf("getting node %s: %w", name, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxNodeSize+1))
 	if err != nil {
-		return "", fmt.Errorf("getting node %s: %w", name, err)
+		return nil, fmt.Errorf("getting node %s: %w", name, err)
 	}
 	if len(body) > maxNodeSize {
-		return "", fmt.Errorf("getting node %s: the answer is larger than %d bytes", name, maxNodeSize)
+		return nil, fmt.Errorf("getting node %s: the answer is larger than %d bytes", name, maxNodeSize)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var status struct {
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(body, &status)
-		return "", fmt.Errorf("getting node %s: %s: %s (the installer's ClusterRole gives get on nodes)", name, resp.Status, status.Message)
+		return nil, fmt.Errorf("getting node %s: %s: %s (the installer's ClusterRole gives get on nodes)", name, resp.Status, status.Message)
 	}
 	var node struct {
 		Metadata struct {
@@ -118,7 +118,7 @@ func (c *nodeClient) label(ctx context.Context, name, key string) (string, error
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(body, &node); err != nil {
-		return "", fmt.Errorf("getting node %s: decoding the answer: %w", name, err)
+		return nil, fmt.Errorf("getting node %s: decoding the answer: %w", name, err)
 	}
-	return node.Metadata.Labels[key], nil
+	return node.Metadata.Labels, nil
 }

@@ -49,15 +49,15 @@ func TestNodeClient(t *testing.T) {
 
 	c, err := newNodeClient(dir)
 	require.NoError(t, err)
-	v, err := c.label(context.Background(), "node-1", "baidu.com/xpu.partition-layout")
+	ls, err := c.labels(context.Background(), "node-1")
 	require.NoError(t, err)
-	require.Equal(t, "all-2", v)
-	v, err = c.label(context.Background(), "bare", "baidu.com/xpu.partition-layout")
+	require.Equal(t, map[string]string{"baidu.com/xpu.partition-layout": "all-2", "x": "y"}, ls)
+	ls, err = c.labels(context.Background(), "bare")
 	require.NoError(t, err)
-	require.Empty(t, v)
+	require.Empty(t, ls)
 	// The token is read again at each request (the kubelet rotates it).
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("tok-2"), 0o600))
-	_, err = c.label(context.Background(), "other", "baidu.com/xpu.partition-layout")
+	_, err = c.labels(context.Background(), "other")
 	require.ErrorContains(t, err, `getting node other: 403 Forbidden: nodes "other" is forbidden`)
 	require.Equal(t, []string{"Bearer tok-1", "Bearer tok-1", "Bearer tok-2"}, gotAuth)
 
@@ -107,7 +107,7 @@ func TestNodeClientNoRedirect(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_PORT", port)
 	c, err := newNodeClient(dir)
 	require.NoError(t, err)
-	_, err = c.label(context.Background(), "node-1", "baidu.com/xpu.partition-layout")
+	_, err = c.labels(context.Background(), "node-1")
 	require.ErrorContains(t, err, "302")
 	require.Empty(t, leaked, "the token went to the redirect's target")
 }
@@ -134,6 +134,6 @@ func TestNodeClientBoundedReads(t *testing.T) {
 
 	c := &nodeClient{base: "https://127.0.0.1:1", tokenFile: filepath.Join(dir, "token"), http: http.DefaultClient}
 	require.NoError(t, os.WriteFile(c.tokenFile, make([]byte, maxTokenSize+1), 0o600))
-	_, err = c.label(context.Background(), "node-1", "k")
+	_, err = c.labels(context.Background(), "node-1")
 	require.ErrorContains(t, err, "the service account's token")
 }

@@ -37,11 +37,11 @@ type partitionOptions struct {
 func (p *partitionOptions) flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "partition-layout", Usage: "keep the cards laid out as `LAYOUT` (SELECTOR=N entries, as partition apply --layout takes them, e.g. all=2); default: leave them alone", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &p.layout},
-		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayout + " of --node-name says (over --partition-layout); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
+		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayoutRequest + " of --node-name says (over --partition-layout; without it, the old label " + labels.PartitionLayout + ", with a warning); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
 		&cli.DurationFlag{Name: "partition-label-interval", Usage: "read the node label at most every `DURATION` (one GET of the Node, from the API server's cache)", Value: nodeinstall.DefaultLabelInterval, EnvVars: []string{"XPU_CDI_PARTITION_LABEL_INTERVAL"}, Destination: &p.labelInterval},
 		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims hold cards, for the in-use check", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &p.draDriver},
-		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
+		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); a socket that does not exist is an error (a kubelet restarting, or another kubelet root directory), no layout is applied then; \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
 	}
 }
 
@@ -103,8 +103,11 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, sh
 		DriverRoot:         path.Join(hostRoot, driverRoot),
 		HostRoot:           hostRoot,
 		PodResourcesSocket: p.podResourcesSocket,
-		PodResources:       pr,
-		Log:                log,
+		// Under a kubelet a missing socket is not "no pods": the
+		// kubelet is restarting or has another root directory.
+		RequirePodResources: true,
+		PodResources:        pr,
+		Log:                 log,
 	}
 	parts := &nodeinstall.Partitions{
 		Layout:        p.parsed,
@@ -124,8 +127,8 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, sh
 			return nil, fmt.Errorf("--partition-node-label: the API server: %w", err)
 		}
 		name := p.nodeName
-		parts.NodeLabel = func(ctx context.Context) (string, error) {
-			return nc.label(ctx, name, labels.PartitionLayout)
+		parts.NodeLabels = func(ctx context.Context) (map[string]string, error) {
+			return nc.labels(ctx, name)
 		}
 	}
 	return parts, nil

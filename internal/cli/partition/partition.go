@@ -47,11 +47,13 @@ const namedExample = `  [whole]
 // subcommands.
 type kubelet struct {
 	socket, resource, draDriver, sharingFile string
+	require                                  bool
 }
 
 func (k *kubelet) flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked which pods hold the cards (skipped with a note when it does not exist; empty: not asked). With --host-root, the default is below it", Value: podresources.DefaultSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &k.socket},
+		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked which pods hold the cards (skipped with a note when it does not exist, a host without a kubelet, unless --require-pod-resources; empty: not asked). With --host-root, the default is below it", Value: podresources.DefaultSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &k.socket},
+		&cli.BoolFlag{Name: "require-pod-resources", Usage: "a missing --pod-resources-socket is an error, not \"no pods\" (on a node where a kubelet runs: a kubelet restarting or with another root directory)", EnvVars: []string{"XPU_CDI_REQUIRE_POD_RESOURCES"}, Destination: &k.require},
 		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing) and NAME-<size> (partitions) count too", Value: podresources.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &k.resource},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims count", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &k.draDriver},
 		&cli.StringFlag{Name: "sharing-config-file", Usage: "the device plugin's sharing configuration `FILE` (its --config-file): the names it renames resources to (rename: example.com/xpu-ts) count too", EnvVars: []string{"XPU_CDI_SHARING_CONFIG_FILE"}, Destination: &k.sharingFile},
@@ -62,9 +64,10 @@ func (k *kubelet) flags() []cli.Flag {
 func (k *kubelet) config(c *cli.Context, host *cmdflags.Host, log *logrus.Logger) (partition.Config, error) {
 	cfg := partition.Config{
 		DevRoot: host.DevRoot, DriverRoot: host.DriverRoot, HostRoot: host.HostRoot,
-		PodResourcesSocket: k.socket,
-		PodResources:       podresources.Config{ResourcePrefix: k.resource, DRADriver: k.draDriver},
-		Log:                log,
+		PodResourcesSocket:  k.socket,
+		RequirePodResources: k.require,
+		PodResources:        podresources.Config{ResourcePrefix: k.resource, DRADriver: k.draDriver},
+		Log:                 log,
 	}
 	pr, err := cfg.PodResources.WithSharingFile(k.sharingFile)
 	if err != nil {
@@ -228,8 +231,11 @@ finish within its time bound or could not read a process (--ignore-incomplete-sc
 for an admin who knows the processes it names). Then each
 card to change gets 0 (when it has VFs) and then its count, and after each write apply waits
 (--settle) until the kernel shows the virtfn links, the VF functions and their /dev/xpuN nodes.
-A card that fails is put back to its count and the cards after it are not touched. A card already
-at its count is not written: apply is idempotent. With --output the node's CDI spec is rewritten
+Right before each card's first write its holders are checked again: a card taken meanwhile is
+refused (the cards before it stay as written). A card that fails is put back to its count and the
+cards after it are not touched. A card already at its count is not written: apply is idempotent,
+and takes no lock. Applies on a node take turns on /run/xpu-cdi/partition.lock below --host-root
+(else --dev-root), a file only root can open; apply plans again once it holds it. With --output the node's CDI spec is rewritten
 once the layout changed.
 
 Examples:
@@ -367,6 +373,8 @@ func printReport(w io.Writer, r *partition.Report) error {
 		}
 		result := "unchanged"
 		switch {
+		case c.Held:
+			result = "held, not written"
 		case c.Error != "" && c.RolledBack:
 			result = "failed, put back"
 		case c.Error != "":

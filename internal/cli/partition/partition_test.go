@@ -33,6 +33,13 @@ func TestShow(t *testing.T) {
 	require.Contains(t, out, "handles: 5 used (every PF and every VF takes one; no public limit for this driver)\n")
 	require.Contains(t, out, "note: no kubelet PodResources socket at "+filepath.Join(root, "/var/lib/kubelet/pod-resources/kubelet.sock"))
 
+	// --require-pod-resources: the same missing socket is an error.
+	_, _, err = run(t, "show", "--host-root", root, "--require-pod-resources")
+	require.ErrorIs(t, err, partition.ErrNoPodResources)
+	require.ErrorContains(t, err, filepath.Join(root, "/var/lib/kubelet/pod-resources/kubelet.sock"))
+	_, _, err = run(t, "apply", "--host-root", root, "--layout", "all=2", "--dry-run", "--require-pod-resources")
+	require.ErrorIs(t, err, partition.ErrNoPodResources)
+
 	out, _, err = run(t, "show", "--dev-root", root, "--driver-root", root, "--pod-resources-socket", "", "--json")
 	require.NoError(t, err)
 	var s partition.Status
