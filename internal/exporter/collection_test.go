@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
+
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 )
 
@@ -72,7 +74,7 @@ func TestCollectionStuckXPUSMI(t *testing.T) {
 	// A first collection that ends (Wait is short: a loaded machine may
 	// need more than one scrape to see it).
 	var good map[string]float64
-	require.Eventually(t, func() bool {
+	testutil.Eventually(t, func(t testing.TB) bool {
 		good = scrape(t, c)
 		return good[`xpu_exporter_collection_stale{}`] == 0 && len(named(good, "xpu_memory_used_bytes")) == 8
 	}, 10*time.Second, 10*time.Millisecond)
@@ -108,7 +110,7 @@ func TestCollectionStuckXPUSMI(t *testing.T) {
 	// one runs the working xpu-smi again.
 	require.NoError(t, fakehost.WriteXPUSMIState(tr.Root, fakehost.DefaultTelemetry(tr)))
 	require.Eventually(t, func() bool { return c.Healthy() == nil }, 5*time.Second, 50*time.Millisecond)
-	require.Eventually(t, func() bool {
+	testutil.Eventually(t, func(t testing.TB) bool {
 		s = scrape(t, c)
 		return s[`xpu_exporter_collection_stale{}`] == 0 && s[`xpu_exporter_source_up{source="xpu-smi"}`] == 1
 	}, 10*time.Second, 10*time.Millisecond, "%v", s)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
@@ -246,7 +248,7 @@ func requireHeld(t *testing.T, tr *fakehost.Tree, pid int, node string, mapped b
 	require.Equal(t, before, snapshot(t, tr))
 }
 
-func readFile(t *testing.T, path string) string {
+func readFile(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -307,7 +309,7 @@ func TestSameFiles(t *testing.T) {
 func TestScanSeesTheThreadsOfADeadLeader(t *testing.T) {
 	tr := build(t, p800SRIOV())
 	pid := startHolder(t, tr, holdDeadLeader, "/dev/xpu1")
-	require.Eventually(t, func() bool {
+	testutil.Eventually(t, func(t testing.TB) bool {
 		return strings.Contains(readFile(t, fmt.Sprintf("/proc/%d/status", pid)), "State:\tZ")
 	}, 5*time.Second, 10*time.Millisecond, "the leader must be a zombie")
 	leader, thread := fdTablesHold(t, pid, tr.Path("/dev/xpu1"))

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
+
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
@@ -24,7 +26,7 @@ const draHealthAddress = "127.0.0.1:9509"
 
 // promValue is the value of the one series q answers, -1 while there is
 // none.
-func promValue(t *testing.T, base, q string) float64 {
+func promValue(t testing.TB, base, q string) float64 {
 	t.Helper()
 	res := promQuery(t, base, q)
 	if len(res.Data.Result) != 1 {
@@ -109,7 +111,7 @@ scrape_configs:
 	waitAtLeast := func(q string, want float64) {
 		t.Helper()
 		var got float64
-		require.Eventually(t, func() bool {
+		testutil.Eventually(t, func(t testing.TB) bool {
 			got = promValue(t, promURL, q)
 			return got >= want
 		}, podTimeout, 500*time.Millisecond, "%s: %v, want at least %v", q, got, want)

@@ -219,7 +219,7 @@ scrape_configs:
 		held := map[string]string{strconv.Itoa(pluginIdx): "xpu-plugin-pod", strconv.Itoa(draIdx[0]): "xpu-dra-pod"}
 		q := fmt.Sprintf(`xpu_healthy{job=%q}`, operatorJob)
 		var res promResult
-		require.Eventually(t, func() bool {
+		testutil.Eventually(t, func(t testing.TB) bool {
 			res = promQuery(t, promURL, q)
 			return len(res.Data.Result) == len(d.tree.ComputeDevices())
 		}, podTimeout, 500*time.Millisecond, "%s: %+v", q, res)
