@@ -32,22 +32,18 @@ func TestDebLintian(t *testing.T) {
 func TestDebInstallRefreshPurge(t *testing.T) {
 	p := packages(t)
 	requireTools(t, "dpkg", "systemd-analyze")
-	if out, err := runErr(nil, "dpkg-query", "-W", "-f=${Status}", "xpu-cdi"); err == nil && strings.Contains(out, "installed") {
-		t.Fatalf("xpu-cdi is already installed on this host (%s): this test installs and purges it; remove it first", out)
-	}
+	claimDebHost(t)
 	specOwned := false // whether this test may create and expect removal of the default spec
 	if _, err := os.Lstat(defaultSpec); err != nil {
 		specOwned = true
 	}
-	t.Cleanup(func() { _, _ = runErr(nil, "dpkg", "--purge", "xpu-cdi") })
-
 	before := fileList(t, snapshotRoots...)
 	host := fakeHost(t)
 	out := filepath.Join(t.TempDir(), "cdi", "baidu.com-xpu.yaml")
 
 	// No systemd runs here: postinst must write the spec itself when the
 	// (fake) host has /dev/xpuctrl, using the environment dpkg passes on.
-	run(t, []string{"XPU_DEV_ROOT=" + host, "XPU_DRIVER_ROOT=" + host, "XPU_CDI_OUTPUT=" + out}, "dpkg", "-i", p.deb)
+	dpkgInstall(t, []string{"XPU_DEV_ROOT=" + host, "XPU_DRIVER_ROOT=" + host, "XPU_CDI_OUTPUT=" + out}, p.deb)
 	checkSpec(t, out, host)
 
 	t.Run("payload", func(t *testing.T) {
@@ -119,6 +115,7 @@ func TestDebInstallRefreshPurge(t *testing.T) {
 	require.FileExists(t, "/etc/xpu-cdi/partitions.conf", "remove keeps the conffile")
 	require.NoFileExists(t, "/usr/bin/xpu-cdi")
 	run(t, nil, "dpkg", "--purge", "xpu-cdi")
+	require.NoError(t, os.Remove(installMarker))
 	if specOwned {
 		require.NoFileExists(t, defaultSpec, "purge must remove the generated spec")
 	}

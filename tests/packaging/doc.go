@@ -9,4 +9,9 @@
 // without it. A missing tool (dpkg-buildpackage, lintian, rpmbuild, rpmlint,
 // systemd-analyze) skips the test on a developer's machine and fails it when
 // CI=true: packaging/install-build-deps.sh installs them.
+//
+// An installation of xpu-cdi that these tests did not make is never
+// touched: the tests refuse to run beside it. One they made and could not
+// purge (the test binary was killed, so no cleanup ran) is recognised by
+// /var/lib/xpu-cdi-tests/deb-installed and purged by the next run.
 package packaging

@@ -14,23 +14,58 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
-// installDeb installs the built .deb with dpkg -i and registers a purge for
-// the end of the test, whatever happens in between. It refuses to run on a
-// host where xpu-cdi is installed or where the default spec exists: the
-// purge would remove someone's installation or spec. Tests of this package
-// that install the package run one after the other (none calls
-// t.Parallel), so two installs never overlap.
-func installDeb(t *testing.T, p builtPackages, env []string) {
+// installMarker is written just before these tests install the package
+// and removed once they have purged it. When a run is killed between the
+// two (a test binary's timeout runs no cleanups), the next run finds the
+// marker and purges the leftover instead of failing on it; an installation
+// without the marker is someone else's and is never touched.
+const installMarker = "/var/lib/xpu-cdi-tests/deb-installed"
+
+// claimDebHost fails the test when xpu-cdi is installed on this host by
+// anyone but an interrupted run of these tests, whose leftover it purges.
+func claimDebHost(t *testing.T) {
 	t.Helper()
 	requireTools(t, "dpkg", "dpkg-query")
-	if out, err := runErr(nil, "dpkg-query", "-W", "-f=${Status}", "xpu-cdi"); err == nil && strings.Contains(out, "installed") {
-		t.Fatalf("xpu-cdi is already installed on this host (%s): this test installs and purges it; remove it first", out)
+	out, err := runErr(nil, "dpkg-query", "-W", "-f=${Status} ${Version}", "xpu-cdi")
+	if err != nil || !strings.Contains(out, "installed") && !strings.Contains(out, "config-files") {
+		return
 	}
+	if _, err := os.Lstat(installMarker); err != nil {
+		t.Fatalf("xpu-cdi is already installed on this host (%s) and %s does not say these tests installed it: "+
+			"this test installs and purges the package; remove it first", out, installMarker)
+	}
+	t.Logf("purging xpu-cdi (%s) left installed by an interrupted run of these tests", out)
+	run(t, nil, "dpkg", "--purge", "xpu-cdi")
+	require.NoError(t, os.Remove(installMarker))
+}
+
+// dpkgInstall installs the .deb after writing installMarker, and registers
+// a purge for the end of the test, whatever happens in between.
+func dpkgInstall(t *testing.T, env []string, deb string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(installMarker), 0o755))
+	require.NoError(t, os.WriteFile(installMarker, []byte(deb+"\n"), 0o644))
+	t.Cleanup(func() {
+		if _, err := runErr(nil, "dpkg", "--purge", "xpu-cdi"); err == nil {
+			_ = os.Remove(installMarker)
+		}
+	})
+	run(t, env, "dpkg", "-i", deb)
+}
+
+// installDeb installs the built .deb with dpkg -i and registers a purge for
+// the end of the test, whatever happens in between. It refuses to run on a
+// host where xpu-cdi is installed (but by an interrupted run of these tests)
+// or where the default spec exists: the purge would remove someone's
+// installation or spec. Tests of this package that install the package run
+// one after the other (none calls t.Parallel), so two installs never overlap.
+func installDeb(t *testing.T, p builtPackages, env []string) {
+	t.Helper()
+	claimDebHost(t)
 	if _, err := os.Lstat(defaultSpec); err == nil {
 		t.Fatalf("%s exists: purging the package would remove it; move it away first", defaultSpec)
 	}
-	t.Cleanup(func() { _, _ = runErr(nil, "dpkg", "--purge", "xpu-cdi") })
-	run(t, env, "dpkg", "-i", p.deb)
+	dpkgInstall(t, env, p.deb)
 }
 
 // purgeDeb purges the package and checks that dpkg no longer knows it.
@@ -39,6 +74,7 @@ func purgeDeb(t *testing.T) {
 	run(t, nil, "dpkg", "--purge", "xpu-cdi")
 	out, _ := runErr(nil, "dpkg-query", "-W", "-f=${Status}", "xpu-cdi")
 	require.NotContains(t, out, "installed", "xpu-cdi still known to dpkg after purge")
+	require.NoError(t, os.Remove(installMarker))
 }
 
 // TestDebPodmanCDI installs the .deb, generates the spec for a fake Kunlun
