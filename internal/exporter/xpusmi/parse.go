@@ -84,21 +84,24 @@ func ParseM(out []byte) ([]Sample, []error) {
 	return samples, errs
 }
 
-// bound is one numeric field of a -m line.
+// bound is one numeric field of a -m line. Its value in base units is the
+// field times mul, divided by div: a power of two multiplies exactly, and a
+// division is rounded once to the nearest float, so 57 % is 0.57 where
+// 57 * 0.01 would be 0.5700000000000001 (float noise in the exposition).
 type bound struct {
 	pos      int
 	what     string
-	scale    float64
+	mul, div float64
 	min, max float64
 }
 
 // The numeric fields and the ranges a device's values can have.
 var numeric = []bound{
-	{fieldTemperature, "temperature", 1, -273.15, 1000},
-	{fieldPower, "power", 1, 0, 1e5},
-	{fieldMemUsed, "memory used", 1 << 20, 0, 1 << 40},
-	{fieldMemTotal, "memory total", 1 << 20, 0, 1 << 40},
-	{fieldUtilization, "utilisation", 0.01, 0, 100},
+	{fieldTemperature, "temperature", 1, 1, -273.15, 1000},
+	{fieldPower, "power", 1, 1, 0, 1e5},
+	{fieldMemUsed, "memory used", 1 << 20, 1, 0, 1 << 40},
+	{fieldMemTotal, "memory total", 1 << 20, 1, 0, 1 << 40},
+	{fieldUtilization, "utilisation", 1, 100, 0, 100},
 }
 
 func parseMLine(line string) (Sample, error) {
@@ -117,7 +120,7 @@ func parseMLine(line string) (Sample, error) {
 		if err != nil || math.IsNaN(x) || x < b.min || x > b.max {
 			return Sample{}, fmt.Errorf("field %d (%s) %q is not a number from %g to %g: %s", b.pos, b.what, f[b.pos], b.min, b.max, quote(line))
 		}
-		*dst[i] = x * b.scale
+		*dst[i] = x * b.mul / b.div
 	}
 	if s.MemoryUsed > s.MemoryTotal {
 		return Sample{}, fmt.Errorf("memory used %s MiB is more than the total %s MiB: %s", f[fieldMemUsed], f[fieldMemTotal], quote(line))

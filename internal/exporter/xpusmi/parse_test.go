@@ -1,6 +1,8 @@
 package xpusmi
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -96,5 +98,19 @@ func TestParseQ(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.want, got.BusID)
 		})
+	}
+}
+
+// Every whole percentage is the ratio written with two decimals, without
+// float noise (57 % is 0.57, not 57 * 0.01 = 0.5700000000000001), and a
+// whole number of MiB is a whole number of bytes.
+func TestParseMNoFloatNoise(t *testing.T) {
+	for pct := range 101 {
+		samples, errs := ParseM([]byte(mLine("0", "45", "80", "1", "3", strconv.Itoa(pct))))
+		require.Empty(t, errs)
+		require.Len(t, samples, 1)
+		want := strings.TrimRight(strings.TrimRight(fmt.Sprintf("%d.%02d", pct/100, pct%100), "0"), ".")
+		require.Equal(t, want, strconv.FormatFloat(samples[0].Utilization, 'g', -1, 64), "%d %%", pct)
+		require.Equal(t, "3145728", strconv.FormatFloat(samples[0].MemoryTotal, 'f', -1, 64))
 	}
 }

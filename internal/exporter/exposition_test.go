@@ -1,0 +1,43 @@
+package exporter
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+)
+
+// noise matches a value with a run of zeros or nines after the point, the
+// mark of a conversion that was not rounded (0.5700000000000001).
+var noise = regexp.MustCompile(`\.\d*(0{6,}|9{6,})\d*(e[+-]\d+)?$`)
+
+// The text exposition carries the values xpu-smi printed, converted without
+// float noise: 57 % is 0.57, not 0.5700000000000001.
+func TestExpositionNoFloatNoise(t *testing.T) {
+	c, tr := hostCollector(t, fakehost.P800x8(), func(_ *fakehost.Tree, s *fakehost.XPUSMIState) {
+		for i := range s.Devices {
+			s.Devices[i].Utilization = int64(35 + 6*i) // 35, 41, ... 77: each noisy as N * 0.01
+			s.Devices[i].UsedMiB = int64(1000 + i)
+			s.Devices[i].Power = 60.1
+		}
+	}, Config{})
+	out, err := testutil.CollectAndFormat(c, expfmt.TypeTextPlain, "xpu_utilization_ratio", "xpu_memory_used_bytes", "xpu_power_watts", "xpu_temperature_celsius")
+	require.NoError(t, err)
+	text := string(out)
+	dev := tr.ComputeDevices()[0]
+	require.Contains(t, text, fmt.Sprintf("xpu_utilization_ratio{model=\"P800\",pci_bus_id=\"%s\",xpu=\"0\"} 0.35\n", dev.BDF))
+	require.Contains(t, text, "} 60.1\n")
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		require.NotRegexp(t, noise, fields[len(fields)-1], "float noise in %q", line)
+	}
+}
