@@ -276,8 +276,8 @@ func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpus
 	}
 	for _, o := range owners {
 		n, v := withOwner(names, values, o)
-		info := append(slices.Clip(n), "family", "serial", "driver_version", "xre_version")
-		e.gauge(metricInfo, 1, info, append(slices.Clip(v), f.Generation, f.Serial, f.DriverVersion, f.XREVersion))
+		in, iv := withFacts(n, v, f)
+		e.gauge(metricInfo, 1, in, iv)
 		healthy := 0.0
 		if d.Health == xpunode.Healthy {
 			healthy = 1
@@ -299,6 +299,23 @@ func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpus
 			e.counter(metricResets, r, n, v)
 		}
 	}
+}
+
+// withFacts adds the labels of xpu_info for the facts that are known, and
+// leaves out a fact that is not (a serial the driver does not tell, no
+// XRE installed): PromQL treats an empty label as an absent one, so
+// serial="" says nothing more, and a placeholder such as "unknown" would be
+// taken for a value (every serial-less XPU grouped as one serial).
+func withFacts(names, values []string, f discover.Facts) ([]string, []string) {
+	n, v := slices.Clip(names), slices.Clip(values)
+	for _, l := range []struct{ name, value string }{
+		{"family", f.Generation}, {"serial", f.Serial}, {"driver_version", f.DriverVersion}, {"xre_version", f.XREVersion},
+	} {
+		if l.value != "" {
+			n, v = append(n, l.name), append(v, l.value)
+		}
+	}
+	return n, v
 }
 
 // withOwner adds the holder labels of o (none for the zero Owner; no

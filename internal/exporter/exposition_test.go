@@ -41,3 +41,40 @@ func TestExpositionNoFloatNoise(t *testing.T) {
 		require.NotRegexp(t, noise, fields[len(fields)-1], "float noise in %q", line)
 	}
 }
+
+// A fact the host does not tell (the serial of an R200 whose procfs has
+// none; serials, driver version and family on a driver 5.x host without
+// /proc/xpu) is left out of xpu_info, never exported as an empty label; the
+// known ones stay.
+func TestInfoLeavesOutUnknownFacts(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		host        fakehost.Host
+		xpu         string
+		want, not   []string
+	}{
+		{"R200 without a serial", fakehost.Degraded(), "1", []string{`driver_version="4.33.0"`, `family="Kunlun2"`}, []string{"serial="}},
+		{"driver 5.x without procfs", fakehost.P800XRE5(), "2", []string{`xre_version="5.0.21.47"`}, []string{"serial=", "driver_version=", "family="}},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			c, _ := hostCollector(t, tc.host, nil, Config{NoXPUSMI: true})
+			out, err := testutil.CollectAndFormat(c, expfmt.TypeTextPlain, "xpu_info")
+			require.NoError(t, err)
+			text := string(out)
+			require.NotContains(t, text, `=""`)
+			var line string
+			for l := range strings.Lines(text) {
+				if strings.Contains(l, `xpu="`+tc.xpu+`"`) {
+					line = l
+				}
+			}
+			require.NotEmpty(t, line, text)
+			for _, w := range tc.want {
+				require.Contains(t, line, w)
+			}
+			for _, n := range tc.not {
+				require.NotContains(t, line, n)
+			}
+		})
+	}
+}
