@@ -3,6 +3,7 @@ package exporter
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -77,4 +78,34 @@ func TestInfoLeavesOutUnknownFacts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A serial that discovery does not know (a device whose procfs DeviceSN is
+// empty) is taken from xpu-smi -q's Serial Number; one discovery knows
+// stays.
+func TestInfoSerialFromXPUSMI(t *testing.T) {
+	h := fakehost.P800x8()
+	known := h.Devices[0].Serial
+	require.NotEmpty(t, known)
+	h.Devices[1].Serial = ""
+	c, tr := hostCollector(t, h, func(_ *fakehost.Tree, s *fakehost.XPUSMIState) {
+		for i := range s.Devices {
+			s.Devices[i].Serial = "SMI-" + strconv.Itoa(i)
+		}
+	}, Config{})
+	out, err := testutil.CollectAndFormat(c, expfmt.TypeTextPlain, "xpu_info")
+	require.NoError(t, err)
+	text := string(out)
+	lineOf := func(bus string) string {
+		for l := range strings.Lines(text) {
+			if strings.Contains(l, `pci_bus_id="`+bus+`"`) {
+				return l
+			}
+		}
+		t.Fatalf("no xpu_info of %s in\n%s", bus, text)
+		return ""
+	}
+	devs := tr.ComputeDevices()
+	require.Contains(t, lineOf(devs[1].BDF), `serial="SMI-1"`)
+	require.Contains(t, lineOf(devs[0].BDF), `serial="`+known+`"`, "discovery's serial stays")
 }

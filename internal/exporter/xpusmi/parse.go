@@ -138,28 +138,62 @@ type Detail struct {
 	// BusID is the device's PCI address in the kernel's form
 	// (0000:03:00.0), whatever form xpu-smi prints it in.
 	BusID string
+	// Serial is the device's Serial Number, DriverVersion the Driver
+	// Version xpu-smi reports; empty when it prints none (or N/A).
+	Serial, DriverVersion string
 }
 
 // ErrNoBusID is the error of -q output without a Bus Id line.
 var ErrNoBusID = errors.New("no Bus Id line")
 
+// maxFact bounds a Serial Number or Driver Version value; a longer one, or
+// one that is not printable ASCII, is left out (it would become a label).
+const maxFact = 64
+
+// fact returns value when it is a plausible serial or version.
+func fact(value string) string {
+	if value == "" || len(value) > maxFact || strings.EqualFold(value, "N/A") {
+		return ""
+	}
+	for _, c := range []byte(value) {
+		if c <= ' ' || c > '~' {
+			return ""
+		}
+	}
+	return value
+}
+
 // ParseQ parses the output of `xpu-smi -i N -q` (labelled text, "Key : Value"
-// lines). Exactly one Bus Id line must be there and be a PCI address.
+// lines). Exactly one Bus Id line must be there and be a PCI address; the
+// Serial Number and Driver Version are taken when they are plausible
+// (printable, at most 64 bytes, not N/A), the first of each.
 func ParseQ(out []byte) (Detail, error) {
 	var d Detail
 	for n, line := range strings.Split(string(out), "\n") {
 		key, value, ok := strings.Cut(line, ":")
-		if !ok || strings.TrimSpace(key) != "Bus Id" {
+		if !ok {
 			continue
 		}
-		if d.BusID != "" {
-			return Detail{}, &LineError{Line: n + 1, Reason: "a second Bus Id line: the output is of more than one device"}
+		value = strings.TrimSpace(value)
+		switch strings.TrimSpace(key) {
+		case "Serial Number":
+			if d.Serial == "" {
+				d.Serial = fact(value)
+			}
+		case "Driver Version":
+			if d.DriverVersion == "" {
+				d.DriverVersion = fact(value)
+			}
+		case "Bus Id":
+			if d.BusID != "" {
+				return Detail{}, &LineError{Line: n + 1, Reason: "a second Bus Id line: the output is of more than one device"}
+			}
+			addr, ok := NormalizeBusID(value)
+			if !ok {
+				return Detail{}, &LineError{Line: n + 1, Reason: fmt.Sprintf("Bus Id %s is not a PCI address", quote(value))}
+			}
+			d.BusID = addr
 		}
-		addr, ok := NormalizeBusID(strings.TrimSpace(value))
-		if !ok {
-			return Detail{}, &LineError{Line: n + 1, Reason: fmt.Sprintf("Bus Id %s is not a PCI address", quote(strings.TrimSpace(value)))}
-		}
-		d.BusID = addr
 	}
 	if d.BusID == "" {
 		return Detail{}, ErrNoBusID
