@@ -7,25 +7,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	promversion "github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/net/netutil"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
+	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter"
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter/xpusmi"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -123,7 +126,7 @@ xpu-cdi finds them: one per /dev/xpuN that can run work, VFs of a partitioned ca
   xpu_healthy (the device plugin's and the DRA driver's judgement) with xpu_health_info{reason},
   xpu_resets_total (driver 4.x), xpu_unlisted_holder_pods, xpu_exporter_collect_duration_seconds,
   xpu_exporter_source_up{source}, xpu_exporter_collection_stale and
-  xpu_exporter_collection_age_seconds.
+  xpu_exporter_collection_age_seconds, xpu_exporter_build_info{version,revision,goversion,...}.
 Every device series carries xpu (the N of /dev/xpuN), pci_bus_id and model, and a VF's
 parent_pci_bus_id. Each collection reads the host again (see below for which scrapes collect).
 
@@ -284,6 +287,20 @@ func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.
 	return exporter.New(cfg), cfg.Pods
 }
 
+// stampVersion hands the linker's version and commit to
+// prometheus/common/version, which the build-info collector reads.
+var stampVersion = sync.OnceFunc(func() {
+	promversion.Version, promversion.Revision = version, commit
+})
+
+// buildInfo returns the collector of xpu_exporter_build_info{version,
+// revision,branch,goversion,goos,goarch,tags} 1, as the exporters built on
+// the exporter toolkit serve it.
+func buildInfo() prometheus.Collector {
+	stampVersion()
+	return versioncollector.NewCollector("xpu_exporter")
+}
+
 // healthPath is the liveness endpoint.
 const healthPath = "/healthz"
 
@@ -299,6 +316,9 @@ func (o *options) handler(c *exporter.Collector) (http.Handler, error) {
 		return nil, err
 	}
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(buildInfo()); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
@@ -342,6 +362,9 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		WriteTimeout:      t.write,
 		IdleTimeout:       t.idle,
 		MaxHeaderBytes:    maxHeaderBytes,
+		// The server's own errors (a failed TLS handshake) in the
+		// exporter's log format.
+		ErrorLog: daemon.StdLog(log, logrus.WarnLevel),
 	}
 	listen := o.listen.Value()
 	listeners := make([]net.Listener, 0, len(listen))
@@ -365,7 +388,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		version, strings.Join(listen, ","), o.telemetryPath, o.maxConns, o.host.DevRoot, o.host.DriverRoot, o.podResources)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- web.ServeMultiple(listeners, srv, flags, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		errc <- web.ServeMultiple(listeners, srv, flags, daemon.Slog(log))
 	}()
 	select {
 	case err := <-errc:

@@ -16,6 +16,10 @@
 //     files sharing a SONAME is the caller's policy.
 //   - Arches lists the machines xpu-cdi supports with the flags their loader
 //     accepts.
+//   - Interpreter names the program the kernel loads to run an executable
+//     (PT_INTERP, or a "#!" line), reading a bounded head, program header
+//     table and path, each checked against the file's size; it lets a
+//     caller say "its loader is missing" where execve says only ENOENT.
 //
 // It does not depend on container-root code (internal/rootfs): a caller
 // that reads inside a container root opens the file there and hands it to

@@ -47,10 +47,11 @@ type Collector struct {
 	startedAt time.Time
 
 	// The collection's own state, touched by the one collection running.
-	// busOf maps xpu-smi indices to PCI addresses, for the set of indices
+	// detailOf maps xpu-smi indices to what -i N -q told (the PCI address,
+	// serial and driver version), for the set of indices
 	// busKey; failedAt holds when -q failed for an index, asked again
 	// after qRetry.
-	busOf    map[int]string
+	detailOf map[int]xpusmi.Detail
 	failedAt map[int]time.Time
 	busKey   string
 	// reported holds what was logged already, by source (report.go).
@@ -97,7 +98,7 @@ func (c *Collector) readSources(e *emitter) {
 	h, devs := scan.Host, scan.Devices
 	var err error
 
-	var samples map[string]xpusmi.Sample
+	var samples map[string]sample
 	if !c.o.NoXPUSMI {
 		var skipped int
 		samples, skipped, err = c.sample(ctx, h)
@@ -175,7 +176,7 @@ func (c *Collector) runner(h *discover.Host) (*xpusmi.Runner, error) {
 // run may (the indices left are asked at the next collection), so that a
 // collection runs at most about three times --xpu-smi-timeout, whatever the
 // number of indices.
-func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]xpusmi.Sample, int, error) {
+func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]sample, int, error) {
 	r, err := c.runner(h)
 	if err != nil {
 		return nil, 0, err
@@ -192,23 +193,24 @@ func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]xp
 		keys = append(keys, strconv.Itoa(s.Index))
 	}
 	if key := strings.Join(keys, ","); key != c.busKey {
-		c.busOf, c.failedAt, c.busKey = map[int]string{}, map[int]time.Time{}, key
+		c.detailOf, c.failedAt, c.busKey = map[int]xpusmi.Detail{}, map[int]time.Time{}, key
 	}
-	out := make(map[string]xpusmi.Sample, len(samples))
+	out := make(map[string]sample, len(samples))
 	qStart, qBudget := c.o.now(), r.Timeout()
 	for _, s := range samples {
-		bus, ok := c.busOf[s.Index]
+		detail, ok := c.detailOf[s.Index]
 		failed, tried := c.failedAt[s.Index]
 		if !ok && (!tried || c.o.now().Sub(failed) >= qRetry) && c.o.now().Sub(qStart) <= qBudget {
 			if d, err := r.Detail(ctx, s.Index); err != nil {
 				c.report(SourceXPUSMI, fmt.Sprintf("xpu-smi index %d is left out: %v", s.Index, err))
 				c.failedAt[s.Index] = c.o.now()
 			} else {
-				bus = d.BusID
-				c.busOf[s.Index] = bus
+				detail = d
+				c.detailOf[s.Index] = d
 				delete(c.failedAt, s.Index)
 			}
 		}
+		bus := detail.BusID
 		if bus == "" {
 			continue
 		}
@@ -216,9 +218,16 @@ func (c *Collector) sample(ctx context.Context, h *discover.Host) (map[string]xp
 			c.report(SourceXPUSMI, fmt.Sprintf("xpu-smi gives two indices for PCI address %s: index %d is left out", bus, s.Index))
 			continue
 		}
-		out[bus] = s
+		out[bus] = sample{Sample: s, detail: detail}
 	}
 	return out, len(lineErrs), nil
+}
+
+// sample is the telemetry of one device: its -m line and what -i N -q
+// told of it.
+type sample struct {
+	xpusmi.Sample
+	detail xpusmi.Detail
 }
 
 // resets reads the reset counters of devs from /proc/xpu (driver 4.x).
@@ -251,7 +260,7 @@ func (c *Collector) resets(devs []xpunode.Device) (counts map[int]float64, ok, h
 // device sends the series of one device: once per holder (holders.go),
 // once without holder labels when nobody holds it. Its facts are the node's one
 // reading of them (discover.Facts), as in its labels and DRA attributes.
-func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpusmi.Sample, owners []Owner, resets map[int]float64) {
+func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]sample, owners []Owner, resets map[int]float64) {
 	x, f := d.XPU, d.Facts
 	names := []string{"xpu", "model"}
 	values := []string{d.ID, f.Model}
@@ -276,8 +285,8 @@ func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpus
 	}
 	for _, o := range owners {
 		n, v := withOwner(names, values, o)
-		info := append(slices.Clip(n), "family", "serial", "driver_version", "xre_version")
-		e.gauge(metricInfo, 1, info, append(slices.Clip(v), f.Generation, f.Serial, f.DriverVersion, f.XREVersion))
+		in, iv := withFacts(n, v, factsWith(f, s.detail, sampled))
+		e.gauge(metricInfo, 1, in, iv)
 		healthy := 0.0
 		if d.Health == xpunode.Healthy {
 			healthy = 1
@@ -299,6 +308,39 @@ func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]xpus
 			e.counter(metricResets, r, n, v)
 		}
 	}
+}
+
+// factsWith fills the serial and driver version discovery does not know
+// (driver 5.x has no /proc/xpu) with what xpu-smi -q reports, when the
+// device was sampled.
+func factsWith(f discover.Facts, d xpusmi.Detail, sampled bool) discover.Facts {
+	if !sampled {
+		return f
+	}
+	if f.Serial == "" {
+		f.Serial = d.Serial
+	}
+	if f.DriverVersion == "" {
+		f.DriverVersion = d.DriverVersion
+	}
+	return f
+}
+
+// withFacts adds the labels of xpu_info for the facts that are known, and
+// leaves out a fact that is not (a serial the driver does not tell, no
+// XRE installed): PromQL treats an empty label as an absent one, so
+// serial="" says nothing more, and a placeholder such as "unknown" would be
+// taken for a value (every serial-less XPU grouped as one serial).
+func withFacts(names, values []string, f discover.Facts) ([]string, []string) {
+	n, v := slices.Clip(names), slices.Clip(values)
+	for _, l := range []struct{ name, value string }{
+		{"family", f.Generation}, {"serial", f.Serial}, {"driver_version", f.DriverVersion}, {"xre_version", f.XREVersion},
+	} {
+		if l.value != "" {
+			n, v = append(n, l.name), append(v, l.value)
+		}
+	}
+	return n, v
 }
 
 // withOwner adds the holder labels of o (none for the zero Owner; no

@@ -45,6 +45,9 @@ type Telemetry struct {
 	// Name is the product name of two words ("P800 OAM"), as -m prints it
 	// in parentheses.
 	Name string
+	// Serial is the serial number -q prints (Serial Number); empty: the
+	// line is left out.
+	Serial string
 }
 
 // XPUSMIState is the whole state file: the mode and the devices in xpu-smi
@@ -91,10 +94,14 @@ func WriteXPUSMIState(root string, s XPUSMIState) error {
 	fmt.Fprintf(&b, "mode %s\n", mode)
 	for _, d := range s.Devices {
 		words := strings.Fields(d.Name)
-		if len(words) != 2 || d.BusID == "" || strings.ContainsAny(d.BusID, " \t\n") {
-			return fmt.Errorf("fake xpu-smi state: device %q %q: the bus ID must be one word and the name two words", d.BusID, d.Name)
+		if len(words) != 2 || d.BusID == "" || strings.ContainsAny(d.BusID, " \t\n") || strings.ContainsAny(d.Serial, " \t\n") || len(d.Serial) > 63 {
+			return fmt.Errorf("fake xpu-smi state: device %q %q %q: the bus ID must be one word, the name two words and the serial at most one word of 63 bytes", d.BusID, d.Name, d.Serial)
 		}
-		fmt.Fprintf(&b, "dev %s %g %g %d %d %d %s %s\n", d.BusID, d.Temperature, d.Power, d.UsedMiB, d.TotalMiB, d.Utilization, words[0], words[1])
+		fmt.Fprintf(&b, "dev %s %g %g %d %d %d %s %s", d.BusID, d.Temperature, d.Power, d.UsedMiB, d.TotalMiB, d.Utilization, words[0], words[1])
+		if d.Serial != "" {
+			b.WriteString(" " + d.Serial)
+		}
+		b.WriteString("\n")
 	}
 	path := filepath.Join(root, filepath.FromSlash(XPUSMIStatePath))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -8,7 +8,6 @@ package checkcontainer
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +24,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 )
 
 // xpuSMIPaths are where the CDI spec puts xpu-smi (the host's paths: XRE 4
@@ -265,29 +266,23 @@ func (o *options) findSMI() (string, error) {
 	return "", fmt.Errorf("not found in PATH nor at %s (a spec generated with --nodes-only has none: --no-xpu-smi)", strings.Join(xpuSMIPaths, ", "))
 }
 
-// interpreter returns the ELF interpreter of an executable, "" for a static
-// one.
+// interpreter returns the loader of an executable (its ELF interpreter, or
+// the interpreter of a "#!" line), "" for a static one.
 func interpreter(path string) (string, error) {
-	f, err := elf.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
-		return "", fmt.Errorf("reading %s as ELF: %w", path, err)
+		return "", err
 	}
 	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_INTERP {
-			continue
-		}
-		const maxInterp = 4096
-		if p.Filesz > maxInterp {
-			return "", fmt.Errorf("%s: an interpreter path of %d bytes", path, p.Filesz)
-		}
-		b := make([]byte, p.Filesz)
-		if _, err := p.ReadAt(b, 0); err != nil {
-			return "", fmt.Errorf("reading the interpreter of %s: %w", path, err)
-		}
-		return strings.TrimRight(string(b), "\x00"), nil
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
 	}
-	return "", nil
+	interp, err := elfso.Interpreter(f, fi.Size())
+	if err != nil {
+		return "", fmt.Errorf("reading the loader of %s: %w", path, err)
+	}
+	return interp, nil
 }
 
 func firstLines(s string, n int) string {

@@ -84,21 +84,24 @@ func ParseM(out []byte) ([]Sample, []error) {
 	return samples, errs
 }
 
-// bound is one numeric field of a -m line.
+// bound is one numeric field of a -m line. Its value in base units is the
+// field times mul, divided by div: a power of two multiplies exactly, and a
+// division is rounded once to the nearest float, so 57 % is 0.57 where
+// 57 * 0.01 would be 0.5700000000000001 (float noise in the exposition).
 type bound struct {
 	pos      int
 	what     string
-	scale    float64
+	mul, div float64
 	min, max float64
 }
 
 // The numeric fields and the ranges a device's values can have.
 var numeric = []bound{
-	{fieldTemperature, "temperature", 1, -273.15, 1000},
-	{fieldPower, "power", 1, 0, 1e5},
-	{fieldMemUsed, "memory used", 1 << 20, 0, 1 << 40},
-	{fieldMemTotal, "memory total", 1 << 20, 0, 1 << 40},
-	{fieldUtilization, "utilisation", 0.01, 0, 100},
+	{fieldTemperature, "temperature", 1, 1, -273.15, 1000},
+	{fieldPower, "power", 1, 1, 0, 1e5},
+	{fieldMemUsed, "memory used", 1 << 20, 1, 0, 1 << 40},
+	{fieldMemTotal, "memory total", 1 << 20, 1, 0, 1 << 40},
+	{fieldUtilization, "utilisation", 1, 100, 0, 100},
 }
 
 func parseMLine(line string) (Sample, error) {
@@ -117,7 +120,7 @@ func parseMLine(line string) (Sample, error) {
 		if err != nil || math.IsNaN(x) || x < b.min || x > b.max {
 			return Sample{}, fmt.Errorf("field %d (%s) %q is not a number from %g to %g: %s", b.pos, b.what, f[b.pos], b.min, b.max, quote(line))
 		}
-		*dst[i] = x * b.scale
+		*dst[i] = x * b.mul / b.div
 	}
 	if s.MemoryUsed > s.MemoryTotal {
 		return Sample{}, fmt.Errorf("memory used %s MiB is more than the total %s MiB: %s", f[fieldMemUsed], f[fieldMemTotal], quote(line))
@@ -135,28 +138,62 @@ type Detail struct {
 	// BusID is the device's PCI address in the kernel's form
 	// (0000:03:00.0), whatever form xpu-smi prints it in.
 	BusID string
+	// Serial is the device's Serial Number, DriverVersion the Driver
+	// Version xpu-smi reports; empty when it prints none (or N/A).
+	Serial, DriverVersion string
 }
 
 // ErrNoBusID is the error of -q output without a Bus Id line.
 var ErrNoBusID = errors.New("no Bus Id line")
 
+// maxFact bounds a Serial Number or Driver Version value; a longer one, or
+// one that is not printable ASCII, is left out (it would become a label).
+const maxFact = 64
+
+// fact returns value when it is a plausible serial or version.
+func fact(value string) string {
+	if value == "" || len(value) > maxFact || strings.EqualFold(value, "N/A") {
+		return ""
+	}
+	for _, c := range []byte(value) {
+		if c <= ' ' || c > '~' {
+			return ""
+		}
+	}
+	return value
+}
+
 // ParseQ parses the output of `xpu-smi -i N -q` (labelled text, "Key : Value"
-// lines). Exactly one Bus Id line must be there and be a PCI address.
+// lines). Exactly one Bus Id line must be there and be a PCI address; the
+// Serial Number and Driver Version are taken when they are plausible
+// (printable, at most 64 bytes, not N/A), the first of each.
 func ParseQ(out []byte) (Detail, error) {
 	var d Detail
 	for n, line := range strings.Split(string(out), "\n") {
 		key, value, ok := strings.Cut(line, ":")
-		if !ok || strings.TrimSpace(key) != "Bus Id" {
+		if !ok {
 			continue
 		}
-		if d.BusID != "" {
-			return Detail{}, &LineError{Line: n + 1, Reason: "a second Bus Id line: the output is of more than one device"}
+		value = strings.TrimSpace(value)
+		switch strings.TrimSpace(key) {
+		case "Serial Number":
+			if d.Serial == "" {
+				d.Serial = fact(value)
+			}
+		case "Driver Version":
+			if d.DriverVersion == "" {
+				d.DriverVersion = fact(value)
+			}
+		case "Bus Id":
+			if d.BusID != "" {
+				return Detail{}, &LineError{Line: n + 1, Reason: "a second Bus Id line: the output is of more than one device"}
+			}
+			addr, ok := NormalizeBusID(value)
+			if !ok {
+				return Detail{}, &LineError{Line: n + 1, Reason: fmt.Sprintf("Bus Id %s is not a PCI address", quote(value))}
+			}
+			d.BusID = addr
 		}
-		addr, ok := NormalizeBusID(strings.TrimSpace(value))
-		if !ok {
-			return Detail{}, &LineError{Line: n + 1, Reason: fmt.Sprintf("Bus Id %s is not a PCI address", quote(strings.TrimSpace(value)))}
-		}
-		d.BusID = addr
 	}
 	if d.BusID == "" {
 		return Detail{}, ErrNoBusID

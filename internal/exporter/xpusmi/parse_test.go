@@ -1,6 +1,8 @@
 package xpusmi
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -95,6 +97,41 @@ func TestParseQ(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.want, got.BusID)
+		})
+	}
+}
+
+// Every whole percentage is the ratio written with two decimals, without
+// float noise (57 % is 0.57, not 57 * 0.01 = 0.5700000000000001), and a
+// whole number of MiB is a whole number of bytes.
+func TestParseMNoFloatNoise(t *testing.T) {
+	for pct := range 101 {
+		samples, errs := ParseM([]byte(mLine("0", "45", "80", "1", "3", strconv.Itoa(pct))))
+		require.Empty(t, errs)
+		require.Len(t, samples, 1)
+		want := strings.TrimRight(strings.TrimRight(fmt.Sprintf("%d.%02d", pct/100, pct%100), "0"), ".")
+		require.Equal(t, want, strconv.FormatFloat(samples[0].Utilization, 'g', -1, 64), "%d %%", pct)
+		require.Equal(t, "3145728", strconv.FormatFloat(samples[0].MemoryTotal, 'f', -1, 64))
+	}
+}
+
+// -q's Serial Number and Driver Version are taken when plausible: N/A, a
+// value that is not printable ASCII or is too long is left out.
+func TestParseQFacts(t *testing.T) {
+	for _, tc := range []struct {
+		description, out, serial, driver string
+	}{
+		{"both", "Driver Version : 5.0.21.47\nXPU 03:00.0\n    Serial Number : 02K00Y6217V00009\n    Bus Id : 0000:03:00.0\n", "02K00Y6217V00009", "5.0.21.47"},
+		{"none printed", "Bus Id : 0000:03:00.0\n", "", ""},
+		{"N/A", "Driver Version : N/A\nSerial Number : n/a\nBus Id : 0000:03:00.0\n", "", ""},
+		{"not printable", "Serial Number : SN\x01\xff\nBus Id : 0000:03:00.0\n", "", ""},
+		{"too long", "Serial Number : " + strings.Repeat("9", 65) + "\nBus Id : 0000:03:00.0\n", "", ""},
+		{"the first of each", "Driver Version : 4.33.0\nDriver Version : 9\nSerial Number : A1\nSerial Number : B2\nBus Id : 0000:03:00.0\n", "A1", "4.33.0"},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			d, err := ParseQ([]byte(tc.out))
+			require.NoError(t, err)
+			require.Equal(t, Detail{BusID: "0000:03:00.0", Serial: tc.serial, DriverVersion: tc.driver}, d)
 		})
 	}
 }

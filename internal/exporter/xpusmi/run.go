@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -124,6 +125,11 @@ func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("running %s: %w", r, err)
 	}
 	if err := cmd.Start(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if why := r.whyNotStarted(); why != nil {
+				return nil, why
+			}
+		}
 		return nil, fmt.Errorf("running %s: %w", r, err)
 	}
 	deadline, _ := ctx.Deadline()

@@ -2,7 +2,9 @@ package xpusmi
 
 import (
 	"context"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testenv"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
@@ -98,4 +101,57 @@ func TestRunnerChroot(t *testing.T) {
 	require.Equal(t, s.Devices[7].BusID, d.BusID)
 	_, err = os.Stat(tr.Path("/proc/self"))
 	require.Error(t, err, "the fake host has no real /proc: the fake found its root without it")
+}
+
+// An xpu-smi that is there but whose loader is not (a glibc program outside
+// the host's root) fails with an error naming the loader, not execve's "no
+// such file or directory"; a missing xpu-smi still says not found. The
+// program is a real dynamic executable whose PT_INTERP names a loader that
+// does not exist, and a script whose #! interpreter does not.
+func TestRunnerNamesMissingLoader(t *testing.T) {
+	sh, err := filepath.EvalSymlinks(testreq.Tool(t, "sh"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	elfProg := filepath.Join(dir, "xpu-smi")
+	require.NoError(t, testenv.CopyWithInterpreter(sh, elfProg, "/lib64/ld-gone-x86-64.so.2"))
+	script := filepath.Join(dir, "xpu-smi.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/opt/gone/bin/sh\necho\n"), 0o755))
+	for _, tc := range []struct {
+		description, program, loader string
+	}{
+		{"ELF interpreter missing", elfProg, "/lib64/ld-gone-x86-64.so.2"},
+		{"#! interpreter missing", script, "/opt/gone/bin/sh"},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			r, err := NewRunner(tc.program, Config{})
+			require.NoError(t, err)
+			_, _, err = r.Metrics(context.Background())
+			require.ErrorIs(t, err, ErrNoLoader)
+			var le *LoaderError
+			require.ErrorAs(t, err, &le)
+			require.Equal(t, tc.loader, le.Loader)
+			require.ErrorContains(t, err, "xpu-smi at "+tc.program+" cannot start: its loader "+tc.loader+" is missing from /")
+		})
+	}
+	r, err := NewRunner(filepath.Join(dir, "absent"), Config{})
+	require.NoError(t, err)
+	_, _, err = r.Metrics(context.Background())
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.NotErrorIs(t, err, ErrNoLoader)
+}
+
+// In a chroot, the loader is looked for inside the chroot's root: a real
+// dynamic program whose loader is not in that root is named with it.
+func TestRunnerNamesMissingLoaderInChroot(t *testing.T) {
+	testreq.Root(t, "xpu-smi runs in a chroot")
+	sh, err := filepath.EvalSymlinks(testreq.Tool(t, "sh"))
+	require.NoError(t, err)
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "usr/local/bin"), 0o755))
+	require.NoError(t, testenv.CopyWithInterpreter(sh, filepath.Join(root, "usr/local/bin/xpu-smi"), "/lib64/ld-gone.so.2"))
+	r, err := NewRunner("/usr/local/bin/xpu-smi", Config{Chroot: root})
+	require.NoError(t, err)
+	_, _, err = r.Metrics(context.Background())
+	require.ErrorIs(t, err, ErrNoLoader)
+	require.ErrorContains(t, err, "its loader /lib64/ld-gone.so.2 is missing from "+root+", the root it runs in")
 }

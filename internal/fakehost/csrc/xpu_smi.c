@@ -61,7 +61,7 @@ static int cmp(const void *a, const void *b)
 #define MAX_DEVS 256
 
 struct telemetry {
-	char bus[64], name[64], name2[64];
+	char bus[64], name[64], name2[64], serial[64];
 	double temp, power;
 	long used, total, util;
 };
@@ -110,8 +110,10 @@ static int read_state(const char *root, char *mode, size_t mode_len, struct tele
 			snprintf(mode, mode_len, "%s", word);
 			continue;
 		}
-		if (n < max && sscanf(line, "dev %63s %lf %lf %ld %ld %ld %63s %63s", t[n].bus, &t[n].temp, &t[n].power,
-				      &t[n].used, &t[n].total, &t[n].util, t[n].name, t[n].name2) == 8)
+		/* An optional 9th word is the serial number -q prints. */
+		t[n].serial[0] = '\0';
+		if (n < max && sscanf(line, "dev %63s %lf %lf %ld %ld %ld %63s %63s %63s", t[n].bus, &t[n].temp, &t[n].power,
+				      &t[n].used, &t[n].total, &t[n].util, t[n].name, t[n].name2, t[n].serial) >= 8)
 			n++;
 	}
 	fclose(f);
@@ -180,6 +182,8 @@ static int telemetry(int argc, char **argv, const char *version)
 		printf("XPU %s\n", t[i].bus);
 		printf("    Product Name                    : %s %s\n", t[i].name, t[i].name2);
 		printf("    Bus Id                          : %s\n", t[i].bus);
+		if (t[i].serial[0])
+			printf("    Serial Number                   : %s\n", t[i].serial);
 		printf("    Memory Usage\n");
 		printf("        Total                       : %ld MiB\n", t[i].total);
 		printf("        Used                        : %ld MiB\n", t[i].used);
