@@ -108,6 +108,8 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, sh
 		RequirePodResources: true,
 		PodResources:        pr,
 		Log:                 log,
+		// Each write and wait of an apply, in the installer's log.
+		Progress: func(line string) { log.Info(line) },
 	}
 	parts := &nodeinstall.Partitions{
 		Layout:        p.parsed,
