@@ -225,6 +225,8 @@ func newApplyCommand(log *logrus.Logger) *cli.Command {
 		Usage: "Lay the node's cards out: write each card's VF count to its sriov_numvfs",
 		Description: layoutHelp + `
 
+First, apply checks that it may write the sriov_numvfs of the cards to change (root's, mode 0644:
+run it as root); if not it says so, naming the files, before anything is tried.
 The whole layout is checked before anything is written: an unknown card, a count the card's model
 does not allow or above its sriov_totalvfs, a card without SR-IOV, a layout over the handle
 budget. A card to change that a process or a pod holds is refused (--wait waits for it); so is
@@ -239,6 +241,11 @@ cards after it are not touched. A card already at its count is not written: appl
 and takes no lock. Applies on a node take turns on /run/xpu-cdi/partition.lock below --host-root
 (else --dev-root), a file only root can open; apply plans again once it holds it. With --output the node's CDI spec is rewritten
 once the layout changed.
+
+Each write, each wait for the kernel (when it starts, every 5s while it lasts, its total) and the
+wait for a card in use (once, then what changed) is a line on stderr; --quiet leaves them out. The
+report (stdout) gives each card's count before, wanted and after; a dry run shows the counts the
+cards would have. After a refusal it shows the node's layout and handles as they are.
 
 Examples:
   xpu-cdi partition apply --layout all=2 --dry-run
