@@ -2,6 +2,8 @@ package partition
 
 import (
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 )
 
 // progressLines collects what Apply reports through Config.Progress.
@@ -161,4 +165,25 @@ func TestApplyNotPermittedProcessCreds(t *testing.T) {
 	c.DryRun = false
 	_, err = apply(t, c, "3=2")
 	require.ErrorIs(t, err, ErrNotPermitted)
+}
+
+// Against the fake kernel with a slow udev: each write, the wait for its
+// VF nodes (start, while it lasts, total) and the card done.
+func TestFakeKernelProgress(t *testing.T) {
+	tr, k := withKernel(t, fakehost.P800SRIOV(), fakehost.SRIOVOptions{SlowUdevDelay: 1200 * time.Millisecond})
+	const pf = "0000:03:00.0"
+	var p progressLines
+	c := config(tr)
+	c.Settle, c.progressEvery, c.Progress = 10*time.Second, 400*time.Millisecond, p.add
+	k.FailNext(pf, fakehost.FaultSlowUdev)
+	_, err := apply(t, c, "0=4")
+	require.NoError(t, err)
+	lines := p.all()
+	const card = "card 0 (0000:03:00.0): "
+	require.Equal(t, card+"sriov_numvfs 2 -> 0", lines[0])
+	require.Equal(t, card+"waiting for the kernel and udev to show 0 VFs (at most 10s)", lines[1])
+	require.GreaterOrEqual(t, p.count(card+"still waiting for 0 VFs after "), 1, lines)
+	require.Regexp(t, `^`+regexp.QuoteMeta(card)+`the kernel and udev show 0 VFs after 1\.[0-9]+s$`, lines[slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "show 0 VFs after") })])
+	require.Contains(t, lines, card+"sriov_numvfs 0 -> 4")
+	require.Equal(t, card+"2 VFs -> 4 VFs, done", lines[len(lines)-1])
 }
