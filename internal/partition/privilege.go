@@ -27,13 +27,13 @@ type writerCreds struct {
 
 // processCreds are this process's credentials.
 func processCreds() (writerCreds, error) {
-	cr := writerCreds{uid: uint32(os.Geteuid()), gids: []uint32{uint32(os.Getegid())}} //nolint:gosec // ids are 32-bit in the kernel
+	cr := writerCreds{uid: uint32(os.Geteuid()), gids: []uint32{uint32(os.Getegid())}}
 	groups, err := os.Getgroups()
 	if err != nil {
 		return cr, fmt.Errorf("reading this process's groups: %w", err)
 	}
 	for _, g := range groups {
-		cr.gids = append(cr.gids, uint32(g)) //nolint:gosec // ids are 32-bit in the kernel
+		cr.gids = append(cr.gids, uint32(g))
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
