@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
@@ -720,6 +721,11 @@ func TestChartRefusesWhatBinariesRefuse(t *testing.T) {
 		{"layout with an unknown selector", []string{"partitions.layout=gpu0=2"}, "/partitions/layout"},
 		{"layout beyond 256 VFs", []string{"partitions.layout=all=300"}, `partitions.layout=all=300: "all=300" is more VFs than any SR-IOV card has`},
 		{"layout by address and index", []string{`partitions.layout=0000:3B:00.0=4\,1=2\,ALL=0`}, ""},
+		{"named layouts", []string{"partitions.layouts.halves=all=2", `partitions.layouts.mixed=all=2\,0000:3b:00.0=4`}, ""},
+		{"a layout name a label value cannot hold", []string{"partitions.layouts._x=all=2"}, "additional properties '_x' not allowed"},
+		{"a layout name over 58 characters", []string{"partitions.layouts." + strings.Repeat("x", 59) + "=all=2"}, "not allowed"},
+		{"a named layout in label form", []string{"partitions.layouts.halves=all-2"}, "/partitions/layouts/halves"},
+		{"a named layout beyond 256 VFs", []string{"partitions.layouts.big=all=300"}, `partitions.layouts.big=all=300: "all=300" is more VFs than any SR-IOV card has`},
 		{"a resource name in kubernetes.io", []string{"devicePlugin.resourceName=kubernetes.io/xpu"}, "devicePlugin.resourceName=kubernetes.io/xpu: the kubernetes.io domain is reserved"},
 		{"a resource name the kubelet refuses", []string{"devicePlugin.resourceName=Baidu.com/xpu"}, "/devicePlugin/resourceName"},
 		{"an extended resource name the kubelet refuses", append([]string{"dra.deviceClasses.all.extendedResourceName=xpu"}, strings.Split(draSet, ",")...), "/dra/deviceClasses/all/extendedResourceName"},
@@ -779,4 +785,61 @@ func TestChartNotes(t *testing.T) {
 	require.NotContains(t, n, "exporter")
 	require.NotContains(t, n, "Partitions:")
 	require.Contains(t, n, "Validate (a pod asking for one XPU through a ResourceClaim)")
+}
+
+// TestChartPartitionLayouts: partitions.layouts becomes the installer's
+// file of named layouts (a ConfigMap in the form partition apply --config
+// reads, mounted read-only, --partition-config), turns the node label on,
+// and restarts the installer when it changes (it is read at start).
+func TestChartPartitionLayouts(t *testing.T) {
+	r := render(t, "--set", "partitions.layouts.halves=all=2", "--set", `partitions.layouts.mixed=all=2\,0000:3b:00.0=4`)
+	in := r.daemonSets["xpu-cdi-installer"]
+	require.NotNil(t, in)
+	checkPod(t, in, installerReads(t))
+	pod := in.Spec.Template.Spec
+	c := pod.Containers[0]
+	e := env(c)
+	require.Equal(t, "true", e["XPU_CDI_PARTITION_NODE_LABEL"], "only the node label names a layout")
+	require.NotContains(t, e, "XPU_CDI_PARTITION_LAYOUT")
+	file := e["XPU_CDI_PARTITION_CONFIG"]
+	require.Equal(t, "/etc/xpu-cdi-partitions/layouts.conf", file)
+	var cm *corev1.ConfigMap
+	for _, m := range r.configMaps {
+		if strings.HasSuffix(m.Name, "-partition-layouts") {
+			cm = m
+		}
+	}
+	require.NotNil(t, cm)
+	layouts, err := partition.ParseConfig([]byte(cm.Data[filepath.Base(file)]))
+	require.NoError(t, err)
+	require.Equal(t, []string{"halves", "mixed"}, layouts.Names)
+	mixed, err := layouts.Layout("mixed")
+	require.NoError(t, err)
+	require.Equal(t, "all=2,0000:3b:00.0=4", mixed.String())
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == filepath.Dir(file) {
+			mounted = m.ReadOnly
+			var vol *corev1.Volume
+			for i := range pod.Volumes {
+				if pod.Volumes[i].Name == m.Name {
+					vol = &pod.Volumes[i]
+				}
+			}
+			require.NotNil(t, vol)
+			require.Equal(t, cm.Name, vol.ConfigMap.Name)
+		}
+	}
+	require.True(t, mounted, "the file is mounted read-only")
+	sum := in.Spec.Template.Annotations["xpu-cdi/partition-layouts-checksum"]
+	require.NotEmpty(t, sum)
+	other := render(t, "--set", "partitions.layouts.halves=all=4", "--set", `partitions.layouts.mixed=all=2\,0000:3b:00.0=4`)
+	require.NotEqual(t, sum, other.daemonSets["xpu-cdi-installer"].Spec.Template.Annotations["xpu-cdi/partition-layouts-checksum"])
+
+	// Without layouts: no file, no ConfigMap.
+	plain := render(t, "--set", "partitions.nodeLabel=true")
+	require.NotContains(t, env(plain.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0]), "XPU_CDI_PARTITION_CONFIG")
+	for _, m := range plain.configMaps {
+		require.False(t, strings.HasSuffix(m.Name, "-partition-layouts"), m.Name)
+	}
 }

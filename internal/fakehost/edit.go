@@ -8,7 +8,8 @@ import (
 )
 
 // Tests reshape a built tree to imitate a broken or unusual host. Build
-// writes the kernel's files read-only (0444, as procfs and sysfs show them),
+// writes the kernel's files read-only (0444, as procfs and sysfs show them;
+// a PF's sriov_numvfs 0644, the kernel's mode for it),
 // which only root's permission bypass lets os.WriteFile overwrite; these
 // helpers work for the tree's owner whoever it is, and keep the file's mode.
 

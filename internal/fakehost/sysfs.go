@@ -166,7 +166,13 @@ func (b *builder) pciFunction(d Device, vfs []Device) error {
 		)
 	}
 	for _, f := range files {
-		if err := b.writeText(fn+"/"+f.name, f.text, 0o444); err != nil {
+		// The kernel's modes: sriov_numvfs is its one attribute here an
+		// owner may write (DEVICE_ATTR_RW, 0644), the others are 0444.
+		mode := os.FileMode(0o444)
+		if f.name == "sriov_numvfs" {
+			mode = 0o644
+		}
+		if err := b.writeText(fn+"/"+f.name, f.text, mode); err != nil {
 			return err
 		}
 	}

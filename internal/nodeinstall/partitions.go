@@ -20,6 +20,13 @@ type Partitions struct {
 	// Layout is the layout of every node (the chart's partitions.layout);
 	// nil: only the node label's.
 	Layout partition.Layout
+	// Layouts are the named layouts a node label may name
+	// (partition.LabelNamePrefix: name.NAME) instead of giving a layout
+	// (the installer's --partition-config, the chart's
+	// partitions.layouts); nil: none.
+	Layouts *partition.LayoutFile
+	// LayoutsFile names where Layouts came from, in messages.
+	LayoutsFile string
 	// NodeLabels returns the labels of the installer's Node. When set, the
 	// value of labels.PartitionLayoutRequest there is the node's layout,
 	// over Layout; without it, the value of the old request label
@@ -66,6 +73,9 @@ func (in *Installer) wantedLayout(ctx context.Context) (partition.Layout, string
 				in.oldLabelWarned = v
 			}
 		}
+		if name, ok, err := partition.LabelLayoutName(v); ok {
+			return in.namedLayout(key, v, name, err)
+		}
 		if v != "" {
 			l, err := partition.ParseLabelValue(v)
 			if err != nil {
@@ -78,6 +88,24 @@ func (in *Installer) wantedLayout(ctx context.Context) (partition.Layout, string
 		return p.Layout, "the installer's layout", nil
 	}
 	return nil, "", nil
+}
+
+// namedLayout is the layout of Layouts that the node label key=v names
+// (name.NAME): an error, nothing applied, when the label's name is not a
+// name, the installer has no named layouts, or none of that name.
+func (in *Installer) namedLayout(key, v, name string, nameErr error) (partition.Layout, string, error) {
+	p := in.o.Partitions
+	switch {
+	case nameErr != nil:
+		return nil, "", fmt.Errorf("node label %s=%s: %w; the cards are left as they are", key, v, nameErr)
+	case p.Layouts == nil || len(p.Layouts.Names) == 0:
+		return nil, "", fmt.Errorf("node label %s=%s names a layout, but the installer has no named layouts (install --partition-config, the chart's partitions.layouts); the cards are left as they are", key, v)
+	}
+	l, err := p.Layouts.Layout(name)
+	if err != nil {
+		return nil, "", fmt.Errorf("node label %s=%s: %s: %w; the cards are left as they are", key, v, p.LayoutsFile, err)
+	}
+	return l, fmt.Sprintf("node label %s=%s, layout [%s] of %s", key, v, name, p.LayoutsFile), nil
 }
 
 // nodeLabels are the node's labels, read again when the last read is

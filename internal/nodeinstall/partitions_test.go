@@ -215,3 +215,66 @@ func TestInstallWithoutPartitions(t *testing.T) {
 	_, err = New(Config{HostRoot: tree.Root, Partitions: &Partitions{}})
 	require.ErrorIs(t, err, errNoApply)
 }
+
+// The node label may name a layout of the installer's file of named
+// layouts (name.NAME) instead of giving one; a name the file does not
+// have, a name that is not one, or no file is an error naming the label,
+// and nothing is applied.
+func TestInstallLabelNamesALayout(t *testing.T) {
+	tree := hostTree(t, fakehost.P800SRIOV())
+	cards := &fakeCards{numVFs: 2}
+	file, err := partition.ParseConfig([]byte("[whole]\nall=0\n[quarters]\nall=4\n[mixed]\nall=2\n0000:03:00.0=4\n"))
+	require.NoError(t, err)
+	label := ""
+	log := &logtest.Recorder{}
+	parts := &Partitions{
+		Layouts:     file,
+		LayoutsFile: "/etc/xpu-cdi-partitions/layouts.conf",
+		NodeLabels: func(context.Context) (map[string]string, error) {
+			return map[string]string{labels.PartitionLayoutRequest: label}, nil
+		},
+		LabelInterval: time.Nanosecond,
+		Apply:         cards.apply,
+	}
+	in := newInstaller(t, tree, log, func(c *Config) {
+		c.Discover = cards.discover(tree)
+		c.Partitions = parts
+	})
+	_, err = in.InstallHook()
+	require.NoError(t, err)
+
+	label = "name.quarters"
+	_, err = in.Sync(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{"all=4"}, cards.applied)
+	require.True(t, log.Has("the cards are laid out as all=4 (node label node-restriction.kubernetes.io/baidu.com-xpu.partition-layout=name.quarters, layout [quarters] of /etc/xpu-cdi-partitions/layouts.conf)"))
+
+	label = "name.mixed"
+	_, err = in.Sync(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{"all=4", "all=2,0000:03:00.0=4"}, cards.applied)
+
+	// The layout form still reads as a layout.
+	label = "all-2"
+	_, err = in.Sync(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{"all=4", "all=2,0000:03:00.0=4", "all=2"}, cards.applied)
+
+	for _, tc := range []struct{ label, want string }{
+		{"name.halves", `node label node-restriction.kubernetes.io/baidu.com-xpu.partition-layout=name.halves: /etc/xpu-cdi-partitions/layouts.conf: no layout named "halves" in the file (it has whole, quarters, mixed); the cards are left as they are`},
+		{"name.", `label value "name." names a layout (name.NAME): layout name "": 1 to 63 characters`},
+		{"name._x", `layout name "_x": letters, digits`},
+	} {
+		label = tc.label
+		_, err = in.Sync(context.Background())
+		require.ErrorContains(t, err, tc.want, tc.label)
+		require.Len(t, cards.applied, 3, tc.label)
+	}
+
+	// No file of named layouts: the name is an error, not a layout.
+	in.o.Partitions.Layouts = nil
+	label = "name.quarters"
+	_, err = in.Sync(context.Background())
+	require.ErrorContains(t, err, "node label node-restriction.kubernetes.io/baidu.com-xpu.partition-layout=name.quarters names a layout, but the installer has no named layouts")
+	require.Len(t, cards.applied, 3)
+}

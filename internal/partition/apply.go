@@ -20,12 +20,13 @@ type CardReport struct {
 	Index   int    `json:"index"`
 	Address string `json:"address"`
 	// Before is the VF count Apply found, Want the layout's, After the
-	// count the card has when Apply is done.
+	// count the card has when Apply is done (in a dry run, the count it
+	// would have).
 	Before int `json:"before"`
 	Want   int `json:"want"`
 	After  int `json:"after"`
 	// Writes are the values written to sriov_numvfs, in order (rollback
-	// included).
+	// included); in a dry run, the values Apply would write.
 	Writes []int `json:"writes,omitempty"`
 	// RolledBack says the card failed and was put back to Before.
 	RolledBack bool `json:"rolledBack,omitempty"`
@@ -42,17 +43,26 @@ func (r CardReport) Changed() bool { return r.Before != r.Want }
 // Report is what Apply did.
 type Report struct {
 	// Layout is the layout asked, Before and After the node's in
-	// canonical form (Current).
+	// canonical form (Current): After is the node's layout when Apply is
+	// done (in a dry run, the layout it would have; after a refusal, the
+	// node's layout as it is).
 	Layout string `json:"layout"`
 	Before string `json:"before"`
 	After  string `json:"after"`
 	DryRun bool   `json:"dryRun,omitempty"`
 	// Cards are every card of the node, in card order.
 	Cards []CardReport `json:"cards"`
-	// HandlesUsed is the handles after the layout, of HandleLimit.
-	HandlesUsed int      `json:"handlesUsed"`
-	HandleLimit int      `json:"handleLimit"`
-	Notes       []string `json:"notes,omitempty"`
+	// HandlesUsed is the node's device handles when Apply is done (in a
+	// dry run, the handles of the layout; after a refusal, the handles
+	// used now), of HandleLimit.
+	HandlesUsed int `json:"handlesUsed"`
+	HandleLimit int `json:"handleLimit"`
+	// HandlesBefore is the handles the node used when Apply began.
+	HandlesBefore int `json:"handlesBefore"`
+	// Refused says the layout was refused before anything was written;
+	// Before, After and the handles are the node's as it is.
+	Refused bool     `json:"refused,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
 }
 
 // Changed reports whether any card had to change.
@@ -83,22 +93,33 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 	deadline := time.Now().Add(c.Wait)
 	h, cards, changes, err := c.plan(l)
 	if err != nil {
-		return nil, err
+		return c.refusedReport(l, h, cards), err
 	}
 	rep := newReport(l, cards, changes, c.DryRun)
 	if !rep.Changed() {
 		c.Log.Infof("the node is already laid out as %s: nothing to do", l)
 		return rep, nil
 	}
+	// Who may write, before anything is tried or waited for: a process
+	// that may not write sriov_numvfs learns so at once, not after a wait
+	// and a failed write.
+	privErr := c.checkWritable(h, changes)
+	if privErr != nil && !c.DryRun {
+		rep.Refused = true
+		return rep, privErr
+	}
 	// The holders first, without the lock: a card in use is refused
 	// (or waited for) without keeping another apply waiting.
 	_, cards, changes, err = c.waitFree(ctx, deadline, h, cards, changes, l, rep)
 	if err != nil {
-		return rep, err
+		return c.refused(l, rep), err
 	}
 	notes := rep.Notes
 	rep = newReport(l, cards, changes, c.DryRun)
 	rep.Notes = notes
+	if privErr != nil {
+		rep.Notes = append(rep.Notes, "this process could not apply the layout: "+privErr.Error())
+	}
 	if c.DryRun || !rep.Changed() {
 		return rep, nil
 	}
@@ -109,11 +130,11 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 	// last write and the spec.
 	lock, err := LockLayout(ctx, c.lockRoot(), max(c.Wait, c.Settle))
 	if err != nil {
-		return rep, err
+		return c.refused(l, rep), err
 	}
 	defer lock.Unlock()
 	if h, cards, changes, err = c.plan(l); err != nil {
-		return rep, err
+		return c.refusedReport(l, h, cards), err
 	}
 	rep = newReport(l, cards, changes, c.DryRun)
 	if !rep.Changed() {
@@ -121,7 +142,7 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 		return rep, nil
 	}
 	if h, cards, changes, err = c.waitFree(ctx, deadline, h, cards, changes, l, rep); err != nil {
-		return rep, err
+		return c.refused(l, rep), err
 	}
 	notes = rep.Notes
 	rep = newReport(l, cards, changes, c.DryRun)
@@ -163,6 +184,7 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 		return rep, errors.Join(failed, fmt.Errorf("reading the node after the layout: %w", err))
 	}
 	rep.After = Current(after).String()
+	rep.HandlesUsed, rep.HandleLimit = Handles(Cards(after))
 	if c.AfterApply != nil && slices.ContainsFunc(rep.Cards, func(r CardReport) bool { return r.After != r.Before }) {
 		// The spec follows the cards, also when a later card failed.
 		if err := c.AfterApply(after); err != nil {
@@ -213,7 +235,9 @@ func (c Config) checkFree(ctx context.Context, addr string) error {
 	return nil
 }
 
-// plan discovers the host and plans l on it.
+// plan discovers the host and plans l on it. A layout Plan refuses
+// returns the host and its cards with the error (the node as it is, for
+// the report of the refusal).
 func (c Config) plan(l Layout) (*discover.Host, []Card, []Change, error) {
 	h, err := c.discover()
 	if err != nil {
@@ -226,9 +250,44 @@ func (c Config) plan(l Layout) (*discover.Host, []Card, []Change, error) {
 	c.fillTotalVFs(h.DevRoot, cards)
 	changes, err := Plan(cards, l)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("layout %s refused, nothing changed:\n%w", l, err)
+		return h, cards, nil, fmt.Errorf("layout %s refused, nothing changed:\n%w", l, err)
 	}
 	return h, cards, changes, nil
+}
+
+// refused is the report of a refusal before any write: the node read
+// again (it may have changed while Apply waited), with l planned on it,
+// and the notes of rep. Where the node cannot be read again, rep.
+func (c Config) refused(l Layout, rep *Report) *Report {
+	h, cards, changes, err := c.plan(l)
+	var fresh *Report
+	if err == nil {
+		fresh = newReport(l, cards, changes, false)
+	} else {
+		fresh = c.refusedReport(l, h, cards)
+	}
+	if fresh != nil {
+		fresh.Notes, fresh.DryRun = rep.Notes, rep.DryRun
+		rep = fresh
+	}
+	rep.Refused = true
+	return rep
+}
+
+// refusedReport is the report of a layout Plan refused: the node as it
+// is (its layout and handles), no card to change. Nil when the host could
+// not be read.
+func (c Config) refusedReport(l Layout, h *discover.Host, cards []Card) *Report {
+	if h == nil || len(cards) == 0 {
+		return nil
+	}
+	changes := make([]Change, len(cards))
+	for i, card := range cards {
+		changes[i] = Change{Card: card, From: card.NumVFs, To: card.NumVFs}
+	}
+	rep := newReport(l, cards, changes, false)
+	rep.Refused = true
+	return rep
 }
 
 // fillTotalVFs reads sriov_totalvfs of the cards whose PF has no node
@@ -254,25 +313,49 @@ func (c Config) fillTotalVFs(devRoot string, cards []Card) {
 	}
 }
 
+// newReport is the report of the plan changes, before any write: the
+// node as it is, or in a dry run as it would be.
 func newReport(l Layout, cards []Card, changes []Change, dry bool) *Report {
 	rep := &Report{Layout: l.String(), Before: layoutOf(cards).String(), DryRun: dry}
 	after := make([]Card, len(cards))
 	for i, ch := range changes {
-		rep.Cards = append(rep.Cards, CardReport{Index: ch.Card.Index, Address: ch.Card.Address, Before: ch.From, Want: ch.To, After: ch.From})
+		r := CardReport{Index: ch.Card.Index, Address: ch.Card.Address, Before: ch.From, Want: ch.To, After: ch.From}
+		if dry && ch.From != ch.To {
+			r.After, r.Writes = ch.To, countSteps(ch.From, ch.To)
+		}
+		rep.Cards = append(rep.Cards, r)
 		after[i] = ch.Card
 		after[i].NumVFs = ch.To
 	}
-	rep.HandlesUsed, rep.HandleLimit = Handles(after)
 	rep.After = rep.Before
+	rep.HandlesUsed, rep.HandleLimit = Handles(cards)
+	rep.HandlesBefore = rep.HandlesUsed
 	if dry {
 		rep.After = layoutOf(after).String()
+		rep.HandlesUsed, rep.HandleLimit = Handles(after)
 	}
 	return rep
+}
+
+// countSteps are the values written to take a card from cur to n VFs:
+// 0 first when it has VFs (the kernel refuses a nonzero count over
+// another with EBUSY), then n.
+func countSteps(cur, n int) []int {
+	switch {
+	case cur == n:
+		return nil
+	case cur > 0 && n > 0:
+		return []int{0, n}
+	}
+	return []int{n}
 }
 
 // waitFree checks who holds the cards to change and, while any is held,
 // looks again (discovering and planning afresh) until deadline.
 func (c Config) waitFree(ctx context.Context, deadline time.Time, h *discover.Host, cards []Card, changes []Change, l Layout, rep *Report) (*discover.Host, []Card, []Change, error) {
+	// The wait is reported once, with what it waits for, and then only
+	// when that changes.
+	start, last := time.Now(), ""
 	for {
 		notes, partial, err := findUsers(ctx, c, h, cards)
 		if err != nil {
@@ -291,6 +374,9 @@ func (c Config) waitFree(ctx context.Context, deadline time.Time, h *discover.Ho
 			}
 		}
 		if len(busy) == 0 {
+			if last != "" {
+				c.progress("the cards to change are free after %s", since(start))
+			}
 			return h, cards, changes, nil
 		}
 		if !time.Now().Before(deadline) {
@@ -300,7 +386,14 @@ func (c Config) waitFree(ctx context.Context, deadline time.Time, h *discover.Ho
 			}
 			return nil, nil, nil, fmt.Errorf("%w, nothing changed (--wait DURATION waits for it): %s", ErrInUse, msg)
 		}
-		c.Log.Infof("waiting for %s", strings.Join(busy, "; "))
+		switch msg := strings.Join(busy, "; "); {
+		case last == "":
+			c.progress("waiting up to %s for the cards to change to be free (checking every %s): %s", time.Until(deadline).Round(time.Second), waitInterval, msg)
+			last = msg
+		case msg != last:
+			c.progress("after %s: %s", since(start), msg)
+			last = msg
+		}
 		select {
 		case <-ctx.Done():
 			return nil, nil, nil, ctx.Err()
@@ -333,15 +426,16 @@ func busyCards(changes []Change, cards []Card) []string {
 // back to ch.From.
 func (c Config) applyCard(ctx context.Context, sys *sysfs, ch Change, r *CardReport) error {
 	addr := ch.Card.Address
-	err := c.setCount(ctx, sys, addr, ch.To, r)
+	name := ch.Card.Name()
+	err := c.setCount(ctx, sys, name, addr, ch.To, r)
 	if err == nil {
 		r.After = ch.To
-		c.Log.Infof("%s: %d VFs -> %d VFs (writes %v)", ch.Card.Name(), ch.From, ch.To, r.Writes)
+		c.progress("%s: %d VFs -> %d VFs, done", name, ch.From, ch.To)
 		return nil
 	}
 	r.Error = err.Error()
-	c.Log.Warnf("%s: %v; putting it back to %d VFs", ch.Card.Name(), err, ch.From)
-	if rerr := c.setCount(context.WithoutCancel(ctx), sys, addr, ch.From, r); rerr != nil {
+	c.Log.Warnf("%s: %v; putting it back to %d VFs", name, err, ch.From)
+	if rerr := c.setCount(context.WithoutCancel(ctx), sys, name, addr, ch.From, r); rerr != nil {
 		now, _ := sys.readInt(addr, attrNumVFs)
 		r.After = now
 		return fmt.Errorf("%w; putting it back to %d VFs failed too (it has %d now): %w", err, ch.From, now, rerr)
@@ -353,31 +447,29 @@ func (c Config) applyCard(ctx context.Context, sys *sysfs, ch Change, r *CardRep
 // setCount brings the PF at addr to n VFs: nothing when it has n, else 0
 // first (the kernel refuses a nonzero count over another with EBUSY)
 // and then n, each write waited for.
-func (c Config) setCount(ctx context.Context, sys *sysfs, addr string, n int, r *CardReport) error {
+func (c Config) setCount(ctx context.Context, sys *sysfs, name, addr string, n int, r *CardReport) error {
 	cur, err := sys.readInt(addr, attrNumVFs)
 	if err != nil {
 		return err
 	}
 	if cur == n {
-		return c.settle(ctx, sys, addr, n, nil)
+		return c.settle(ctx, sys, name, addr, n, nil)
 	}
-	steps := []int{n}
-	if cur > 0 && n > 0 {
-		steps = []int{0, n}
-	}
-	for _, v := range steps {
+	for _, v := range countSteps(cur, n) {
 		h, err := c.discover()
 		if err != nil {
 			return err
 		}
 		old := vfNodes(h, addr)
 		r.Writes = append(r.Writes, v)
+		c.progress("%s: %s %d -> %d", name, attrNumVFs, cur, v)
 		if err := sys.writeNumVFs(addr, v); err != nil {
 			return err
 		}
-		if err := c.settle(ctx, sys, addr, v, old); err != nil {
+		if err := c.settle(ctx, sys, name, addr, v, old); err != nil {
 			return err
 		}
+		cur = v
 	}
 	return nil
 }
@@ -401,15 +493,33 @@ func vfNodes(h *discover.Host, addr string) []string {
 // the write is left without its function: udev has removed it (else a
 // new VF taking its index would look ready through the stale node, which
 // udev then removes).
-func (c Config) settle(ctx context.Context, sys *sysfs, addr string, n int, old []string) error {
-	deadline := time.Now().Add(c.Settle)
+//
+// The wait is reported (Config.Progress) when it starts, every
+// progressEvery while it lasts, with what is not there yet, and with its
+// total when it ends.
+func (c Config) settle(ctx context.Context, sys *sysfs, name, addr string, n int, old []string) error {
+	start := time.Now()
+	deadline, next := start.Add(c.Settle), start.Add(c.progressEvery)
+	waited := false
 	for {
 		why := c.settled(sys, addr, n, old)
 		if why == nil {
+			if waited {
+				c.progress("%s: the kernel and udev show %d VFs after %s", name, n, since(start))
+			}
 			return nil
 		}
 		if !time.Now().Before(deadline) {
+			c.progress("%s: gave up waiting for %d VFs after %s: %v", name, n, since(start), why)
 			return fmt.Errorf("the kernel did not show %d VFs within %s: %w", n, c.Settle, why)
+		}
+		switch {
+		case !waited:
+			c.progress("%s: waiting for the kernel and udev to show %d VFs (at most %s)", name, n, c.Settle)
+			waited = true
+		case !time.Now().Before(next):
+			c.progress("%s: still waiting for %d VFs after %s: %v", name, n, since(start), why)
+			next = next.Add(c.progressEvery)
 		}
 		select {
 		case <-ctx.Done():
@@ -454,4 +564,9 @@ func (c Config) settled(sys *sysfs, addr string, n int, old []string) error {
 		}
 	}
 	return nil
+}
+
+// since is the time since start, rounded for a progress line.
+func since(start time.Time) time.Duration {
+	return time.Since(start).Round(10 * time.Millisecond)
 }

@@ -150,6 +150,20 @@ func checkName(name string) error {
 // KiB) and returns the layout name selects (see LayoutFile.Layout). A file
 // without sections that holds no entry gives ErrNoLayout.
 func ReadConfig(path, name string) (Layout, error) {
+	c, err := ReadLayoutFile(path)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.Layout(name)
+	if err != nil && !errors.Is(err, ErrNoLayout) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return l, err
+}
+
+// ReadLayoutFile reads and parses the layout file at path (a regular file
+// of at most 64 KiB).
+func ReadLayoutFile(path string) (*LayoutFile, error) {
 	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, maxConfigSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading the layout file: %w", err)
@@ -158,11 +172,7 @@ func ReadConfig(path, name string) (Layout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	l, err := c.Layout(name)
-	if err != nil && !errors.Is(err, ErrNoLayout) {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return l, err
+	return c, nil
 }
 
 // FormatConfig writes l in the file's form, one entry a line, under a

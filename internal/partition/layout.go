@@ -115,6 +115,25 @@ func (l Layout) LabelValue() (string, error) {
 	return v, nil
 }
 
+// LabelNamePrefix starts a label value that names a layout of a file of
+// named layouts instead of giving one: name.NAME. No layout's label form
+// starts with it: every entry of one is SELECTOR-N, and a selector is
+// "all", a card index or a PCI address.
+const LabelNamePrefix = "name."
+
+// LabelLayoutName returns the NAME of a label value name.NAME, and
+// whether v is one; the error says why NAME is not a layout's name.
+func LabelLayoutName(v string) (string, bool, error) {
+	name, ok := strings.CutPrefix(v, LabelNamePrefix)
+	if !ok {
+		return "", false, nil
+	}
+	if err := checkName(name); err != nil {
+		return "", true, fmt.Errorf("label value %q names a layout (%sNAME): %w", v, LabelNamePrefix, err)
+	}
+	return name, true, nil
+}
+
 // ParseLabelValue reads a layout from its label form (LabelValue).
 // Only the characters of a label value are taken, so that the value is
 // read in its label form and nothing else (no ',', '=' or ':' of a

@@ -190,6 +190,9 @@ func TestShowProcessUsers(t *testing.T) {
 
 func TestApplyRefusedInUse(t *testing.T) {
 	tr := build(t, p800SRIOV())
+	// Writable for the test's user (the fake tree's are 0444): the
+	// refusal is for the card in use, not for the permission.
+	require.NoError(t, os.Chmod(numVFsPath(t, tr, "0000:03:00.0"), 0o644))
 	release := holdOpen(t, tr, 4242, 7, "python3", "/dev/xpu1")
 	before := snapshot(t, tr)
 	l, _ := ParseLayout("0=4")
@@ -278,7 +281,10 @@ func TestInUseByPods(t *testing.T) {
 func TestApplyRollbackWhenTheKernelDoesNotFollow(t *testing.T) {
 	tr := build(t, p800SRIOV())
 	p0, p3 := numVFsPath(t, tr, "0000:03:00.0"), numVFsPath(t, tr, "0000:83:00.0")
+	// Both writable for the test's user (the fake tree's are 0444): the
+	// check before the writes lets the layout through.
 	require.NoError(t, os.Chmod(p0, 0o644))
+	require.NoError(t, os.Chmod(p3, 0o644))
 	before3 := snapshot(t, tr)[p3]
 	l, _ := ParseLayout("0=4,3=2")
 	called := false

@@ -23,6 +23,9 @@ const (
 	pollInterval = 100 * time.Millisecond
 	// waitInterval is how often a card in use is checked again (--wait).
 	waitInterval = time.Second
+	// progressInterval is how often a wait that lasts reports how long it
+	// has waited so far (Config.Progress).
+	progressInterval = 5 * time.Second
 )
 
 // Config says where the host is and how Show and Apply go about it.
@@ -64,12 +67,21 @@ type Config struct {
 	// DryRun plans and checks, and writes nothing.
 	DryRun bool
 	Log    logger.Interface
+	// Progress, when set, gets one line per step of Apply: each write to
+	// a card's sriov_numvfs, the wait for the kernel and udev after it
+	// (when it starts, every few seconds while it lasts, and its total),
+	// and the wait for a card in use (once, then what changed). Nil: Apply
+	// is quiet (the CLI's --quiet).
+	Progress func(line string)
 	// AfterApply runs once the layout is applied, when something changed,
 	// with the host as discovered then (the CLI rewrites the CDI spec).
 	AfterApply func(*discover.Host) error
 
 	// hooks are the tests' seams in Apply.
 	hooks *applyHooks
+	// progressEvery is how often a lasting wait is reported (default
+	// progressInterval; shorter in the tests).
+	progressEvery time.Duration
 }
 
 // applyHooks run at fixed points of Apply, for the tests: beforeLock
@@ -78,6 +90,9 @@ type Config struct {
 type applyHooks struct {
 	beforeLock func()
 	beforeCard func(addr string)
+	// creds replaces the process's credentials in the check of who may
+	// write sriov_numvfs.
+	creds func() (writerCreds, error)
 }
 
 // lockRoot is the root the layout lock is below: the host root, else
@@ -99,8 +114,18 @@ func (c Config) withDefaults() Config {
 	if c.Settle <= 0 {
 		c.Settle = DefaultSettle
 	}
+	if c.progressEvery <= 0 {
+		c.progressEvery = progressInterval
+	}
 	c.Log = logger.OrDiscard(c.Log)
 	return c
+}
+
+// progress reports one step of Apply (Config.Progress).
+func (c Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		c.Progress(fmt.Sprintf(format, args...))
+	}
 }
 
 // discover reads the host.

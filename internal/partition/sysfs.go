@@ -187,3 +187,26 @@ func (s *sysfs) virtfns(addr string, n int) ([]string, error) {
 	}
 	return addrs, nil
 }
+
+// statAttr stats a PF's attribute without following a link, and says
+// whether the file system it is on is mounted read-only.
+func (s *sysfs) statAttr(addr, name string) (unix.Stat_t, bool, error) {
+	var st unix.Stat_t
+	if !discover.IsPCIAddress(addr) {
+		return st, false, fmt.Errorf("%q is not a PCI address", addr)
+	}
+	dir, err := s.root.OpenDir(pfDir(addr))
+	if err != nil {
+		return st, false, err
+	}
+	defer dir.Close()
+	p := s.hostPath(pfDir(addr) + "/" + name)
+	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return st, false, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(dir.Fd()), &fs); err != nil {
+		return st, false, &os.PathError{Op: "statfs", Path: s.hostPath(pfDir(addr)), Err: err}
+	}
+	return st, fs.Flags&unix.ST_RDONLY != 0, nil
+}

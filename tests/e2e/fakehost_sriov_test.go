@@ -65,7 +65,8 @@ func TestFakehostSRIOVFromShell(t *testing.T) {
 	stdout, stderr, err = runXPUCDI(t, append([]string{"partition", "apply", "--layout", "all=2"}, roots...)...)
 	require.NoError(t, err, "%s\n%s", stdout, stderr)
 	require.Contains(t, stdout, "layout: all=0 -> all=2")
-	require.Contains(t, stdout, "handles: 24 used of 32")
+	require.Contains(t, stdout, "handles: 8 -> 24 used of 32")
+	require.Contains(t, stderr, "card 0 (0000:01:00.0): sriov_numvfs 0 -> 2", "a progress line per write")
 	require.Equal(t, 8, strings.Count(log.String(), "/sriov_numvfs: 0 -> 2 VFs"), log.String())
 	require.Equal(t, 16, strings.Count(log.String(), "udev: created /dev/xpu"), log.String())
 

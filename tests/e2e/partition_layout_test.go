@@ -160,6 +160,8 @@ func TestHelmPartitionLayout(t *testing.T) {
 
 	rel := &helmRelease{c: c, helm: helm, name: "xpu-partitions", values: append(n.values,
 		"devicePlugin.enabled=false", "partitions.layout=all=4", "partitions.labelInterval=1s",
+		// Named layouts the node label may name (name.NAME).
+		`partitions.layouts.whole=all=0`, `partitions.layouts.mixed=0000:03:00.0=2\,0000:83:00.0=4`,
 		// The installer's PodResources socket: the test kubelet's root
 		// directory (its device plugin directory is the fixed
 		// /var/lib/kubelet/device-plugins, hence not with the plugin).
@@ -193,6 +195,20 @@ func TestHelmPartitionLayout(t *testing.T) {
 	time.Sleep(3 * time.Second) // three installer passes
 	require.Len(t, n.kernel.Writes(), writes, "all-3 is not a P800 layout: nothing written")
 	require.Equal(t, map[string]int{"0000:03:00.0": 2, "0000:83:00.0": 2}, n.numVFs())
+
+	// The label names a layout of partitions.layouts: a layout with PCI
+	// addresses, and the whole cards.
+	c.MustKubectl(t, "label", "node", c.Node, layoutRequestLabel+"=name.mixed", "--overwrite")
+	require.True(t, waitFor(2*podTimeout, func() bool {
+		return maps.Equal(n.numVFs(), map[string]int{"0000:03:00.0": 2, "0000:83:00.0": 4})
+	}), "name.mixed: %v", n.numVFs())
+	c.MustKubectl(t, "label", "node", c.Node, layoutRequestLabel+"=name.whole", "--overwrite")
+	n.waitLayout(t, 0)
+	// A name the file does not have changes nothing.
+	writes = len(n.kernel.Writes())
+	c.MustKubectl(t, "label", "node", c.Node, layoutRequestLabel+"=name.halves", "--overwrite")
+	time.Sleep(3 * time.Second) // three installer passes
+	require.Len(t, n.kernel.Writes(), writes, "name.halves is not in partitions.layouts: nothing written")
 
 	// The label gone: the chart's layout again.
 	c.MustKubectl(t, "label", "node", c.Node, layoutRequestLabel+"-")

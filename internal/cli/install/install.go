@@ -116,6 +116,8 @@ all-2_0000.3b.00.0-4) of --node-name, read from the API server, overrides --part
 that node; a node's own kubelet cannot set a label of that prefix. The old label
 baidu.com/xpu.partition-layout is still read when the new one is not set, with a warning, for one
 more release; the labels file leaves it out, so that NFD does not write over it.
+With --partition-config FILE (named layouts, each under a [NAME] line) the label value
+name.NAME lays the node out as the file's layout NAME (e.g. name.halves).
 
   xpu-cdi install --host-root /host --hook-dir /opt/xpu-cdi/bin`,
 		Flags: append(append(o.commonFlags(),

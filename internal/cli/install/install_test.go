@@ -94,6 +94,20 @@ func TestInstallBadFlags(t *testing.T) {
 	require.ErrorContains(t, err, "--partition-node-label needs --node-name")
 	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-label-interval", "1ms")
 	require.ErrorContains(t, err, "--partition-label-interval 1ms is too short")
+	// A file of named layouts: only with the node label, read at start,
+	// and holding [NAME] sections.
+	layouts := filepath.Join(t.TempDir(), "layouts.conf")
+	require.NoError(t, os.WriteFile(layouts, []byte("[halves]\nall=2\n"), 0o644))
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-config", layouts)
+	require.ErrorContains(t, err, "--partition-config "+layouts+": only the node label names one of its layouts (name.NAME): give --partition-node-label too")
+	require.NoError(t, os.WriteFile(layouts, []byte("all=2\n"), 0o644))
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-node-label", "--node-name", "node-1", "--partition-config", layouts)
+	require.ErrorContains(t, err, "--partition-config "+layouts+" holds no named layout ([NAME] lines)")
+	require.NoError(t, os.WriteFile(layouts, []byte("[halves]\nall=x\n"), 0o644))
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-node-label", "--node-name", "node-1", "--partition-config", layouts)
+	require.ErrorContains(t, err, "--partition-config: "+layouts+": line 2: layout entry")
+	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-node-label", "--node-name", "node-1", "--partition-config", layouts+".none")
+	require.ErrorContains(t, err, "--partition-config: reading the layout file")
 	// Outside a pod there is no API server to ask.
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-node-label", "--node-name", "node-1")

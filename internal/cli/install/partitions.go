@@ -30,14 +30,17 @@ type partitionOptions struct {
 	draDriver          string
 	// serviceAccountDir is where the pod's token and CA are (tests).
 	serviceAccountDir string
+	layoutsFile       string
 
-	parsed partition.Layout
+	parsed  partition.Layout
+	layouts *partition.LayoutFile
 }
 
 func (p *partitionOptions) flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "partition-layout", Usage: "keep the cards laid out as `LAYOUT` (SELECTOR=N entries, as partition apply --layout takes them, e.g. all=2); default: leave them alone", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &p.layout},
 		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayoutRequest + " of --node-name says (over --partition-layout; without it, the old label " + labels.PartitionLayout + ", with a warning); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
+		&cli.StringFlag{Name: "partition-config", Usage: "a `FILE` of named layouts ([NAME] lines, as partition apply --config reads them), read at start; the node label value " + partition.LabelNamePrefix + "NAME lays the node out as its layout NAME; needs --partition-node-label", EnvVars: []string{"XPU_CDI_PARTITION_CONFIG"}, Destination: &p.layoutsFile},
 		&cli.DurationFlag{Name: "partition-label-interval", Usage: "read the node label at most every `DURATION` (one GET of the Node, from the API server's cache)", Value: nodeinstall.DefaultLabelInterval, EnvVars: []string{"XPU_CDI_PARTITION_LABEL_INTERVAL"}, Destination: &p.labelInterval},
 		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
 		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims hold cards, for the in-use check", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &p.draDriver},
@@ -52,6 +55,19 @@ func (p *partitionOptions) validate() error {
 			return fmt.Errorf("--partition-layout: %w", err)
 		}
 		p.parsed = l
+	}
+	if p.layoutsFile != "" {
+		if !p.nodeLabel {
+			return fmt.Errorf("--partition-config %s: only the node label names one of its layouts (%sNAME): give --partition-node-label too", p.layoutsFile, partition.LabelNamePrefix)
+		}
+		f, err := partition.ReadLayoutFile(p.layoutsFile)
+		if err != nil {
+			return fmt.Errorf("--partition-config: %w", err)
+		}
+		if len(f.Names) == 0 {
+			return fmt.Errorf("--partition-config %s holds no named layout ([NAME] lines): the node label names one (%sNAME)", p.layoutsFile, partition.LabelNamePrefix)
+		}
+		p.layouts = f
 	}
 	if p.labelInterval < 100*time.Millisecond {
 		return fmt.Errorf("--partition-label-interval %s is too short: give at least 100ms (e.g. 30s)", p.labelInterval)
@@ -108,9 +124,13 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, sh
 		RequirePodResources: true,
 		PodResources:        pr,
 		Log:                 log,
+		// Each write and wait of an apply, in the installer's log.
+		Progress: func(line string) { log.Info(line) },
 	}
 	parts := &nodeinstall.Partitions{
 		Layout:        p.parsed,
+		Layouts:       p.layouts,
+		LayoutsFile:   p.layoutsFile,
 		LabelInterval: p.labelInterval,
 		Apply: func(ctx context.Context, l partition.Layout) error {
 			_, err := partition.Apply(ctx, cfg, l)

@@ -197,6 +197,7 @@ type applyOptions struct {
 	dryRun     bool
 	ignoreScan bool
 	json       bool
+	quiet      bool
 }
 
 func newApplyCommand(log *logrus.Logger) *cli.Command {
@@ -217,12 +218,15 @@ func newApplyCommand(log *logrus.Logger) *cli.Command {
 		// for one run, never left in a unit file or a pod's environment.
 		&cli.BoolFlag{Name: "ignore-incomplete-scan", Usage: "lay the cards out although the scan of the processes holding them did not finish (out of time, or a process whose descriptors may not be read); holders it found still refuse. An admin's override: a process the scan did not reach may hold a card that is then re-laid out under it", Destination: &o.ignoreScan},
 		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON", Destination: &o.json},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log no progress lines (each write, the waits for the kernel and for cards in use); warnings and the report are still printed", EnvVars: []string{"XPU_CDI_PARTITION_QUIET"}, Destination: &o.quiet},
 	)
 	return &cli.Command{
 		Name:  "apply",
 		Usage: "Lay the node's cards out: write each card's VF count to its sriov_numvfs",
 		Description: layoutHelp + `
 
+First, apply checks that it may write the sriov_numvfs of the cards to change (root's, mode 0644:
+run it as root); if not it says so, naming the files, before anything is tried.
 The whole layout is checked before anything is written: an unknown card, a count the card's model
 does not allow or above its sriov_totalvfs, a card without SR-IOV, a layout over the handle
 budget. A card to change that a process or a pod holds is refused (--wait waits for it); so is
@@ -237,6 +241,11 @@ cards after it are not touched. A card already at its count is not written: appl
 and takes no lock. Applies on a node take turns on /run/xpu-cdi/partition.lock below --host-root
 (else --dev-root), a file only root can open; apply plans again once it holds it. With --output the node's CDI spec is rewritten
 once the layout changed.
+
+Each write, each wait for the kernel (when it starts, every 5s while it lasts, its total) and the
+wait for a card in use (once, then what changed) is a line on stderr; --quiet leaves them out. The
+report (stdout) gives each card's count before, wanted and after; a dry run shows the counts the
+cards would have. After a refusal it shows the node's layout and handles as they are.
 
 Examples:
   xpu-cdi partition apply --layout all=2 --dry-run
@@ -276,6 +285,9 @@ func (o *applyOptions) run(c *cli.Context, log *logrus.Logger) error {
 		return err
 	}
 	cfg.Wait, cfg.Settle, cfg.DryRun, cfg.IgnoreIncompleteScan = o.wait, o.settle, o.dryRun, o.ignoreScan
+	if !o.quiet {
+		cfg.Progress = func(line string) { log.Info(line) }
+	}
 	if o.spec.Output() != "" {
 		cfg.AfterApply = func(h *discover.Host) error { return o.spec.Write(h, log) }
 	}
@@ -358,8 +370,12 @@ func ints(v []int) string {
 	return strings.Join(s, ",")
 }
 
-// printReport prints what apply did (or would do).
+// printReport prints what apply did (or would do), or after a refusal the
+// node as it is.
 func printReport(w io.Writer, r *partition.Report) error {
+	if r.Refused {
+		return printRefused(w, r)
+	}
 	verb := "changed"
 	if r.DryRun {
 		verb = "would change"
@@ -400,7 +416,36 @@ func printReport(w io.Writer, r *partition.Report) error {
 		fmt.Fprint(w, " (dry run: nothing written)")
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "handles: %s\n", partition.HandlesText(r.HandlesUsed, r.HandleLimit))
+	fmt.Fprintf(w, "handles: %d -> %s\n", r.HandlesBefore, partition.HandlesText(r.HandlesUsed, r.HandleLimit))
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}
+
+// printRefused prints the node as it is after a refusal: the cards the
+// layout would change, with their counts now, then the node's layout and
+// device handles now (not the refused layout's).
+func printRefused(w io.Writer, r *partition.Report) error {
+	if r.Changed() {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CARD\tADDRESS\tVFS NOW\tWANTED")
+		for _, c := range r.Cards {
+			if !c.Changed() {
+				continue
+			}
+			idx := "-"
+			if c.Index >= 0 {
+				idx = strconv.Itoa(c.Index)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", idx, c.Address, c.After, c.Want)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "layout now: %s (%s refused, nothing written)\n", r.After, r.Layout)
+	fmt.Fprintf(w, "handles now: %s\n", partition.HandlesText(r.HandlesUsed, r.HandleLimit))
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

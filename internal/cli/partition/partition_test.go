@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -15,6 +16,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/install"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 )
 
 func run(t *testing.T, args ...string) (string, string, error) {
@@ -56,7 +58,7 @@ func TestApplyCLI(t *testing.T) {
 
 	out, _, err := run(t, "apply", "--host-root", root, "--layout", "all=2", "--dry-run")
 	require.NoError(t, err)
-	require.Contains(t, out, "0     0000:3b:00.0  3           2       3      -       would change\n")
+	require.Contains(t, out, "0     0000:3b:00.0  3           2       2      0,2     would change\n")
 	require.Contains(t, out, "layout: 0=3,1=0 -> all=2 (dry run: nothing written)\n")
 
 	_, _, err = run(t, "apply", "--host-root", root, "--layout", "all=4")
@@ -135,4 +137,72 @@ func TestSharingConfigFile(t *testing.T) {
 	require.ErrorContains(t, err, "--sharing-config-file (XPU_CDI_SHARING_CONFIG_FILE): sharing configuration "+file)
 	_, _, err = run(t, "apply", "--host-root", root, "--layout", "all=1", "--dry-run", "--sharing-config-file", "/nonexistent/config.yaml")
 	require.ErrorContains(t, err, "--sharing-config-file (XPU_CDI_SHARING_CONFIG_FILE): reading the sharing configuration: open /nonexistent/config.yaml")
+}
+
+// What apply prints, as golden files: a dry run shows each card's count
+// before and after (and the writes it would make), cards that do not
+// change as they are; a refusal shows the node's layout and handles now,
+// not the refused layout's.
+func TestApplyReportGolden(t *testing.T) {
+	tree := clitest.FakeTree(t, fakehost.R200SRIOV()) // 0=3,1=0
+	root := tree.Root
+	for _, tc := range []struct {
+		name, golden string
+		args         []string
+		held         bool
+		wantErr      error
+	}{
+		{name: "dry run, one card changes", golden: "dry-run-change.txt", args: []string{"--layout", "0=2", "--dry-run"}},
+		{name: "dry run, both cards change", golden: "dry-run-all.txt", args: []string{"--layout", "all=1", "--dry-run"}},
+		{name: "dry run, nothing to change", golden: "dry-run-same.txt", args: []string{"--layout", "0=3", "--dry-run"}},
+		{name: "refused by the plan", golden: "refused-plan.txt", args: []string{"--layout", "all=4"}},
+		{name: "refused, in use", golden: "refused-in-use.txt", args: []string{"--layout", "0=1"}, held: true, wantErr: partition.ErrInUse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.held {
+				require.NoError(t, os.MkdirAll(tree.Path("/proc/4242/fd"), 0o755))
+				require.NoError(t, os.WriteFile(tree.Path("/proc/4242/comm"), []byte("python3\n"), 0o644))
+				require.NoError(t, os.Symlink(tree.Path("/dev/xpu3"), tree.Path("/proc/4242/fd/5")))
+				defer func() { require.NoError(t, os.RemoveAll(tree.Path("/proc/4242"))) }()
+			}
+			out, _, err := run(t, append([]string{"apply", "--host-root", root, "--pod-resources-socket", ""}, tc.args...)...)
+			switch {
+			case tc.wantErr != nil:
+				require.ErrorIs(t, err, tc.wantErr)
+			case strings.HasPrefix(tc.golden, "refused"):
+				require.Error(t, err)
+			default:
+				require.NoError(t, err)
+			}
+			testutil.Golden(t, "apply/"+tc.golden, []byte(out))
+		})
+	}
+}
+
+// apply logs a line per write and per wait for the kernel; --quiet
+// leaves them out. Without the fake kernel the VFs never come: the card
+// is put back, with its own lines.
+func TestApplyProgressLines(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		root := clitest.FakeHost(t, fakehost.R200SRIOV()) // 0=3,1=0
+		args := []string{"apply", "--host-root", root, "--pod-resources-socket", "", "--layout", "0=1", "--settle", "300ms"}
+		if quiet {
+			args = append(args, "--quiet")
+		}
+		_, logs, err := run(t, args...)
+		require.ErrorContains(t, err, "put back to 3 VFs")
+		for _, line := range []string{
+			`msg="card 0 (0000:3b:00.0): sriov_numvfs 3 -> 0"`,
+			`msg="card 0 (0000:3b:00.0): waiting for the kernel and udev to show 0 VFs (at most 300ms)"`,
+			`msg="card 0 (0000:3b:00.0): gave up waiting for 0 VFs after`,
+			`msg="card 0 (0000:3b:00.0): sriov_numvfs 0 -> 3"`,
+		} {
+			if quiet {
+				require.NotContains(t, logs, line)
+			} else {
+				require.Contains(t, logs, line)
+			}
+		}
+		require.Contains(t, logs, "putting it back to 3 VFs", "a warning is not progress")
+	}
 }

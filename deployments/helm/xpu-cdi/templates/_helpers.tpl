@@ -116,7 +116,7 @@ comma-separated list: the installer's, else cdi.specDirs. */}}
 
 {{/* "true" when the installer keeps a partition layout: partitions.layout set, or the node label read. */}}
 {{- define "xpu-cdi.partitions" -}}
-{{- if and .Values.installer.enabled (or .Values.partitions.layout .Values.partitions.nodeLabel) }}true{{ end -}}
+{{- if and .Values.installer.enabled (or .Values.partitions.layout .Values.partitions.nodeLabel .Values.partitions.layouts) }}true{{ end -}}
 {{- end }}
 
 {{/* The image helm test's validator runs check-container in
@@ -177,3 +177,12 @@ for an entry of more than one replica). */}}
 {{- end -}}
 {{- $ms -}}
 {{- end -}}
+
+{{/* The installer's file of named layouts (partitions.layouts), in the
+form partition apply --config reads: a [NAME] line, then the layout. */}}
+{{- define "xpu-cdi.partitionLayouts" -}}
+{{- range $name, $layout := .Values.partitions.layouts }}
+[{{ $name }}]
+{{ $layout }}
+{{- end }}
+{{- end }}
