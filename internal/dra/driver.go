@@ -73,7 +73,7 @@ func New(cfg Config) (*Driver, error) {
 		o: o,
 		m: m,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
-			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
+			Discover: o.Discover, Withheld: o.Withheld, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			Empty:    "publishing an empty ResourceSlice",
 			Unusable: "they are tainted and cannot be prepared",
 		}),

@@ -121,7 +121,7 @@ func TestPartitionsUnit(t *testing.T) {
 	require.Equal(t, []string{"/etc/xpu-cdi/partitions.conf"}, keys["ConditionPathExists"])
 	require.Equal(t, []string{"/usr/bin/xpu-cdi partition apply --config /etc/xpu-cdi/partitions.conf"}, keys["ExecStart"])
 	// The layout lock's directory: root's, 0700, writable under
-	// ProtectSystem=strict, and kept (sriov.LockDir).
+	// ProtectSystem=strict, and kept (partition.LockDir).
 	require.Equal(t, []string{"xpu-cdi"}, keys["RuntimeDirectory"])
 	require.Equal(t, []string{"0700"}, keys["RuntimeDirectoryMode"])
 	require.Equal(t, []string{"yes"}, keys["RuntimeDirectoryPreserve"])

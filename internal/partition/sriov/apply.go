@@ -135,6 +135,18 @@ func Apply(ctx context.Context, c Config, l partition.Layout) (*Report, error) {
 		return rep, err
 	}
 	defer sys.close()
+	// The cards to change are withheld from the device plugin's and the
+	// DRA driver's scans from now until the lock is released: between
+	// the writes a card is whole and its VFs come and go.
+	var changing []string
+	for _, ch := range changes {
+		if ch.From != ch.To {
+			changing = append(changing, ch.Card.Address)
+		}
+	}
+	if err := lock.Announce(changing); err != nil {
+		return rep, err
+	}
 	var failed error
 	for i, ch := range changes {
 		if ch.From == ch.To {

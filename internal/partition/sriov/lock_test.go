@@ -70,7 +70,7 @@ func TestLockOthersCannotHold(t *testing.T) {
 	require.Equal(t, tr.Path("/run/xpu-cdi/partition.lock"), lock.Path())
 	lock.Unlock()
 
-	oldObject, lockDir := tr.Path("/sys/bus/pci/devices"), tr.Path(LockDir)
+	oldObject, lockDir := tr.Path("/sys/bus/pci/devices"), tr.Path(partition.LockDir)
 	if os.Geteuid() == 0 {
 		searchable(t, tr.Root)
 		flockAsNobody(t, oldObject)
@@ -187,12 +187,12 @@ func TestLockRefusesUnsafePaths(t *testing.T) {
 		want  string
 	}{
 		{"lock directory open to others", func(t *testing.T, root string) {
-			require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
-			require.NoError(t, os.Chmod(root+LockDir, 0o755))
+			require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
+			require.NoError(t, os.Chmod(root+partition.LockDir, 0o755))
 		}, "/run/xpu-cdi is mode 0755, open to other users"},
 		{"lock directory a link", func(t *testing.T, root string) {
 			require.NoError(t, os.MkdirAll(root+"/run", 0o755))
-			require.NoError(t, os.Symlink(t.TempDir(), root+LockDir))
+			require.NoError(t, os.Symlink(t.TempDir(), root+partition.LockDir))
 		}, "/run/xpu-cdi is not a directory (a link is not followed)"},
 		{"run a link", func(t *testing.T, root string) {
 			require.NoError(t, os.Symlink(t.TempDir(), root+"/run"))
@@ -202,32 +202,32 @@ func TestLockRefusesUnsafePaths(t *testing.T) {
 			require.NoError(t, unix.Chmod(root+"/run", 0o1777))
 		}, "/run is mode 1777: another user may replace xpu-cdi in it"},
 		{"lock file readable by others", func(t *testing.T, root string) {
-			require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
+			require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
 			require.NoError(t, os.WriteFile(LockPath(root), nil, 0o644))
 			require.NoError(t, os.Chmod(LockPath(root), 0o644))
-		}, LockDir + "/partition.lock is mode 0644, open to other users"},
+		}, partition.LockDir + "/partition.lock is mode 0644, open to other users"},
 		{"lock file a FIFO", func(t *testing.T, root string) {
-			require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
+			require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
 			require.NoError(t, unix.Mkfifo(LockPath(root), 0o600))
-		}, LockDir + "/partition.lock is not a regular file"},
+		}, partition.LockDir + "/partition.lock is not a regular file"},
 		{"lock file a hard link", func(t *testing.T, root string) {
-			require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
-			require.NoError(t, os.WriteFile(root+LockDir+"/other", nil, 0o600))
-			require.NoError(t, os.Link(root+LockDir+"/other", LockPath(root)))
-		}, LockDir + "/partition.lock has 2 links"},
+			require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
+			require.NoError(t, os.WriteFile(root+partition.LockDir+"/other", nil, 0o600))
+			require.NoError(t, os.Link(root+partition.LockDir+"/other", LockPath(root)))
+		}, partition.LockDir + "/partition.lock has 2 links"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			tc.setup(t, root)
 			_, err := LockLayout(context.Background(), root, time.Second)
-			require.ErrorIs(t, err, ErrUnsafeLock)
+			require.ErrorIs(t, err, partition.ErrUnsafeLock)
 			require.ErrorContains(t, err, root+tc.want)
 		})
 	}
 
 	t.Run("lock file a link", func(t *testing.T) {
 		root, outside := t.TempDir(), filepath.Join(t.TempDir(), "target")
-		require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
+		require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
 		require.NoError(t, os.Symlink(outside, LockPath(root)))
 		_, err := LockLayout(context.Background(), root, time.Second)
 		require.ErrorContains(t, err, LockPath(root))
@@ -237,10 +237,10 @@ func TestLockRefusesUnsafePaths(t *testing.T) {
 	t.Run("another user's directory", func(t *testing.T) {
 		testreq.Root(t, "chown to another user")
 		root := t.TempDir()
-		require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
-		require.NoError(t, os.Chown(root+LockDir, nobody, nobody))
+		require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
+		require.NoError(t, os.Chown(root+partition.LockDir, nobody, nobody))
 		_, err := LockLayout(context.Background(), root, time.Second)
-		require.ErrorIs(t, err, ErrUnsafeLock)
+		require.ErrorIs(t, err, partition.ErrUnsafeLock)
 		require.ErrorContains(t, err, root+"/run/xpu-cdi is owned by uid 65534")
 	})
 
@@ -251,7 +251,7 @@ func TestLockRefusesUnsafePaths(t *testing.T) {
 		unix.Umask(old)
 		require.NoError(t, err)
 		defer lock.Unlock()
-		for p, mode := range map[string]os.FileMode{root + "/run": 0o755, root + LockDir: 0o700} {
+		for p, mode := range map[string]os.FileMode{root + "/run": 0o755, root + partition.LockDir: 0o700} {
 			st, err := os.Stat(p)
 			require.NoError(t, err)
 			require.Equal(t, mode, st.Mode().Perm(), p)
