@@ -314,7 +314,7 @@ func (c Config) applyCard(ctx context.Context, sys *sysfs, ch partition.Change, 
 	r.Error = err.Error()
 	c.Log.Warnf("%s: %v; putting it back to %d VFs", ch.Card.Name(), err, ch.From)
 	if rerr := c.setCount(context.WithoutCancel(ctx), sys, addr, ch.From, r); rerr != nil {
-		now, _ := sys.readInt(addr, attrNumVFs)
+		now, _ := sys.readNumVFs(addr)
 		r.After = now
 		return fmt.Errorf("%w; putting it back to %d VFs failed too (it has %d now): %w", err, ch.From, now, rerr)
 	}
@@ -326,7 +326,7 @@ func (c Config) applyCard(ctx context.Context, sys *sysfs, ch partition.Change, 
 // first (the kernel refuses a nonzero count over another with EBUSY)
 // and then n, each write waited for.
 func (c Config) setCount(ctx context.Context, sys *sysfs, addr string, n int, r *CardReport) error {
-	cur, err := sys.readInt(addr, attrNumVFs)
+	cur, err := sys.readNumVFs(addr)
 	if err != nil {
 		return err
 	}
@@ -394,7 +394,7 @@ func (c Config) settle(ctx context.Context, sys *sysfs, addr string, n int, old 
 // settled returns nil when the PF at addr shows n VFs, else what is not
 // there yet.
 func (c Config) settled(sys *sysfs, addr string, n int, old []string) error {
-	cur, err := sys.readInt(addr, attrNumVFs)
+	cur, err := sys.readNumVFs(addr)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func (c Config) lockRoot() string {
 }
 
 func (c Config) withDefaults() Config {
-	c.Config = c.Config.WithDefaults()
+	c.Config = c.WithDefaults()
 	if c.Settle <= 0 {
 		c.Settle = DefaultSettle
 	}

@@ -51,8 +51,8 @@ func TestSysfsAttributeFIFO(t *testing.T) {
 	sys, err := openSysfs(tr.Root)
 	require.NoError(t, err)
 	defer sys.close()
-	withTimeout(t, 5*time.Second, "readInt", func() {
-		_, err := sys.readInt("0000:3b:00.0", attrNumVFs)
+	withTimeout(t, 5*time.Second, "readNumVFs", func() {
+		_, err := sys.readNumVFs("0000:3b:00.0")
 		require.ErrorContains(t, err, "not a regular file")
 	})
 	withTimeout(t, 5*time.Second, "writeNumVFs", func() {
