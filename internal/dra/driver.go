@@ -37,6 +37,9 @@ type Driver struct {
 	// devices is the last scan; api the slice's devices built from it.
 	devices []xpunode.Device
 	api     []resourceapi.Device
+	// changedAt is when each device name last came to stand for another
+	// device (identity.go): a claim allocated before is not prepared.
+	changedAt map[string]time.Time
 	// changed is closed (and replaced) when the devices change: the health
 	// streams wait on it.
 	changed chan struct{}
@@ -70,13 +73,14 @@ func New(cfg Config) (*Driver, error) {
 		o: o,
 		m: m,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
-			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
+			Discover: o.Discover, Withheld: o.Withheld, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			Empty:    "publishing an empty ResourceSlice",
 			Unusable: "they are tainted and cannot be prepared",
 		}),
-		claims:  claims,
-		changed: make(chan struct{}),
-		fatal:   make(chan error, 1),
+		claims:    claims,
+		changed:   make(chan struct{}),
+		changedAt: map[string]time.Time{},
+		fatal:     make(chan error, 1),
 	}, nil
 }
 
@@ -150,6 +154,7 @@ func (d *Driver) Refresh() bool {
 	api, warnings := d.validate(d.build(devs, h, d.api))
 	same := d.api != nil && resourceslice.DevicesDeepEqual(d.api, api)
 	if !same {
+		renumbered(d.api, api, d.changedAt, d.o.Clock())
 		d.devices, d.api = devs, api
 		close(d.changed)
 		d.changed = make(chan struct{})

@@ -17,6 +17,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 )
 
 func run(t *testing.T, args ...string) (string, string, error) {
@@ -81,7 +82,7 @@ func TestApplyCLI(t *testing.T) {
 	require.NoError(t, os.WriteFile(conf, []byte("# the node's\n0=3\n1=0\n"), 0o644))
 	out, _, err = run(t, "apply", "--host-root", root, "--config", conf, "--json")
 	require.NoError(t, err)
-	var rep partition.Report
+	var rep sriov.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.False(t, rep.Changed(), "already laid out")
 	require.Equal(t, "0=3,1=0", rep.Layout)
@@ -156,7 +157,7 @@ func TestApplyReportGolden(t *testing.T) {
 		{name: "dry run, both cards change", golden: "dry-run-all.txt", args: []string{"--layout", "all=1", "--dry-run"}},
 		{name: "dry run, nothing to change", golden: "dry-run-same.txt", args: []string{"--layout", "0=3", "--dry-run"}},
 		{name: "refused by the plan", golden: "refused-plan.txt", args: []string{"--layout", "all=4"}},
-		{name: "refused, in use", golden: "refused-in-use.txt", args: []string{"--layout", "0=1"}, held: true, wantErr: partition.ErrInUse},
+		{name: "refused, in use", golden: "refused-in-use.txt", args: []string{"--layout", "0=1"}, held: true, wantErr: sriov.ErrInUse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.held {

@@ -1,4 +1,4 @@
-package partition
+package sriov
 
 import (
 	"os"
@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 )
 
 // progressLines collects what Apply reports through Config.Progress.
@@ -48,8 +49,8 @@ func (p *progressLines) count(s string) int {
 // for the kernel after it a line when it starts, lines while it lasts,
 // and its end; a rollback's writes too.
 func TestApplyProgressWhenTheKernelDoesNotFollow(t *testing.T) {
-	tr := build(t, p800SRIOV())
-	require.NoError(t, os.Chmod(numVFsPath(t, tr, "0000:03:00.0"), 0o644))
+	tr := build(t, fakehosttest.P800SRIOVBoth())
+	require.NoError(t, os.Chmod(fakehosttest.NumVFsPath(t, tr, "0000:03:00.0"), 0o644))
 	var p progressLines
 	c := config(tr)
 	c.Settle, c.progressEvery, c.Progress = 700*time.Millisecond, 200*time.Millisecond, p.add
@@ -68,14 +69,14 @@ func TestApplyProgressWhenTheKernelDoesNotFollow(t *testing.T) {
 // --wait says once that it waits and for what, then only what changed,
 // and how long it waited in all.
 func TestApplyWaitSaysOnceThenChanges(t *testing.T) {
-	tr := build(t, p800SRIOV())
-	release := holdOpen(t, tr, 4242, 7, "python3", "/dev/xpu1")
+	tr := build(t, fakehosttest.P800SRIOVBoth())
+	release := fakehosttest.HoldOpen(t, tr, 4242, 7, "python3", "/dev/xpu1")
 	var p progressLines
 	c := config(tr)
 	c.DryRun, c.Wait, c.Progress = true, 20*time.Second, p.add
 	go func() {
 		time.Sleep(2500 * time.Millisecond)
-		release2 := holdOpen(t, tr, 4243, 3, "xpu-smi", "/dev/xpu2")
+		release2 := fakehosttest.HoldOpen(t, tr, 4243, 3, "xpu-smi", "/dev/xpu2")
 		release()
 		time.Sleep(2500 * time.Millisecond)
 		release2()
@@ -95,14 +96,14 @@ func TestApplyWaitSaysOnceThenChanges(t *testing.T) {
 // are injected (the tree's files are the test user's own), so that the
 // test holds as root and as any other user.
 func TestApplyNotPermittedUpFront(t *testing.T) {
-	tr := build(t, p800SRIOV())
-	p0 := numVFsPath(t, tr, "0000:03:00.0")
+	tr := build(t, fakehosttest.P800SRIOVBoth())
+	p0 := fakehosttest.NumVFsPath(t, tr, "0000:03:00.0")
 	require.NoError(t, os.Chmod(p0, 0o644))
-	require.NoError(t, os.Chmod(numVFsPath(t, tr, "0000:83:00.0"), 0o644))
+	require.NoError(t, os.Chmod(fakehosttest.NumVFsPath(t, tr, "0000:83:00.0"), 0o644))
 	var st unix.Stat_t
 	require.NoError(t, unix.Stat(p0, &st))
-	defer holdOpen(t, tr, 4242, 7, "python3", "/dev/xpu1")()
-	before := snapshot(t, tr)
+	defer fakehosttest.HoldOpen(t, tr, 4242, 7, "python3", "/dev/xpu1")()
+	before := fakehosttest.Snapshot(t, tr)
 	other := writerCreds{uid: st.Uid + 1, gids: []uint32{st.Gid + 1}}
 	c := config(tr)
 	c.Wait = 10 * time.Second
@@ -117,7 +118,7 @@ func TestApplyNotPermittedUpFront(t *testing.T) {
 	require.NotErrorIs(t, err, ErrInUse)
 	require.True(t, rep.Refused)
 	require.Equal(t, "0=2,3=0", rep.After, "the node as it is")
-	require.Equal(t, before, snapshot(t, tr))
+	require.Equal(t, before, fakehosttest.Snapshot(t, tr))
 
 	// A dry run says it in a note and reports the plan.
 	c.DryRun = true
@@ -148,8 +149,8 @@ func TestApplyNotPermittedUpFront(t *testing.T) {
 // root's 0644 for another user) is refused up front unless the process
 // has CAP_DAC_OVERRIDE (root), as the kernel would decide.
 func TestApplyNotPermittedProcessCreds(t *testing.T) {
-	tr := build(t, p800SRIOV())
-	require.NoError(t, os.Chmod(numVFsPath(t, tr, "0000:83:00.0"), 0o444))
+	tr := build(t, fakehosttest.P800SRIOVBoth())
+	require.NoError(t, os.Chmod(fakehosttest.NumVFsPath(t, tr, "0000:83:00.0"), 0o444))
 	cr, err := processCreds()
 	require.NoError(t, err)
 	c := config(tr)

@@ -1,4 +1,4 @@
-package partition
+package sriov
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -73,7 +75,7 @@ func whyNotWritable(st *unix.Stat_t, readOnly bool, cr writerCreds) string {
 // wraps ErrNotPermitted and names every file and what it needs. An
 // attribute that cannot be looked at is left to the write, whose checks
 // (no link, a regular file) report it.
-func (c Config) checkWritable(h *discover.Host, changes []Change) error {
+func (c Config) checkWritable(h *discover.Host, changes []partition.Change) error {
 	creds := processCreds
 	if c.hooks != nil && c.hooks.creds != nil {
 		creds = c.hooks.creds
