@@ -10,7 +10,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
-	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -232,7 +232,7 @@ func TestInUseByPods(t *testing.T) {
 	srv := podresourcestest.NewServer(&podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
 		podresourcestest.DevicePluginPod("ml", "infer", "app", "baidu.com/xpu-5gb", "3"),
 		podresourcestest.DevicePluginPod("ml", "shared", "app", "baidu.com/xpu.shared", "1::2"),
-		podresourcestest.DRAPod("team", "train", "main", "one-vf", podresources.DefaultDRADriver, "xpu-4"),
+		podresourcestest.DRAPod("team", "train", "main", "one-vf", names.DRADriver, "xpu-4"),
 		podresourcestest.DevicePluginPod("x", "gpu", "app", "nvidia.com/gpu", "2"),
 	}})
 	c := config(tr)
