@@ -127,9 +127,7 @@ func (o *options) flags() []cli.Flag {
 		o.kubelet.ResourceNameFlag("extended resource to advertise (e.g. kunlunxin.com/xpu on clusters that already use it)"),
 		&cli.StringFlag{Name: "device-list-strategy", Usage: "how allocated devices reach the container: cdi-cri, cdi-annotations or volume-mounts", Value: string(deviceplugin.StrategyCDICRI), EnvVars: []string{"XPU_CDI_DEVICE_LIST_STRATEGY"}, Destination: &o.strategy},
 		&cli.StringFlag{Name: "partition-strategy", Usage: "how SR-IOV partitions (VFs) are advertised: mixed (whole cards as --resource-name, each partition size as RESOURCE-SIZE, e.g. baidu.com/xpu-24gb) or single (every device as --resource-name; refuses to start unless all are of one size)", Value: string(deviceplugin.PartitionMixed), EnvVars: []string{"XPU_CDI_PARTITION_STRATEGY"}, Destination: &o.partitions},
-		// --health-check-interval was this flag's name before the DRA
-		// driver's --poll-interval became the one name of the setting.
-		o.kubelet.PollIntervalFlag([]string{"health-check-interval"}, "XPU_CDI_HEALTH_CHECK_INTERVAL"),
+		o.kubelet.PollIntervalFlag(),
 		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory checked for the cdi-* strategies"),
 		&cli.StringFlag{Name: "config-file", Usage: "sharing configuration `FILE` (NVIDIA's format: version: v1, sharing.timeSlicing); not with --replicas, --rename-by-default, --fail-requests-greater-than-one", EnvVars: []string{"XPU_CDI_CONFIG_FILE", "CONFIG_FILE"}, Destination: &o.configFile},
 		&cli.IntFlag{Name: "replicas", Usage: "advertise each XPU `N` times (time-slicing; no memory or fault isolation); 1 is no sharing", Value: 1, EnvVars: []string{"XPU_CDI_REPLICAS"}, Destination: &o.sharingFlags.Replicas},

@@ -137,7 +137,7 @@ func (o *options) commonFlags() []cli.Flag {
 
 func (o *options) serveFlags() []cli.Flag {
 	return []cli.Flag{
-		o.kubelet.PollIntervalFlag(nil),
+		o.kubelet.PollIntervalFlag(),
 		o.kube.Flag(),
 		&cli.StringFlag{Name: "plugin-data-dir", Usage: "the plugin's `DIR` (its DRA socket and the records of prepared claims); default: /var/lib/kubelet/plugins/<dra-driver-name>", EnvVars: []string{"XPU_CDI_PLUGIN_DATA_DIR"}, Destination: &o.pluginDataDir},
 		&cli.StringFlag{Name: "plugin-registry-dir", Usage: "the kubelet's plugin registration `DIR`", Value: kubeletplugin.KubeletRegistryDir, EnvVars: []string{"XPU_CDI_PLUGIN_REGISTRY_DIR"}, Destination: &o.registryDir},

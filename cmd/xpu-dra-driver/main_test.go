@@ -39,7 +39,7 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		`--dra-driver-name value, --driver-name value`, `(default: "xpu.baidu.com") [$XPU_CDI_DRA_DRIVER_NAME]`,
 		`[$NODE_NAME, $XPU_CDI_NODE_NAME]`, "[$XPU_CDI_VENDOR]", "[$XPU_CDI_CLASS]",
 		"--dev-root", "[$XPU_CDI_DEV_ROOT, $XPU_DEV_ROOT]", "--driver-root",
-		`(default: 10s) [$XPU_CDI_POLL_INTERVAL]`, "[$KUBECONFIG]", "[$XPU_CDI_PLUGIN_DATA_DIR]",
+		`(default: 10s) [$XPU_CDI_POLL_INTERVAL, $XPU_CDI_HEALTH_CHECK_INTERVAL]`, "[$KUBECONFIG]", "[$XPU_CDI_PLUGIN_DATA_DIR]",
 		`(default: "/var/lib/kubelet/plugins_registry") [$XPU_CDI_PLUGIN_REGISTRY_DIR]`,
 		"xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml", "print-slice",
 		"without memory or fault isolation",

@@ -91,7 +91,7 @@ func TestKubelet(t *testing.T) {
 	flags := func(k *Kubelet) []cli.Flag {
 		return []cli.Flag{
 			k.ResourceNameFlag("r"), k.DRADriverNameFlag("d", "driver-name"), k.PodResourcesSocketFlag("s"),
-			k.HealthAddressFlag(DRADriverHealthAddress), k.PollIntervalFlag([]string{"health-check-interval"}, "XPU_CDI_HEALTH_CHECK_INTERVAL"),
+			k.HealthAddressFlag(DRADriverHealthAddress), k.PollIntervalFlag(),
 		}
 	}
 	require.NoError(t, run(t, flags(&k), k.ValidatePollInterval))

@@ -101,16 +101,17 @@ func (k *Kubelet) HealthAddressFlag(defaultAddr string) cli.Flag {
 // HealthAddress is the name of the health endpoint's flag, for errors.
 const HealthAddress = "health-address"
 
-// PollIntervalFlag is --poll-interval (default DefaultPollInterval).
-// deprecatedAliases are older names of the flag, deprecatedEnv older
-// variables: both still work, with a warning (WarnDeprecated).
-func (k *Kubelet) PollIntervalFlag(deprecatedAliases []string, deprecatedEnv ...string) cli.Flag {
+// PollIntervalFlag is --poll-interval (default DefaultPollInterval). The
+// device plugin's old name of the setting, --health-check-interval
+// (XPU_CDI_HEALTH_CHECK_INTERVAL), still works, with a warning
+// (WarnDeprecated).
+func (k *Kubelet) PollIntervalFlag() cli.Flag {
 	return &deprecatedDurationFlag{
 		DurationFlag: &cli.DurationFlag{
-			Name: "poll-interval", Aliases: deprecatedAliases, Usage: "how often the devices' state and the CDI specs are read again",
-			Value: DefaultPollInterval, EnvVars: append([]string{"XPU_CDI_POLL_INTERVAL"}, deprecatedEnv...), Destination: &k.PollInterval,
+			Name: "poll-interval", Aliases: []string{"health-check-interval"}, Usage: "how often the devices' state and the CDI specs are read again",
+			Value: DefaultPollInterval, EnvVars: []string{"XPU_CDI_POLL_INTERVAL", "XPU_CDI_HEALTH_CHECK_INTERVAL"}, Destination: &k.PollInterval,
 		},
-		deprecated: deprecatedNames{aliases: deprecatedAliases, env: deprecatedEnv, used: &k.deprecated},
+		deprecated: deprecatedNames{aliases: []string{"health-check-interval"}, env: []string{"XPU_CDI_HEALTH_CHECK_INTERVAL"}, used: &k.deprecated},
 	}
 }
 
