@@ -13,14 +13,12 @@ GOARCH   ?= $(HOST_GOARCH)
 ARCH_BINDIR = $(if $(filter $(HOST_GOARCH),$(GOARCH)),$(BINDIR),$(BINDIR)/linux-$(GOARCH))
 # The architectures of the image's manifest list (make image).
 IMAGE_ARCHES ?= amd64 arm64
-LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-# Every binary is static: the hook and the shim run as root next to
-# untrusted images and must never start the dynamic loader.
-# urfave_cli_no_docs drops urfave/cli's man/markdown generator, whose init
-# (blackfriday) cost about 1 ms at every start of the hook (docs/benchmarks.md).
-BUILD_TAGS := urfave_cli_no_docs
-GOBUILD   = CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) $(GO) build -trimpath -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)"
-COMMANDS := xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin xpu-dra-driver xpu-exporter
+# The one recipe of the binaries (static, stamped; hack/gobuild.sh says
+# why) and the one list of them (cmd/binaries.txt: the name, where each
+# ships, its man page's line).
+GOBUILD   = VERSION='$(VERSION)' COMMIT='$(COMMIT)' GO='$(GO)' hack/gobuild.sh $(GOARCH)
+COMMANDS := $(shell awk '!/^\#/ && NF { print $$1 }' cmd/binaries.txt)
+IMAGE_COMMANDS := $(shell awk '!/^\#/ && NF && $$2 ~ /(^|,)image(,|$$)/ { print $$1 }' cmd/binaries.txt)
 TOOLS    := /usr/local/lib/xpu-cdi-tools/bin
 GOLANGCI ?= $(TOOLS)/golangci-lint
 # The OCI image of the binaries (deployments/Containerfile, FROM scratch).
@@ -45,7 +43,7 @@ help: ## Show this help
 build: ## Build the static binaries into ./bin (stamped); GOARCH=arm64: linux/arm64 ones into ./bin/linux-arm64
 	@mkdir -p $(ARCH_BINDIR)
 	@for c in $(COMMANDS); do \
-		if ls cmd/$$c/*.go >/dev/null 2>&1; then echo "go build $$c (linux/$(GOARCH))"; $(GOBUILD) -o $(ARCH_BINDIR)/$$c ./cmd/$$c || exit 1; fi; \
+		echo "go build $$c (linux/$(GOARCH))"; $(GOBUILD) $(ARCH_BINDIR)/$$c ./cmd/$$c || exit 1; \
 	done
 
 deps: ## Install what the tests need (Debian packages, the aarch64 tools, the Debian 13 root of trixie's engines, containerd 2.x, CRI-O, crictl, golangci-lint); idempotent, root
@@ -101,7 +99,9 @@ demo: ## Build, create a demo Kunlun host in a temp dir, discover it, generate a
 image: ## Build the OCI manifest list $(IMAGE), also tagged $(IMAGE_LATEST) (amd64 + arm64 images of the static binaries, FROM scratch) with Podman; nothing pulled
 	@for a in $(IMAGE_ARCHES); do $(MAKE) --no-print-directory build GOARCH=$$a || exit 1; done
 	@for a in $(IMAGE_ARCHES); do \
-		ctx=$(BINDIR); [ "$$a" = "$(HOST_GOARCH)" ] || ctx=$(BINDIR)/linux-$$a; \
+		bins=$(BINDIR); [ "$$a" = "$(HOST_GOARCH)" ] || bins=$(BINDIR)/linux-$$a; \
+		ctx=_output/image/$$a; rm -rf $$ctx && mkdir -p $$ctx/bin || exit 1; \
+		for c in $(IMAGE_COMMANDS); do cp $$bins/$$c $$ctx/bin/ || exit 1; done; \
 		$(PODMAN) build --pull=never --no-cache --platform linux/$$a -f deployments/Containerfile \
 			--label org.opencontainers.image.version=$(VERSION) --label org.opencontainers.image.revision=$(COMMIT) \
 			-t $(IMAGE)-$$a $$ctx || exit 1; \

@@ -273,7 +273,7 @@ func hostPaths(ds *appsv1.DaemonSet) map[string]string {
 var (
 	installerReads = func(t *testing.T) []string {
 		// and, with partitions, the in-cluster API server (node.go)
-		files := []string{"../internal/cli/install/install.go", "../internal/cli/install/partitions.go", "../cmd/xpu-cdi/main.go", "../internal/cmdflags/kind.go", "../internal/cmdflags/loglevel.go"}
+		files := []string{"../internal/cli/install/install.go", "../internal/cli/install/partitions.go", "../cmd/xpu-cdi/main.go", "../internal/cmdflags/kind.go", "../internal/cmdflags/loglevel.go", "../internal/cmdflags/kubelet.go"}
 		return append(envNames(t, files...), "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
 	}
 	pluginReads = func(t *testing.T) []string {
@@ -604,7 +604,7 @@ func TestChartOptions(t *testing.T) {
 			require.Equal(t, "kunlunxin.com/xpu", e["XPU_CDI_RESOURCE_NAME"])
 			require.Equal(t, "cdi-annotations", e["XPU_CDI_DEVICE_LIST_STRATEGY"])
 			require.Equal(t, "single", e["XPU_CDI_PARTITION_STRATEGY"])
-			require.Equal(t, "5s", e["XPU_CDI_HEALTH_CHECK_INTERVAL"])
+			require.Equal(t, "5s", e["XPU_CDI_POLL_INTERVAL"])
 			require.Equal(t, "example.com", e["XPU_CDI_VENDOR"])
 			require.Equal(t, "npu", e["XPU_CDI_CLASS"])
 			require.Equal(t, "/data/kubelet/device-plugins", hostPaths(dp)["/data/kubelet/device-plugins"])
@@ -709,7 +709,7 @@ func TestChartRefusesWhatBinariesRefuse(t *testing.T) {
 		{"a partition size of the plugin's", []string{"devicePlugin.config.version=v1", "devicePlugin.config.sharing.timeSlicing.resources[0].name=baidu.com/xpu-24gb", "devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2"}, ""},
 		{"a resource named twice", sharing("devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2", "devicePlugin.config.sharing.timeSlicing.resources[1].name=baidu.com/xpu", "devicePlugin.config.sharing.timeSlicing.resources[1].replicas=3"), "devicePlugin.config.sharing.timeSlicing.resources[1].name=baidu.com/xpu: named twice"},
 		{"renamed onto a partition size", sharing("devicePlugin.config.sharing.timeSlicing.resources[0].replicas=2", "devicePlugin.config.sharing.timeSlicing.resources[0].rename=baidu.com/xpu-48gb"), "baidu.com/xpu is renamed baidu.com/xpu-48gb, the name of another resource"},
-		{"healthCheckInterval 0s", []string{"devicePlugin.healthCheckInterval=0s"}, "devicePlugin.healthCheckInterval=0s is too short: xpu-device-plugin --health-check-interval refuses less than 100ms"},
+		{"healthCheckInterval 0s", []string{"devicePlugin.healthCheckInterval=0s"}, "devicePlugin.healthCheckInterval=0s is too short: xpu-device-plugin --poll-interval refuses less than 100ms"},
 		{"healthCheckInterval 100ms", []string{"devicePlugin.healthCheckInterval=100ms"}, ""},
 		{"healthCheckInterval 0.05s", []string{"devicePlugin.healthCheckInterval=0.05s"}, "devicePlugin.healthCheckInterval=0.05s is too short"},
 		{"DRA poll 90ms", append([]string{"dra.healthCheckInterval=90ms"}, strings.Split(draSet, ",")...), "dra.healthCheckInterval=90ms is too short: xpu-dra-driver --poll-interval"},

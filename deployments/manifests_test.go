@@ -145,6 +145,7 @@ func hostPathMounts(t *testing.T, pod *corev1.PodSpec, c *corev1.Container) (map
 var daemonFlagGroups = []string{
 	"../internal/cmdflags/host.go", "../internal/cmdflags/kind.go",
 	"../internal/cmdflags/specdirs.go", "../internal/cmdflags/loglevel.go",
+	"../internal/cmdflags/kubelet.go",
 }
 
 // mainHelpEnv returns the environment variables the flags of a command

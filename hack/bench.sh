@@ -33,8 +33,9 @@ GO=${GO:-go}
 work=$(mktemp -d /tmp/xpu-bench-build.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
+# The shipped binaries' recipe, stamped and stripped as make build's.
 build() {
-	CGO_ENABLED=0 "$GO" build -trimpath -tags urfave_cli_no_docs -ldflags "-s -w" -o "$work/bin/$1" "./cmd/$1"
+	VERSION=${VERSION:-bench} GO=$GO hack/gobuild.sh "$("$GO" env GOARCH)" "$work/bin/$1" "./cmd/$1"
 }
 echo "bench: building xpu-cdi, xpu-runtime-hook" >&2
 build xpu-cdi

@@ -2,7 +2,7 @@
 # Stage everything the .deb and the .rpm contain into one directory, so both
 # packages are built from the very same files:
 #
-#   DIR/bin/        xpu-cdi, xpu-runtime-hook, xpu-container-runtime, xpu-device-plugin, xpu-exporter (static)
+#   DIR/bin/        the binaries of cmd/binaries.txt that ship in the packages (static)
 #   DIR/config.toml default /etc/xpu-container-toolkit/config.toml
 #   DIR/partitions.conf /etc/xpu-cdi/partitions.conf (commented out)
 #   DIR/man/        man pages (help2man from --help, or a short fallback)
@@ -10,14 +10,13 @@
 #   DIR/systemd/    units and preset;  DIR/udev/  the udev rule
 #
 # Usage: packaging/stage.sh DIR   (run from anywhere; env VERSION, COMMIT, GOARCH)
-# The binaries are built with "go build" (static, -trimpath, stamped) for
+# The binaries are built by hack/gobuild.sh (static, -trimpath, stamped) for
 # linux/$GOARCH (default: the host's), unless PREBUILT_BINDIR names a
 # directory holding them already built that way; either way they must be
 # ELF files for that architecture. For another architecture than the
 # host's, the config and the man pages come from host builds of the same
 # source (their output does not depend on the architecture).
-# A binary whose cmd/ directory does not exist yet is skipped with a warning;
-# the xpu-cdi binary is required.
+# The xpu-cdi binary is required.
 set -euo pipefail
 
 out=${1:?usage: stage.sh DIR}
@@ -41,15 +40,21 @@ arm64) machine="b7 00" ;;
 esac
 
 gobuild() { # gobuild GOARCH OUTPUT PACKAGE
-	(cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH=$1 go build -trimpath -tags urfave_cli_no_docs \
-		-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" -o "$2" "$3")
+	VERSION=$VERSION COMMIT=$COMMIT "$root/hack/gobuild.sh" "$@"
 }
+
+# binaries.txt: name, where it ships, the man page's line.
+list=$root/cmd/binaries.txt
+mapfile -t binaries < <(awk '!/^#/ && NF && $2 ~ /(^|,)pkg(,|$)/ { print $1 }' "$list")
+if [ ${#binaries[@]} -eq 0 ]; then
+	echo "stage: $list names no binary of the packages" >&2
+	exit 1
+fi
 
 rm -rf "$out"
 mkdir -p "$out"/{bin,man,doc,systemd,udev}
 out=$(cd "$out" && pwd)
 
-binaries=(xpu-cdi xpu-runtime-hook xpu-container-runtime xpu-device-plugin xpu-exporter)
 for b in "${binaries[@]}"; do
 	if [ -n "${PREBUILT_BINDIR:-}" ]; then
 		if [ -x "$PREBUILT_BINDIR/$b" ]; then
@@ -57,10 +62,6 @@ for b in "${binaries[@]}"; do
 		else
 			warn "$PREBUILT_BINDIR/$b does not exist: $b is left out of the package"
 		fi
-		continue
-	fi
-	if ! compgen -G "$root/cmd/$b/*.go" >/dev/null; then
-		warn "cmd/$b does not exist yet: $b is left out of the package"
 		continue
 	fi
 	echo "stage: go build ./cmd/$b (linux/$arch)"
@@ -100,13 +101,7 @@ fi
 # Man pages. help2man needs --help and --version to work; a binary whose
 # --version fails gets a short hand-written page instead.
 describe() {
-	case $1 in
-	xpu-cdi) echo "generate and refresh CDI specs for Baidu Kunlun XPUs" ;;
-	xpu-runtime-hook) echo "OCI hooks for containers given Baidu Kunlun XPUs" ;;
-	xpu-container-runtime) echo "runc shim that gives Baidu Kunlun XPUs to containers" ;;
-	xpu-device-plugin) echo "Kubernetes device plugin that offers Baidu Kunlun XPUs as CDI devices" ;;
-	xpu-exporter) echo "Prometheus exporter of Baidu Kunlun XPU metrics, per device and per pod" ;;
-	esac
+	awk -v b="$1" '!/^#/ && $1 == b { $1 = ""; $2 = ""; sub(/^ +/, ""); print; exit }' "$list"
 }
 for bin in "$run_dir"/*; do
 	b=$(basename "$bin")

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/dra"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 )
 
 // What the simulated nodes offer.
@@ -22,7 +22,7 @@ const (
 	// 2 VFs each.
 	PartitionsPerNode = 16
 	// The classes of deployments/xpu-dra-deviceclasses.yaml the cases use.
-	classAll     = dra.DefaultDriverName
+	classAll     = names.DRADriver
 	classKunlun3 = "kunlun3.xpu.baidu.com"
 )
 

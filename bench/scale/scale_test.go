@@ -26,6 +26,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/dra"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
@@ -428,7 +429,7 @@ func healthChange(t *testing.T, c *harness.Cluster, f *fleet, h *fakeHost) Resul
 	key := f.nodes[0].driver.TaintKey()
 	tainted := func(s *resourceapi.ResourceSlice) bool {
 		for _, d := range s.Spec.Devices {
-			if d.Name == dra.DeviceName(0) {
+			if d.Name == names.DRADevice(0) {
 				for _, tn := range d.Taints {
 					if tn.Key == key {
 						return true

@@ -17,9 +17,12 @@ import (
 // labelWriter keeps the NFD feature file of --labels-file equal to the
 // labels of the last read of the host, sharing labels included.
 type labelWriter struct {
-	path    string
-	sharing sharing.Config
-	log     *logrus.Logger
+	path string
+	// resource is the plugin's resource name (before sharing renames
+	// it), which names the partition-count labels.
+	resource string
+	sharing  sharing.Config
+	log      *logrus.Logger
 
 	mu      sync.Mutex
 	lastErr string
@@ -36,7 +39,7 @@ func (w *labelWriter) observe(h *discover.Host, err error) {
 	case err != nil:
 		return
 	default:
-		ls = labels.For(h, &w.sharing)
+		ls = labels.For(h, w.resource, &w.sharing)
 	}
 	res, err := labels.WriteFile(w.path, ls, "xpu-device-plugin")
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -44,10 +43,8 @@ type options struct {
 	kind           cmdflags.Kind
 	specDirs       cmdflags.SpecDirs
 	pluginPath     string
-	resourceName   string
+	kubelet        cmdflags.Kubelet
 	strategy       string
-	healthInterval time.Duration
-	healthAddress  string
 	parsedStrategy deviceplugin.Strategy
 	partitions     string
 	partitionStrat deviceplugin.PartitionStrategy
@@ -113,6 +110,7 @@ SIGTERM. A node without XPU advertises zero devices (and says why) instead of ex
 			if err := daemon.RouteKlog(log); err != nil {
 				return err
 			}
+			o.kubelet.WarnDeprecated(log)
 			return o.validate(c)
 		},
 		Action: func(c *cli.Context) error {
@@ -127,10 +125,10 @@ SIGTERM. A node without XPU advertises zero devices (and says why) instead of ex
 func (o *options) flags() []cli.Flag {
 	return append(o.kind.Flags("of the devices handed out"),
 		&cli.StringFlag{Name: "device-plugin-path", Usage: "the kubelet's device plugin `DIR` (its kubelet.sock; the plugin's socket is created there)", Value: deviceplugin.DefaultPluginDir, EnvVars: []string{"XPU_CDI_DEVICE_PLUGIN_PATH"}, Destination: &o.pluginPath},
-		&cli.StringFlag{Name: "resource-name", Usage: "extended resource to advertise (e.g. kunlunxin.com/xpu on clusters that already use it)", Value: deviceplugin.DefaultResourceName, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
+		o.kubelet.ResourceNameFlag("extended resource to advertise (e.g. kunlunxin.com/xpu on clusters that already use it)"),
 		&cli.StringFlag{Name: "device-list-strategy", Usage: "how allocated devices reach the container: cdi-cri, cdi-annotations or volume-mounts", Value: string(deviceplugin.StrategyCDICRI), EnvVars: []string{"XPU_CDI_DEVICE_LIST_STRATEGY"}, Destination: &o.strategy},
 		&cli.StringFlag{Name: "partition-strategy", Usage: "how SR-IOV partitions (VFs) are advertised: mixed (whole cards as --resource-name, each partition size as RESOURCE-SIZE, e.g. baidu.com/xpu-24gb) or single (every device as --resource-name; refuses to start unless all are of one size)", Value: string(deviceplugin.PartitionMixed), EnvVars: []string{"XPU_CDI_PARTITION_STRATEGY"}, Destination: &o.partitions},
-		&cli.DurationFlag{Name: "health-check-interval", Usage: "how often the devices' state and the CDI specs are read again", Value: deviceplugin.DefaultHealthInterval, EnvVars: []string{"XPU_CDI_HEALTH_CHECK_INTERVAL"}, Destination: &o.healthInterval},
+		o.kubelet.PollIntervalFlag(),
 		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory checked for the cdi-* strategies"),
 		&cli.StringFlag{Name: "config-file", Usage: "sharing configuration `FILE` (NVIDIA's format: version: v1, sharing.timeSlicing); not with --replicas, --rename-by-default, --fail-requests-greater-than-one", EnvVars: []string{"XPU_CDI_CONFIG_FILE", "CONFIG_FILE"}, Destination: &o.configFile},
 		&cli.IntFlag{Name: "replicas", Usage: "advertise each XPU `N` times (time-slicing; no memory or fault isolation); 1 is no sharing", Value: 1, EnvVars: []string{"XPU_CDI_REPLICAS"}, Destination: &o.sharingFlags.Replicas},
@@ -139,19 +137,15 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringFlag{Name: "labels-file", Usage: "keep the node labels (baidu.com/xpu.*, with the sharing) in this NFD feature `FILE`, e.g. /etc/kubernetes/node-feature-discovery/features.d/xpu-device-plugin; its directory must exist", EnvVars: []string{"XPU_CDI_LABELS_FILE"}, Destination: &o.labelsFile},
 		&cli.BoolFlag{Name: "remove-labels-on-exit", Usage: "remove --labels-file when stopped (SIGTERM): the node's labels go with the plugin", EnvVars: []string{"XPU_CDI_REMOVE_LABELS_ON_EXIT"}, Destination: &o.removeLabels},
 		o.level.Flag(),
-		daemon.HealthFlag(&o.healthAddress, DefaultHealthAddress),
+		o.kubelet.HealthAddressFlag(cmdflags.DevicePluginHealthAddress),
 	)
 }
-
-// DefaultHealthAddress is the health endpoint's address (the chart's probes
-// use its port).
-const DefaultHealthAddress = ":9508"
 
 func (o *options) validate(c *cli.Context) error {
 	if err := o.kind.Validate(); err != nil {
 		return err
 	}
-	if err := deviceplugin.ValidateResourceName(o.resourceName); err != nil {
+	if err := deviceplugin.ValidateResourceName(o.kubelet.ResourceName); err != nil {
 		return fmt.Errorf("--resource-name: %w", err)
 	}
 	s, err := deviceplugin.ParseStrategy(o.strategy)
@@ -164,8 +158,8 @@ func (o *options) validate(c *cli.Context) error {
 		return fmt.Errorf("--partition-strategy: %w", err)
 	}
 	o.partitionStrat = ps
-	if o.healthInterval < 100*time.Millisecond {
-		return fmt.Errorf("--health-check-interval %s is too short: give at least 100ms (e.g. 10s)", o.healthInterval)
+	if err := o.kubelet.ValidatePollInterval(); err != nil {
+		return err
 	}
 	if o.pluginPath == "" {
 		return errors.New("--device-plugin-path is empty: give the kubelet's device plugin directory, usually " + deviceplugin.DefaultPluginDir)
@@ -180,7 +174,7 @@ func (o *options) validate(c *cli.Context) error {
 // of the common case, not both: which one would win is a guess.
 func (o *options) loadSharing(c *cli.Context) error {
 	if o.configFile == "" {
-		s, err := sharing.PolicyFromFlags(o.resourceName, o.sharingFlags)
+		s, err := sharing.PolicyFromFlags(o.kubelet.ResourceName, o.sharingFlags)
 		if err != nil {
 			return err
 		}
@@ -191,13 +185,13 @@ func (o *options) loadSharing(c *cli.Context) error {
 				return fmt.Errorf("--%s and --config-file %s both set sharing: give one (the file's sharing.timeSlicing, or the flags)", f, o.configFile)
 			}
 		}
-		s, err := sharing.LoadPolicy(o.configFile, o.resourceName)
+		s, err := sharing.LoadPolicy(o.configFile, o.kubelet.ResourceName)
 		if err != nil {
 			return fmt.Errorf("--config-file: %w", err)
 		}
 		o.sharing = s
 	}
-	for _, name := range append([]string{o.sharing.For(o.resourceName).ResourceName}, o.sharing.Renames()...) {
+	for _, name := range append([]string{o.sharing.For(o.kubelet.ResourceName).ResourceName}, o.sharing.Renames()...) {
 		if err := deviceplugin.ValidateResourceName(name); err != nil {
 			return fmt.Errorf("the shared resource name: %w", err)
 		}
@@ -209,19 +203,19 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	var lw *labelWriter
 	var observe func(*discover.Host, error)
 	if o.labelsFile != "" {
-		lw = &labelWriter{path: o.labelsFile, sharing: o.sharing.For(o.resourceName), log: log}
+		lw = &labelWriter{path: o.labelsFile, resource: o.kubelet.ResourceName, sharing: o.sharing.For(o.kubelet.ResourceName), log: log}
 		observe = lw.observe
 	}
 	reg := daemon.NewRegistry(deviceplugin.MetricsNamespace, version, commit)
 	p, err := deviceplugin.New(deviceplugin.Config{
 		HostObserver:      observe,
 		Metrics:           reg,
-		ResourceName:      o.resourceName,
+		ResourceName:      o.kubelet.ResourceName,
 		PartitionStrategy: o.partitionStrat,
 		Kind:              o.kind.String(),
 		Strategy:          o.parsedStrategy,
 		PluginDir:         o.pluginPath,
-		HealthInterval:    o.healthInterval,
+		HealthInterval:    o.kubelet.PollInterval,
 		SpecDirs:          o.specDirs.Dirs(),
 		Sharing:           o.sharing,
 		Log:               log,
@@ -236,11 +230,11 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	whole := o.sharing.For(o.resourceName)
+	whole := o.sharing.For(o.kubelet.ResourceName)
 	log.Infof("xpu-device-plugin %s: resource %s, partition strategy %s, CDI kind %s, strategy %s, device plugin dir %s, dev root %s, sharing of %s: %s (%d replica(s) per XPU)",
 		version, whole.ResourceName, o.partitionStrat, o.kind.String(), o.parsedStrategy, o.pluginPath, o.host.DevRoot, whole.ResourceName, whole.Strategy(), whole.Replicas)
 	// Ready while registered with the kubelet and serving its socket.
-	if err := daemon.StartHealth(ctx, o.healthAddress, p.Ready, log, daemon.WithMetrics(reg)); err != nil {
+	if err := daemon.StartHealth(ctx, o.kubelet.HealthAddress, p.Ready, log, daemon.WithMetrics(reg)); err != nil {
 		return err
 	}
 	err = p.Run(ctx)

@@ -32,7 +32,7 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		`--device-plugin-path DIR`, `(default: "/var/lib/kubelet/device-plugins") [$XPU_CDI_DEVICE_PLUGIN_PATH]`,
 		`--resource-name value`, `(default: "baidu.com/xpu") [$XPU_CDI_RESOURCE_NAME]`,
 		`cdi-cri, cdi-annotations or volume-mounts (default: "cdi-cri") [$XPU_CDI_DEVICE_LIST_STRATEGY]`,
-		`--health-check-interval value`, `(default: 10s) [$XPU_CDI_HEALTH_CHECK_INTERVAL]`,
+		`--poll-interval value, --health-check-interval value`, `(default: 10s) [$XPU_CDI_POLL_INTERVAL, $XPU_CDI_HEALTH_CHECK_INTERVAL]`,
 		"xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml",
 		"--config-file FILE", "[$XPU_CDI_CONFIG_FILE, $CONFIG_FILE]", "--replicas N", "(default: 1) [$XPU_CDI_REPLICAS]",
 		"[$XPU_CDI_RENAME_BY_DEFAULT]", "[$XPU_CDI_FAIL_REQUESTS_GREATER_THAN_ONE]", "NO memory or fault isolation",
@@ -51,7 +51,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--resource-name", "xpu"}, `--resource-name: resource name "xpu" is not DOMAIN/NAME`},
 		{[]string{"--partition-strategy", "MIG"}, `--partition-strategy: unknown partition strategy "MIG": use mixed`},
 		{[]string{"--vendor", "Baidu com"}, "--vendor/--class"},
-		{[]string{"--health-check-interval", "1ms"}, "--health-check-interval 1ms is too short"},
+		{[]string{"--poll-interval", "1ms"}, "--poll-interval 1ms is too short"},
+		{[]string{"--health-check-interval", "1ms"}, "--poll-interval 1ms is too short"},
 		{[]string{"--device-plugin-path", ""}, "--device-plugin-path is empty"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 	} {

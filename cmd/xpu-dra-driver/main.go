@@ -50,25 +50,19 @@ type options struct {
 	kind          cmdflags.Kind
 	specDirs      cmdflags.SpecDirs
 	kube          kubeclient.Flags
-	driverName    string
+	kubelet       cmdflags.Kubelet
 	nodeName      string
-	pollInterval  time.Duration
 	pluginDataDir string
 	registryDir   string
 	podUID        string
-	healthAddress string
 }
 
-// DefaultHealthAddress is the health endpoint's address (the chart's probes
-// use its port).
-const DefaultHealthAddress = ":9509"
-
 const description = `Publishes the node's Kunlun XPUs (found as xpu-cdi finds them: one device per /dev/xpuN
-that can run work, named xpu-N) in the node's ResourceSlice of driver --driver-name, with
+that can run work, named xpu-N) in the node's ResourceSlice of driver --dra-driver-name, with
 attributes for what the host tells (index, model, family, PCI bus ID and PCIe root, NUMA node,
 SR-IOV role, serial, driver and XRE versions) and the memory capacity, and publishes it again
 when the host changes. A device that cannot run work (an error state in /proc/xpu/devN/state, no
-/dev/xpuctrl, no CDI spec naming it) is tainted NoSchedule with the key <driver-name>/unhealthy.
+/dev/xpuctrl, no CDI spec naming it) is tainted NoSchedule with the key <dra-driver-name>/unhealthy.
 
 Prepare answers the CDI names of the node's spec (baidu.com/xpu=N), which containerd 2.x and
 CRI-O resolve; the spec must exist:
@@ -133,7 +127,9 @@ func newApp(log *logrus.Logger) *cli.App {
 func (o *options) commonFlags() []cli.Flag {
 	flags := append(o.host.Flags(), o.kind.Flags("of the names Prepare answers")...)
 	return append(flags,
-		&cli.StringFlag{Name: "driver-name", Usage: "DRA driver name: the ResourceSlice's driver and the domain of the attributes", Value: dra.DefaultDriverName, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &o.driverName},
+		// --driver-name was this flag's name before every command that
+		// names the driver took --dra-driver-name.
+		o.kubelet.DRADriverNameFlag("DRA driver name: the ResourceSlice's driver and the domain of the attributes", "driver-name"),
 		&cli.StringFlag{Name: "node-name", Usage: "the node (and pool) the slice is published for; print-slice defaults to the host name", EnvVars: []string{"NODE_NAME", "XPU_CDI_NODE_NAME"}, Destination: &o.nodeName},
 		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory checked for the node spec"),
 		o.level.Flag(),
@@ -142,12 +138,12 @@ func (o *options) commonFlags() []cli.Flag {
 
 func (o *options) serveFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.DurationFlag{Name: "poll-interval", Usage: "how often the devices' state and the CDI specs are read again", Value: dra.DefaultPollInterval, EnvVars: []string{"XPU_CDI_POLL_INTERVAL"}, Destination: &o.pollInterval},
+		o.kubelet.PollIntervalFlag(),
 		o.kube.Flag(),
-		&cli.StringFlag{Name: "plugin-data-dir", Usage: "the plugin's `DIR` (its DRA socket and the records of prepared claims); default: /var/lib/kubelet/plugins/<driver-name>", EnvVars: []string{"XPU_CDI_PLUGIN_DATA_DIR"}, Destination: &o.pluginDataDir},
+		&cli.StringFlag{Name: "plugin-data-dir", Usage: "the plugin's `DIR` (its DRA socket and the records of prepared claims); default: /var/lib/kubelet/plugins/<dra-driver-name>", EnvVars: []string{"XPU_CDI_PLUGIN_DATA_DIR"}, Destination: &o.pluginDataDir},
 		&cli.StringFlag{Name: "plugin-registry-dir", Usage: "the kubelet's plugin registration `DIR`", Value: kubeletplugin.KubeletRegistryDir, EnvVars: []string{"XPU_CDI_PLUGIN_REGISTRY_DIR"}, Destination: &o.registryDir},
 		&cli.StringFlag{Name: "pod-uid", Usage: "the `UID` of the driver's pod (downward API metadata.uid): registers sockets of its own, so that during a DaemonSet's rolling update (maxSurge) the old and the new driver answer side by side (kubelet 1.33+); empty: one driver per node", EnvVars: []string{"POD_UID", "XPU_CDI_POD_UID"}, Destination: &o.podUID},
-		daemon.HealthFlag(&o.healthAddress, DefaultHealthAddress),
+		o.kubelet.HealthAddressFlag(cmdflags.DRADriverHealthAddress),
 	}
 }
 
@@ -157,6 +153,7 @@ func (o *options) setLevel(log *logrus.Logger) error {
 	if err := o.level.Apply(log); err != nil {
 		return err
 	}
+	o.kubelet.WarnDeprecated(log)
 	return daemon.RouteKlog(log)
 }
 
@@ -164,8 +161,8 @@ func (o *options) validate(serve bool) error {
 	if err := o.kind.Validate(); err != nil {
 		return err
 	}
-	if err := dra.ValidateDriverName(o.driverName); err != nil {
-		return fmt.Errorf("--driver-name: %w", err)
+	if err := dra.ValidateDriverName(o.kubelet.DRADriverName); err != nil {
+		return fmt.Errorf("--dra-driver-name: %w", err)
 	}
 	if o.nodeName == "" {
 		return errors.New("--node-name (or NODE_NAME) is empty: give the node's name, in a DaemonSet from the downward API (fieldRef spec.nodeName)")
@@ -173,11 +170,11 @@ func (o *options) validate(serve bool) error {
 	if !serve {
 		return nil
 	}
-	if o.pollInterval < 100*time.Millisecond {
-		return fmt.Errorf("--poll-interval %s is too short: give at least 100ms (e.g. 10s)", o.pollInterval)
+	if err := o.kubelet.ValidatePollInterval(); err != nil {
+		return err
 	}
 	if o.pluginDataDir == "" {
-		o.pluginDataDir = filepath.Join(kubeletplugin.KubeletPluginsDir, o.driverName)
+		o.pluginDataDir = filepath.Join(kubeletplugin.KubeletPluginsDir, o.kubelet.DRADriverName)
 	}
 	if o.registryDir == "" {
 		return errors.New("--plugin-registry-dir is empty: give the kubelet's plugin registration directory, usually " + kubeletplugin.KubeletRegistryDir)
@@ -189,7 +186,7 @@ func (o *options) validate(serve bool) error {
 // the state directory and the poll interval.
 func (o *options) driverConfig(log *logrus.Logger) dra.Config {
 	return dra.Config{
-		DriverName: o.driverName,
+		DriverName: o.kubelet.DRADriverName,
 		NodeName:   o.nodeName,
 		Kind:       o.kind.String(),
 		SpecDirs:   o.specDirs.Dirs(),
@@ -265,7 +262,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	}
 	cfg := o.driverConfig(log)
 	cfg.StateDir = filepath.Join(o.pluginDataDir, "claims")
-	cfg.PollInterval = o.pollInterval
+	cfg.PollInterval = o.kubelet.PollInterval
 	reg := daemon.NewRegistry(dra.MetricsNamespace, version, commit)
 	cfg.Metrics = reg
 	d, err := dra.New(cfg)
@@ -283,7 +280,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		}
 		return d.Ready(h.RegistrationStatus())
 	}
-	if err := daemon.StartHealth(ctx, o.healthAddress, ready, log, daemon.WithMetrics(reg)); err != nil {
+	if err := daemon.StartHealth(ctx, o.kubelet.HealthAddress, ready, log, daemon.WithMetrics(reg)); err != nil {
 		return err
 	}
 	if err := waitForDir(ctx, o.registryDir, log); err != nil {
@@ -293,7 +290,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		return err
 	}
 	helper, err := kubeletplugin.Start(ctx, d, append([]kubeletplugin.Option{
-		kubeletplugin.DriverName(o.driverName),
+		kubeletplugin.DriverName(o.kubelet.DRADriverName),
 		kubeletplugin.NodeName(o.nodeName),
 		kubeletplugin.KubeClient(d.ObservedClient(client)),
 		kubeletplugin.PluginDataDirectoryPath(o.pluginDataDir),
@@ -301,7 +298,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		kubeletplugin.RollingUpdate(types.UID(o.podUID)),
 	}, dra.SocketOptions()...)...)
 	if err != nil {
-		return fmt.Errorf("starting the kubelet plugin %s: %w", o.driverName, err)
+		return fmt.Errorf("starting the kubelet plugin %s: %w", o.kubelet.DRADriverName, err)
 	}
 	defer helper.Stop()
 	helperOf.Store(helper)
@@ -310,6 +307,6 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		rolling = "on, pod " + o.podUID
 	}
 	log.Infof("xpu-dra-driver %s: driver %s, node %s, CDI kind %s, plugin dir %s, dev root %s, rolling updates %s",
-		version, o.driverName, o.nodeName, o.kind.String(), o.pluginDataDir, o.host.DevRoot, rolling)
+		version, o.kubelet.DRADriverName, o.nodeName, o.kind.String(), o.pluginDataDir, o.host.DevRoot, rolling)
 	return d.Run(ctx, helper)
 }

@@ -36,10 +36,10 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 	out, err := run(t, "--help")
 	require.NoError(t, err)
 	for _, s := range []string{
-		`--driver-name value`, `(default: "xpu.baidu.com") [$XPU_CDI_DRA_DRIVER_NAME]`,
+		`--dra-driver-name value, --driver-name value`, `(default: "xpu.baidu.com") [$XPU_CDI_DRA_DRIVER_NAME]`,
 		`[$NODE_NAME, $XPU_CDI_NODE_NAME]`, "[$XPU_CDI_VENDOR]", "[$XPU_CDI_CLASS]",
 		"--dev-root", "[$XPU_CDI_DEV_ROOT, $XPU_DEV_ROOT]", "--driver-root",
-		`(default: 10s) [$XPU_CDI_POLL_INTERVAL]`, "[$KUBECONFIG]", "[$XPU_CDI_PLUGIN_DATA_DIR]",
+		`(default: 10s) [$XPU_CDI_POLL_INTERVAL, $XPU_CDI_HEALTH_CHECK_INTERVAL]`, "[$KUBECONFIG]", "[$XPU_CDI_PLUGIN_DATA_DIR]",
 		`(default: "/var/lib/kubelet/plugins_registry") [$XPU_CDI_PLUGIN_REGISTRY_DIR]`,
 		"xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml", "print-slice",
 		"without memory or fault isolation",
@@ -53,12 +53,13 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"--node-name", "n", "--driver-name", "XPU"}, `--driver-name: driver name "XPU"`},
+		{[]string{"--node-name", "n", "--dra-driver-name", "XPU"}, `--dra-driver-name: driver name "XPU"`},
+		{[]string{"--node-name", "n", "--driver-name", "XPU"}, `--dra-driver-name: driver name "XPU"`},
 		{[]string{"--node-name", "n", "--vendor", "Baidu com"}, "--vendor/--class"},
 		{[]string{"--node-name", "n", "--poll-interval", "1ms"}, "--poll-interval 1ms is too short"},
 		{[]string{"--node-name", ""}, "--node-name (or NODE_NAME) is empty"},
 		{[]string{"--node-name", "n", "--log-level", "loud"}, "--log-level"},
-		{[]string{"print-slice", "--driver-name", "a_b"}, `--driver-name: driver name "a_b"`},
+		{[]string{"print-slice", "--driver-name", "a_b"}, `--dra-driver-name: driver name "a_b"`},
 	} {
 		t.Run(tc.args[len(tc.args)-2], func(t *testing.T) {
 			t.Setenv("NODE_NAME", "")

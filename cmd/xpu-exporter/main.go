@@ -63,11 +63,9 @@ type options struct {
 	listen        cli.StringSlice
 	telemetryPath string
 	webConfig     string
-	podResources  string
-	resourcePfx   string
+	kubelet       cmdflags.Kubelet
 	configFile    string
 	pods          exporter.PodResourcesConfig
-	draDriver     string
 	xpuSMI        string
 	xpuSMITimeout time.Duration
 	xpuSMIChroot  bool
@@ -188,10 +186,10 @@ func (o *options) flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "web.listen-address", Usage: "`ADDRESS` to serve metrics on (repeatable)", Value: cli.NewStringSlice(DefaultListenAddress), EnvVars: []string{"XPU_CDI_EXPORTER_LISTEN_ADDRESS"}, Destination: &o.listen},
 		&cli.StringFlag{Name: "web.telemetry-path", Usage: "`PATH` of the metrics", Value: "/metrics", EnvVars: []string{"XPU_CDI_EXPORTER_TELEMETRY_PATH"}, Destination: &o.telemetryPath},
 		&cli.StringFlag{Name: "web.config.file", Usage: "the exporter toolkit's web configuration `FILE` (TLS, basic auth)", EnvVars: []string{"XPU_CDI_EXPORTER_WEB_CONFIG_FILE"}, Destination: &o.webConfig},
-		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked at each collection which pods hold which XPU; empty turns attribution off", Value: exporter.DefaultPodResourcesSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &o.podResources},
-		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing renamed) and NAME-<size> (partitions) count too", Value: exporter.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourcePfx},
+		o.kubelet.PodResourcesSocketFlag("the kubelet's PodResources `SOCKET`, asked at each collection which pods hold which XPU; with --host-root, the default is below it; empty turns attribution off"),
+		o.kubelet.ResourceNameFlag("the device plugin's resource `NAME`; NAME.shared (time-slicing renamed) and NAME-<size> (partitions) count too"),
 		&cli.StringFlag{Name: "config-file", Usage: "the device plugin's sharing configuration `FILE` (its --config-file): the names it renames resources to (rename: example.com/xpu-ts) are attributed too", EnvVars: []string{"XPU_CDI_CONFIG_FILE"}, Destination: &o.configFile},
-		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims are attributed", Value: exporter.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &o.draDriver},
+		o.kubelet.DRADriverNameFlag("the DRA driver whose claims are attributed"),
 		&cli.StringFlag{Name: "xpu-smi", Usage: "absolute `PATH` of xpu-smi as the host sees it (inside --host-root); default: the one discovery finds (/usr/local/bin/xpu-smi ...); \"none\" turns the source off", EnvVars: []string{"XPU_CDI_XPU_SMI"}, Destination: &o.xpuSMI},
 		&cli.DurationFlag{Name: "xpu-smi-timeout", Usage: "how long one run of xpu-smi may take before it is killed", Value: xpusmi.DefaultTimeout, EnvVars: []string{"XPU_CDI_XPU_SMI_TIMEOUT"}, Destination: &o.xpuSMITimeout},
 		&cli.IntFlag{Name: "max-pods-per-xpu", Usage: "at most `N` pods with series of their own per XPU; the others are counted in xpu_unlisted_holder_pods", Value: exporter.DefaultMaxPodsPerXPU, EnvVars: []string{"XPU_CDI_EXPORTER_MAX_PODS_PER_XPU"}, Destination: &o.maxPods},
@@ -209,6 +207,7 @@ func (o *options) validate(c *cli.Context) error {
 	if err := o.host.ApplyHostRoot(c); err != nil {
 		return err
 	}
+	o.kubelet.ApplyHostRoot(c, o.host.HostRoot)
 	if err := o.kind.Validate(); err != nil {
 		return err
 	}
@@ -242,7 +241,7 @@ func (o *options) validate(c *cli.Context) error {
 		return fmt.Errorf("--collection-stuck-after %s is shorter than a working collection may take: give at least %s (3 x --xpu-smi-timeout %s, and %s for the kubelet)",
 			o.stuckAfter, least, o.xpuSMITimeout, exporter.DefaultPodResourcesTimeout)
 	}
-	pods, err := exporter.PodResourcesConfig{ResourcePrefix: o.resourcePfx, DRADriver: o.draDriver}.WithSharingFile(o.configFile)
+	pods, err := exporter.PodResourcesConfig{ResourcePrefix: o.kubelet.ResourceName, DRADriver: o.kubelet.DRADriverName}.WithSharingFile(o.configFile)
 	if err != nil {
 		return fmt.Errorf("--config-file: %w", err)
 	}
@@ -281,8 +280,8 @@ func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.
 			cfg.XPUSMIPath = path.Join(o.host.DriverRoot, o.xpuSMI)
 		}
 	}
-	if o.podResources != "" {
-		cfg.Pods = exporter.NewPodResources(o.podResources, o.pods)
+	if o.kubelet.PodResourcesSocket != "" {
+		cfg.Pods = exporter.NewPodResources(o.kubelet.PodResourcesSocket, o.pods)
 	}
 	return exporter.New(cfg), cfg.Pods
 }
@@ -385,7 +384,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	systemd := false
 	flags := &web.FlagConfig{WebListenAddresses: &listen, WebSystemdSocket: &systemd, WebConfigFile: &o.webConfig}
 	log.Infof("xpu-exporter %s: metrics on %s%s (at most %d connections each), dev root %s, driver root %s, pod resources %q",
-		version, strings.Join(listen, ","), o.telemetryPath, o.maxConns, o.host.DevRoot, o.host.DriverRoot, o.podResources)
+		version, strings.Join(listen, ","), o.telemetryPath, o.maxConns, o.host.DevRoot, o.host.DriverRoot, o.kubelet.PodResourcesSocket)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- web.ServeMultiple(listeners, srv, flags, daemon.Slog(log))

@@ -1,9 +1,11 @@
 // Package cmdflags holds the flag groups the commands share (xpu-cdi's
-// subcommands, xpu-device-plugin, xpu-dra-driver, and later the exporter),
-// so that each flag is defined, named, documented, defaulted and checked
+// subcommands, xpu-device-plugin, xpu-dra-driver and xpu-exporter), so
+// that each flag is defined, named, documented, defaulted and checked
 // once: where the host is read (Host: --dev-root, --driver-root,
 // --driver-arch, --host-root), the CDI kind (Kind: --vendor, --class), the
-// CDI spec directories (SpecDirs) and the log level (LogLevel). Each group
+// CDI spec directories (SpecDirs), the log level (LogLevel) and the
+// kubelet-side flags (Kubelet: --resource-name, --dra-driver-name,
+// --pod-resources-socket, --health-address, --poll-interval). Each group
 // binds its flags to its own fields; every flag also reads an XPU_CDI_*
 // environment variable. The API server client's flags are in the
 // subpackage kubeclient, so that commands without one do not link

@@ -11,9 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/urfave/cli/v2"
 	"golang.org/x/net/netutil"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
@@ -53,13 +53,6 @@ func WithMetrics(g prometheus.Gatherer) HealthOption {
 	return func(o *healthOptions) { o.metrics = g }
 }
 
-// HealthAddressFlag, HealthAddressEnv name the flag and variable of the
-// endpoint's address; the daemons give their own default port.
-const (
-	HealthAddressFlag = "health-address"
-	HealthAddressEnv  = "XPU_CDI_HEALTH_ADDRESS"
-)
-
 // ReadyFunc says why the daemon is not ready; nil when it is.
 type ReadyFunc func() error
 
@@ -84,7 +77,7 @@ func ListenHealth(addr string, ready ReadyFunc, opts ...HealthOption) (*Health, 
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--%s %s: %w (give a free host:port, or an empty value to turn the endpoint off)", HealthAddressFlag, addr, err)
+		return nil, fmt.Errorf("--%s %s: %w (give a free host:port, or an empty value to turn the endpoint off)", cmdflags.HealthAddress, addr, err)
 	}
 	l = netutil.LimitListener(l, MaxHealthConns)
 	mux := http.NewServeMux()
@@ -140,18 +133,6 @@ func (h *Health) Serve(ctx context.Context) error {
 		return fmt.Errorf("health endpoint %s: %w", h.Addr(), err)
 	}
 	return nil
-}
-
-// HealthFlag is the --health-address flag of a daemon, bound to dest, with
-// the daemon's default address.
-func HealthFlag(dest *string, defaultAddr string) *cli.StringFlag {
-	return &cli.StringFlag{
-		Name:        HealthAddressFlag,
-		Usage:       "`HOST:PORT` of the health endpoint: GET " + LivenessPath + " (liveness), " + ReadinessPath + " (readiness, with the reason when not ready), plain text, and " + MetricsPath + " (Prometheus metrics); empty turns it off",
-		Value:       defaultAddr,
-		EnvVars:     []string{HealthAddressEnv},
-		Destination: dest,
-	}
 }
 
 // healthRetry is how often StartHealth tries an address in use again.

@@ -18,6 +18,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -106,7 +107,7 @@ func TestMetricsAllocateCauses(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) {
 		c.Metrics = reg
-		c.Sharing = sharing.PolicyOf(DefaultResourceName, sharing.Config{Replicas: 2, FailRequestsGreaterThanOne: true})
+		c.Sharing = sharing.PolicyOf(names.ResourceName, sharing.Config{Replicas: 2, FailRequestsGreaterThanOne: true})
 	})
 	p.Refresh()
 	_, err := p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{

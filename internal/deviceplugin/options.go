@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -17,7 +18,6 @@ import (
 
 // Defaults.
 const (
-	DefaultResourceName   = "baidu.com/xpu"
 	DefaultPluginDir      = "/var/lib/kubelet/device-plugins"
 	DefaultHealthInterval = 10 * time.Second
 	DefaultWatchInterval  = time.Second
@@ -84,7 +84,7 @@ type Config struct {
 func (c Config) withDefaults() (*Config, error) {
 	o := &c
 	if o.ResourceName == "" {
-		o.ResourceName = DefaultResourceName
+		o.ResourceName = names.ResourceName
 	}
 	if o.PartitionStrategy == "" {
 		o.PartitionStrategy = PartitionMixed
@@ -135,7 +135,7 @@ func ValidateResourceName(name string) error {
 	domain, n, ok := strings.Cut(name, "/")
 	switch {
 	case !ok || domain == "" || n == "":
-		return fmt.Errorf("resource name %q is not DOMAIN/NAME (e.g. %s)", name, DefaultResourceName)
+		return fmt.Errorf("resource name %q is not DOMAIN/NAME (e.g. %s)", name, names.ResourceName)
 	case len(domain) > 253 || !dnsSubdomain.MatchString(domain):
 		return fmt.Errorf("resource name %q: %q is not a lower-case DNS subdomain", name, domain)
 	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io"):

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -42,13 +43,6 @@ func ParsePartitionStrategy(s string) (PartitionStrategy, error) {
 // isPartition reports whether d is an SR-IOV VF: a partition of its card.
 func isPartition(d Device) bool {
 	return d.XPU != nil && d.XPU.PCI != nil && d.XPU.PCI.Function == discover.FunctionVF
-}
-
-// PartitionResourceName is the resource of the partitions of memoryMiB
-// under the mixed strategy: resource plus "-" plus the size
-// (discover.PartitionSizeName): baidu.com/xpu-24gb.
-func PartitionResourceName(resource string, memoryMiB int64) string {
-	return resource + "-" + discover.PartitionSizeName(memoryMiB)
 }
 
 // grouping is the devices of one scan sorted into the (unshared) resource
@@ -94,7 +88,7 @@ func group(s PartitionStrategy, base string, devs []Device) grouping {
 		case d.Facts.MemoryMiB <= 0:
 			g.unsized = append(g.unsized, d)
 		default:
-			name := PartitionResourceName(base, d.Facts.MemoryMiB)
+			name := names.PartitionResource(base, d.Facts.MemoryMiB)
 			g.byResource[name] = append(g.byResource[name], d)
 		}
 	}
@@ -106,7 +100,7 @@ func group(s PartitionStrategy, base string, devs []Device) grouping {
 func describeSizes(bySize map[int64][]Device) string {
 	var parts []string
 	for _, size := range slices.Backward(slices.Sorted(maps.Keys(bySize))) {
-		name := discover.PartitionSizeName(size)
+		name := names.PartitionSizeName(size)
 		if name == "" {
 			name = "size unknown"
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -48,12 +49,12 @@ func TestPartitionResourceNames(t *testing.T) {
 		{8192, "baidu.com/xpu-8gb"},
 		{5120, "baidu.com/xpu-5gb"},
 	} {
-		got := PartitionResourceName(DefaultResourceName, tc.mib)
+		got := names.PartitionResource(names.ResourceName, tc.mib)
 		require.Equal(t, tc.want, got)
 		require.NoError(t, ValidateResourceName(got))
-		require.True(t, sharing.IsPartitionResource(DefaultResourceName, got), "the sharing configuration takes %s", got)
+		require.True(t, names.IsPartitionResource(names.ResourceName, got), "the sharing configuration takes %s", got)
 	}
-	require.Equal(t, "kunlunxin.com/xpu-24gb", PartitionResourceName("kunlunxin.com/xpu", 24576))
+	require.Equal(t, "kunlunxin.com/xpu-24gb", names.PartitionResource("kunlunxin.com/xpu", 24576))
 
 	for _, s := range []string{"mixed", "single"} {
 		got, err := ParsePartitionStrategy(s)
@@ -256,7 +257,7 @@ sharing:
     resources:
     - name: baidu.com/xpu-48gb
       replicas: 2
-`), DefaultResourceName)
+`), names.ResourceName)
 	require.NoError(t, err)
 	tree := fakeTree(t, fakehost.P800SRIOV())
 	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = policy })
@@ -286,7 +287,7 @@ sharing:
 	require.Equal(t, []*pluginapi.CDIDevice{{Name: "baidu.com/xpu=2"}}, resp.ContainerResponses[0].CdiDevices)
 
 	t.Run("flags: every resource", func(t *testing.T) {
-		all, err := sharing.PolicyFromFlags(DefaultResourceName, sharing.Flags{Replicas: 3, RenameByDefault: true})
+		all, err := sharing.PolicyFromFlags(names.ResourceName, sharing.Flags{Replicas: 3, RenameByDefault: true})
 		require.NoError(t, err)
 		p, _ := newPlugin(t, fakeTree(t, fakehost.R200SRIOV()), &logtest.Recorder{}, func(c *Config) { c.Sharing = all })
 		p.Refresh()

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
-	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 // Plugin is the device plugin of a node: one Resource (socket,
@@ -178,7 +178,7 @@ func (p *Plugin) pinSize(g *grouping) {
 	p.mu.Unlock()
 	msg := ""
 	if g.mixedSizes != "" {
-		want := discover.PartitionSizeName(pinned)
+		want := names.PartitionSizeName(pinned)
 		if want == "" {
 			want = "none yet"
 		}

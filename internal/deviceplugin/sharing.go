@@ -5,26 +5,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 )
 
-// ReplicaSeparator joins the ID of an XPU and a replica number in the IDs
-// advertised when XPUs are shared: replica 1 of /dev/xpu3 is "3::1", as
-// NVIDIA's plugin names its replicas.
-const ReplicaSeparator = "::"
-
 // replicaID is the advertised ID of replica k of the XPU with ID id.
-func replicaID(id string, k int) string { return id + ReplicaSeparator + strconv.Itoa(k) }
+func replicaID(id string, k int) string { return id + names.ReplicaSeparator + strconv.Itoa(k) }
 
 // PhysicalID returns the ID of the XPU behind an advertised ID: the CDI
 // device name. Without sharing it is id itself.
 func PhysicalID(id string) string {
-	phys, _, _ := strings.Cut(id, ReplicaSeparator)
+	phys, _, _ := strings.Cut(id, names.ReplicaSeparator)
 	return phys
 }
 
 // replicaNumber is the k of "N::k", 0 for an ID without one.
 func replicaNumber(id string) int {
-	_, k, ok := strings.Cut(id, ReplicaSeparator)
+	_, k, ok := strings.Cut(id, names.ReplicaSeparator)
 	if !ok {
 		return 0
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpurequest"
 )
@@ -57,7 +58,7 @@ func without(ids []string, drop ...string) []string {
 func TestPreferredReplicas(t *testing.T) {
 	// P800x8 shared 4 ways: XPUs 0-3 on NUMA node 0, 4-7 on node 1.
 	tree := fakeTree(t, fakehost.P800x8())
-	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.PolicyOf(DefaultResourceName, sharing.Config{Replicas: 4}) })
+	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.PolicyOf(names.ResourceName, sharing.Config{Replicas: 4}) })
 	p.Refresh()
 	require.Len(t, p.Devices(), 32)
 	all := replicasOf(4, 0, 1, 2, 3, 4, 5, 6, 7)
@@ -120,7 +121,7 @@ func TestAllocateReplicas(t *testing.T) {
 		t.Run(tc.description, func(t *testing.T) {
 			p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) {
 				c.Strategy = tc.strategy
-				c.Sharing = sharing.PolicyOf(DefaultResourceName, sharing.Config{Replicas: 4})
+				c.Sharing = sharing.PolicyOf(names.ResourceName, sharing.Config{Replicas: 4})
 			})
 			p.Refresh()
 			resp, err := p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
@@ -135,7 +136,7 @@ func TestAllocateReplicas(t *testing.T) {
 		})
 	}
 
-	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.PolicyOf(DefaultResourceName, sharing.Config{Replicas: 4}) })
+	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) { c.Sharing = sharing.PolicyOf(names.ResourceName, sharing.Config{Replicas: 4}) })
 	p.Refresh()
 	for _, tc := range []struct {
 		ids  []string
@@ -160,7 +161,7 @@ func TestAllocateReplicas(t *testing.T) {
 func TestFailRequestsGreaterThanOne(t *testing.T) {
 	tree := fakeTree(t, fakehost.P800x8())
 	c := sharing.Config{Replicas: 2, FailRequestsGreaterThanOne: true}
-	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(cfg *Config) { cfg.Sharing = sharing.PolicyOf(DefaultResourceName, c) })
+	p, _ := newPlugin(t, tree, &logtest.Recorder{}, func(cfg *Config) { cfg.Sharing = sharing.PolicyOf(names.ResourceName, c) })
 	p.Refresh()
 	resp, err := p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"1::0"}}},
@@ -177,7 +178,7 @@ func TestFailRequestsGreaterThanOne(t *testing.T) {
 
 	// Without sharing the setting changes nothing: whole XPUs are whole.
 	p, _ = newPlugin(t, tree, &logtest.Recorder{}, func(c *Config) {
-		c.Sharing = sharing.PolicyOf(DefaultResourceName, sharing.Config{Replicas: 1, FailRequestsGreaterThanOne: true})
+		c.Sharing = sharing.PolicyOf(names.ResourceName, sharing.Config{Replicas: 1, FailRequestsGreaterThanOne: true})
 	})
 	p.Refresh()
 	_, err = p.Whole().Allocate(context.Background(), &pluginapi.AllocateRequest{
@@ -192,9 +193,9 @@ func TestFailRequestsGreaterThanOne(t *testing.T) {
 func TestSharedThroughTheKubeletAPI(t *testing.T) {
 	tree := fakeTree(t, fakehost.P800x8())
 	log := &logtest.Recorder{}
-	c, err := sharing.FromFlags(DefaultResourceName, sharing.Flags{Replicas: 4, RenameByDefault: true})
+	c, err := sharing.FromFlags(names.ResourceName, sharing.Flags{Replicas: 4, RenameByDefault: true})
 	require.NoError(t, err)
-	p, _ := newPlugin(t, tree, log, func(cfg *Config) { cfg.Sharing = sharing.PolicyOf(DefaultResourceName, c) })
+	p, _ := newPlugin(t, tree, log, func(cfg *Config) { cfg.Sharing = sharing.PolicyOf(names.ResourceName, c) })
 	r := start(t, p)
 	ctx := ctxT(t)
 

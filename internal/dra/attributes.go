@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -26,7 +27,7 @@ const (
 	AttrSRIOVRole   = "sriovRole"
 	AttrParentBusID = "parentPCIBusID"
 	// AttrPartition is the share of its card an SR-IOV partition (VF) is:
-	// "1/2", "1/4" (discover.PartitionFraction of the PF's VF count). A
+	// "1/2", "1/4" (names.PartitionFraction of the PF's VF count). A
 	// whole card has none.
 	AttrPartition     = "partition"
 	AttrSerial        = "serial"
@@ -35,9 +36,6 @@ const (
 	AttrFirmware      = "firmwareVersion"
 	CapacityMemory    = "memory"
 )
-
-// DeviceName is the name of the device of /dev/xpuN in the slice.
-func DeviceName(index int) string { return "xpu-" + strconv.Itoa(index) }
 
 // ValidateDriverName checks a DRA driver name: a lower-case DNS subdomain
 // of at most 63 characters (it is also the domain of the attributes).
@@ -141,7 +139,7 @@ func apiDevice(dev xpunode.Device) resourceapi.Device {
 			attrs[AttrParentBusID] = str(d.PCI.Parent)
 		}
 		if d.PCI.Function == discover.FunctionVF {
-			if frac := discover.PartitionFraction(d.PCI.ParentNumVFs); frac != "" {
+			if frac := names.PartitionFraction(d.PCI.ParentNumVFs); frac != "" {
 				attrs[AttrPartition] = str(frac)
 			}
 		}
@@ -157,7 +155,7 @@ func apiDevice(dev xpunode.Device) resourceapi.Device {
 		// library's GetPCIeRootAttributeByPCIBusID gives.
 		attrs[deviceattribute.StandardDeviceAttributePCIeRoot] = str(d.PCI.PCIeRoot)
 	}
-	out := resourceapi.Device{Name: DeviceName(dev.Index), Attributes: attrs}
+	out := resourceapi.Device{Name: names.DRADevice(dev.Index), Attributes: attrs}
 	if f.MemoryMiB > 0 {
 		out.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 			CapacityMemory: {Value: *resource.NewQuantity(f.MemoryMiB<<20, resource.BinarySI)},

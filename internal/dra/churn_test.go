@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 )
 
 // Churn shape (issue 28 "Churn"): 500 claims of one XPU each, created,
@@ -65,7 +66,7 @@ func churn(t testing.TB) (durations, perClaim []time.Duration) {
 	for round := range churnClaims / churnBatch {
 		claims := make([]*resourceapi.ResourceClaim, churnBatch)
 		for i := range claims {
-			claims[i] = claim(fmt.Sprintf("churn-%d-%d", round, i), DeviceName((round*7+i)%churnXPUs))
+			claims[i] = claim(fmt.Sprintf("churn-%d-%d", round, i), names.DRADevice((round*7+i)%churnXPUs))
 			k.create(t, claims[i])
 		}
 		prepareAll(claims)

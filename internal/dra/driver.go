@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -274,7 +275,7 @@ func describe(devs []xpunode.Device) string {
 	}
 	parts := make([]string, 0, len(devs))
 	for _, dev := range devs {
-		s := DeviceName(dev.Index) + " (numa " + fmt.Sprint(dev.NUMANode)
+		s := names.DRADevice(dev.Index) + " (numa " + fmt.Sprint(dev.NUMANode)
 		if dev.Health != xpunode.Healthy {
 			s += ", tainted: " + dev.Reason
 		}

@@ -29,7 +29,7 @@ func TestLabelsAgreeWithAttributes(t *testing.T) {
 		host, err := discoverTree(f.tree)()
 		require.NoError(t, err)
 		got := map[string]string{}
-		for _, l := range labels.For(host, nil) {
+		for _, l := range labels.For(host, "", nil) {
 			got[l.Key] = l.Value
 		}
 		// common is the one value of the devices, "" when any lacks it
@@ -86,6 +86,6 @@ func TestP800VFFacts(t *testing.T) {
 
 	host, err := discoverTree(f.tree)()
 	require.NoError(t, err)
-	require.Contains(t, labels.For(host, nil), labels.Label{Key: labels.Family, Value: "Kunlun3"})
-	require.Contains(t, labels.For(host, nil), labels.Label{Key: labels.Model, Value: "P800"})
+	require.Contains(t, labels.For(host, "", nil), labels.Label{Key: labels.Family, Value: "Kunlun3"})
+	require.Contains(t, labels.For(host, "", nil), labels.Label{Key: labels.Model, Value: "P800"})
 }

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 )
 
@@ -22,7 +23,7 @@ func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 		now := d.o.Clock()
 		for _, dev := range devs {
 			h := kubeletplugin.DeviceHealth{
-				PoolName: d.o.NodeName, DeviceName: DeviceName(dev.Index),
+				PoolName: d.o.NodeName, DeviceName: names.DRADevice(dev.Index),
 				Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now,
 				HealthCheckTimeout: 3 * d.o.PollInterval,
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
@@ -13,7 +14,6 @@ import (
 
 // Defaults.
 const (
-	DefaultDriverName   = "xpu.baidu.com"
 	DefaultPollInterval = 10 * time.Second
 )
 
@@ -61,7 +61,7 @@ type Config struct {
 func (c Config) withDefaults() (*Config, error) {
 	o := &c
 	if o.DriverName == "" {
-		o.DriverName = DefaultDriverName
+		o.DriverName = names.DRADriver
 	}
 	if o.Kind == "" {
 		o.Kind = cdispec.DefaultKind

@@ -14,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -66,7 +67,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return out, nil
 }
 
-func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device, h *discover.Host, names map[string]bool) (kubeletplugin.PrepareResult, error) {
+func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device, h *discover.Host, offered map[string]bool) (kubeletplugin.PrepareResult, error) {
 	if claim.Status.Allocation == nil {
 		return kubeletplugin.PrepareResult{}, ErrClaimNotAllocated
 	}
@@ -79,7 +80,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 	}
 	byName := make(map[string]xpunode.Device, len(devs))
 	for _, dev := range devs {
-		byName[DeviceName(dev.Index)] = dev
+		byName[names.DRADevice(dev.Index)] = dev
 	}
 	vendor, class := parser.ParseQualifier(d.o.Kind)
 	rec := &preparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
@@ -96,7 +97,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 		if err := d.checkIdentity(r.Device, apiDevice(dev), claim.Status.Allocation); err != nil {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w", r.Request, r.Device, err)
 		}
-		if !names[dev.ID] {
+		if !offered[dev.ID] {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: no spec of kind %s in %s names %s (create it with: %s)",
 				r.Request, r.Device, ErrNoSpec, d.o.Kind, strings.Join(d.scanner.SpecDirs(), ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.Kind))
 		}
@@ -214,7 +215,7 @@ func deviceNames(devs []xpunode.Device) string {
 	}
 	out := make([]string, len(devs))
 	for i, dev := range devs {
-		out[i] = DeviceName(dev.Index)
+		out[i] = names.DRADevice(dev.Index)
 	}
 	return strings.Join(out, ",")
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 )
 
 // BenchmarkPrepare measures NodePrepareResources as the kubelet calls it
@@ -22,7 +23,7 @@ func BenchmarkPrepare(b *testing.B) {
 			k := startKubelet(b, f.d)
 			devs := make([]string, n)
 			for i := range devs {
-				devs[i] = DeviceName(i)
+				devs[i] = names.DRADevice(i)
 			}
 			durations := make([]time.Duration, 0, b.N)
 			b.ResetTimer()

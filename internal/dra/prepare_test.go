@@ -20,6 +20,7 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 )
 
@@ -62,7 +63,7 @@ func claim(name string, devices ...string) *resourceapi.ResourceClaim {
 	}
 	for i, dev := range devices {
 		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-			Request: "xpu" + string(rune('a'+i)), Driver: DefaultDriverName, Pool: "node-1", Device: dev,
+			Request: "xpu" + string(rune('a'+i)), Driver: names.DRADriver, Pool: "node-1", Device: dev,
 		})
 	}
 	return c
@@ -194,7 +195,7 @@ func TestPrepareBadClaims(t *testing.T) {
 	opaque.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{
 		Source: resourceapi.AllocationConfigSourceClaim, Requests: []string{"xpua"},
 		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-			Driver: DefaultDriverName, Parameters: runtime.RawExtension{Raw: []byte(`{"sharing":"mps"}`)},
+			Driver: names.DRADriver, Parameters: runtime.RawExtension{Raw: []byte(`{"sharing":"mps"}`)},
 		}},
 	}}
 	otherDriver := claim("other-config", "xpu-1")

@@ -6,17 +6,10 @@ import (
 
 // Defaults of the attribution (package podresources holds the client).
 const (
-	// DefaultPodResourcesSocket is the kubelet's PodResources socket.
-	DefaultPodResourcesSocket = podresources.DefaultSocket
 	// DefaultPodResourcesTimeout bounds one List call.
 	DefaultPodResourcesTimeout = podresources.DefaultTimeout
 	// DefaultPodResourcesMaxMessage bounds one List answer.
 	DefaultPodResourcesMaxMessage = podresources.DefaultMaxMessage
-	// DefaultResourcePrefix is what the device plugin's resource names
-	// start with.
-	DefaultResourcePrefix = podresources.DefaultResourcePrefix
-	// DefaultDRADriver is the DRA driver whose claims are attributed.
-	DefaultDRADriver = podresources.DefaultDRADriver
 )
 
 // Owner is a container that holds an XPU, as the kubelet reports it.

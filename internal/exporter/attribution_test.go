@@ -9,18 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin"
-	"github.com/xpu-cdi/xpu-cdi/internal/dra"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
-
-// The exporter's defaults are the device plugin's and the DRA driver's
-// names (package podresources checks its own copies).
-func TestNamesAreThePluginsAndTheDriversOwn(t *testing.T) {
-	require.Equal(t, dra.DefaultDriverName, DefaultDRADriver)
-	require.Equal(t, deviceplugin.DefaultResourceName, DefaultResourcePrefix)
-}
 
 func containerWith(name string, devs []*podresourcesapi.ContainerDevices, dyn []*podresourcesapi.DynamicResource) *podresourcesapi.ContainerResources {
 	return &podresourcesapi.ContainerResources{Name: name, Devices: devs, DynamicResources: dyn}

@@ -6,12 +6,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
-// Prefix is the namespace and common part of every label.
-const Prefix = "baidu.com/xpu."
+// Prefix is the namespace and common part of every label but the
+// partition counts (names.LabelPrefix).
+const Prefix = names.LabelPrefix
 
 // The label names (after Prefix).
 const (
@@ -33,10 +35,11 @@ type Label struct {
 
 func (l Label) String() string { return l.Key + "=" + l.Value }
 
-// For returns the labels of host h: none when h has no compute XPU. With
-// s nil the sharing labels are left out (the device plugin, which knows how
-// it shares, writes them).
-func For(h *discover.Host, s *sharing.Config) []Label {
+// For returns the labels of host h: none when h has no compute XPU. The
+// partition counts are named after resource, the device plugin's
+// --resource-name ("": names.ResourceName). With s nil the sharing labels
+// are left out (the device plugin, which knows how it shares, writes them).
+func For(h *discover.Host, resource string, s *sharing.Config) []Label {
 	compute := h.ComputeDevices()
 	if len(compute) == 0 {
 		return nil
@@ -63,7 +66,10 @@ func For(h *discover.Host, s *sharing.Config) []Label {
 	if mib := common(facts, func(f discover.Facts) string { return memory(f.MemoryMiB) }); mib != mixed {
 		add(Memory, mib)
 	}
-	out = append(out, partitionLabels(h)...)
+	if resource == "" {
+		resource = names.ResourceName
+	}
+	out = append(out, partitionLabels(h, resource)...)
 	if s != nil {
 		add(SharingStrategy, s.Strategy())
 		add(Replicas, strconv.Itoa(s.Replicas))

@@ -29,7 +29,7 @@ func hostOf(t *testing.T, shape string) *discover.Host {
 func TestForShapes(t *testing.T) {
 	for _, shape := range fakehost.Shapes() {
 		t.Run(shape, func(t *testing.T) {
-			ls := For(hostOf(t, shape), &sharing.Config{Replicas: 4, ResourceName: "baidu.com/xpu"})
+			ls := For(hostOf(t, shape), "", &sharing.Config{Replicas: 4, ResourceName: "baidu.com/xpu"})
 			t.Logf("%v", ls)
 			for _, l := range ls {
 				require.Empty(t, validation.IsQualifiedName(l.Key), l.Key)
@@ -49,21 +49,21 @@ func TestForP800(t *testing.T) {
 		{DriverVersion, fakehost.DriverVersionP800},
 		{XREVersion, fakehost.DriverVersionP800},
 		{Memory, "98304"},
-	}, For(h, nil), "no sharing labels without the sharing configuration")
+	}, For(h, "", nil), "no sharing labels without the sharing configuration")
 	none := sharing.None("baidu.com/xpu")
-	ls := For(h, &none)
+	ls := For(h, "", &none)
 	require.Equal(t, []Label{{SharingStrategy, "none"}, {Replicas, "1"}}, ls[len(ls)-2:])
 
 	// Driver 5.x without /proc/xpu: what is not known is left out.
-	ls = For(hostOf(t, fakehost.ShapeP800XRE5), nil)
+	ls = For(hostOf(t, fakehost.ShapeP800XRE5), "", nil)
 	require.Equal(t, []Label{{Present, "true"}, {Count, "8"}, {XREVersion, fakehost.XREVersionP800}}, ls)
 }
 
 func TestForNoXPU(t *testing.T) {
-	require.Nil(t, For(&discover.Host{}, nil))
+	require.Nil(t, For(&discover.Host{}, "", nil))
 	// Only a PF with VFs enabled and no VF node: nothing to schedule on.
 	h := &discover.Host{Devices: []*discover.Device{{Index: 0, Model: "R200", Compute: false}}}
-	require.Nil(t, For(h, nil))
+	require.Nil(t, For(h, "", nil))
 }
 
 func TestSanitize(t *testing.T) {
@@ -193,7 +193,7 @@ func TestForPartitions(t *testing.T) {
 	} {
 		t.Run(tc.shape, func(t *testing.T) {
 			var got []Label
-			for _, l := range For(hostOf(t, tc.shape), nil) {
+			for _, l := range For(hostOf(t, tc.shape), "", nil) {
 				if l.Key == PartitionLayout || strings.HasSuffix(l.Key, "gb.count") {
 					got = append(got, l)
 				}
@@ -204,7 +204,19 @@ func TestForPartitions(t *testing.T) {
 			}
 		})
 	}
-	require.Equal(t, "baidu.com/xpu-24gb.count", PartitionCount("24gb"))
+
+	// The counts follow the device plugin's resource name; one too long
+	// for a label key leaves its counts out, not a label the API server
+	// would refuse.
+	quarters := hostOf(t, fakehost.ShapeP800Quarters)
+	require.Contains(t, For(quarters, "kunlunxin.com/xpu", nil), Label{"kunlunxin.com/xpu-24gb.count", "4"})
+	for _, l := range For(quarters, "kunlunxin.com/xpu", nil) {
+		require.False(t, strings.HasPrefix(l.Key, "baidu.com/xpu-"), "%s does not follow the resource name", l.Key)
+	}
+	long := "example.com/" + strings.Repeat("x", 60)
+	for _, l := range For(quarters, long, nil) {
+		require.False(t, strings.HasSuffix(l.Key, ".count") && l.Key != Count, "%s is no valid label key", l.Key)
+	}
 
 	// Every card cut alike: all=N; a layout's label form reads back.
 	h := hostOf(t, fakehost.ShapeP800SRIOV)
@@ -213,7 +225,7 @@ func TestForPartitions(t *testing.T) {
 			d.PCI.NumVFs = 2
 		}
 	}
-	ls := For(h, nil)
+	ls := For(h, "", nil)
 	require.Contains(t, ls, Label{PartitionLayout, "all-2"})
 }
 
@@ -223,7 +235,7 @@ func TestGolden(t *testing.T) {
 	for _, shape := range []string{fakehost.ShapeP800SRIOV, fakehost.ShapeR200SRIOV, fakehost.ShapeP800x8} {
 		t.Run(shape, func(t *testing.T) {
 			s := sharing.None("baidu.com/xpu")
-			data, err := Encode(For(hostOf(t, shape), &s), "xpu-cdi labels")
+			data, err := Encode(For(hostOf(t, shape), "", &s), "xpu-cdi labels")
 			require.NoError(t, err)
 			testutil.Golden(t, shape+".labels", data)
 		})

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -26,27 +29,15 @@ const PartitionLayout = Prefix + "partition-layout"
 // characters, hence baidu.com-xpu. rather than baidu.com/xpu.).
 const PartitionLayoutRequest = "node-restriction.kubernetes.io/baidu.com-xpu.partition-layout"
 
-// partitionCountPrefix and partitionCountSuffix frame the label counting
-// the partitions of one size: baidu.com/xpu-24gb.count. The size is
-// discover.PartitionSizeName of the partition's memory, as the device
-// plugin's per-size resources (baidu.com/xpu-24gb) name it.
-const (
-	partitionCountPrefix = "baidu.com/xpu-"
-	partitionCountSuffix = ".count"
-)
-
-// PartitionCount is the label counting the partitions of size (as
-// discover.PartitionSizeName writes it: "24gb").
-func PartitionCount(size string) string {
-	return partitionCountPrefix + size + partitionCountSuffix
-}
-
 // partitionLabels are the layout label, when a card of h can be cut, and
 // one count per partition size present, by ascending size (the cards and
-// their VFs as package partition reads them). A layout too long for a
-// label value leaves the layout label out; a VF whose size is unknown is
-// counted under no size.
-func partitionLabels(h *discover.Host) []Label {
+// their VFs as package partition reads them), named after the device
+// plugin's resource (names.PartitionCountLabel: baidu.com/xpu-24gb.count,
+// as the plugin's per-size resource baidu.com/xpu-24gb). A layout too
+// long for a label value leaves the layout label out, and so does a
+// resource name too long for a label key its count; a VF whose size is
+// unknown is counted under no size.
+func partitionLabels(h *discover.Host, resource string) []Label {
 	cards := partition.Cards(h)
 	var out []Label
 	if slices.ContainsFunc(cards, func(c partition.Card) bool { return c.TotalVFs > 0 || c.NumVFs > 0 }) {
@@ -68,7 +59,10 @@ func partitionLabels(h *discover.Host) []Label {
 	}
 	slices.Sort(sizes)
 	for _, mib := range sizes {
-		out = append(out, Label{PartitionCount(discover.PartitionSizeName(mib)), strconv.Itoa(counts[mib])})
+		key := names.PartitionCountLabel(resource, names.PartitionSizeName(mib))
+		if len(validation.IsQualifiedName(key)) == 0 {
+			out = append(out, Label{key, strconv.Itoa(counts[mib])})
+		}
 	}
 	return out
 }

@@ -29,7 +29,7 @@ func TestPartitionLabelsHostileSysfs(t *testing.T) {
 			}
 			h, err := discover.Discover(tree.DiscoverOptions()...)
 			require.NoError(t, err)
-			for _, l := range For(h, nil) {
+			for _, l := range For(h, "", nil) {
 				require.Empty(t, validation.IsQualifiedName(l.Key), "%s=%q: %s", attr, v, l.Key)
 				require.Empty(t, validation.IsValidLabelValue(l.Value), "%s=%q: %s=%q", attr, v, l.Key, l.Value)
 			}

@@ -269,7 +269,7 @@ func (in *Installer) syncSpec(h *discover.Host, err error) (SpecState, error) {
 			if err != nil {
 				return state, err
 			}
-			ls := labels.For(h, in.o.Sharing)
+			ls := labels.For(h, in.o.ResourceName, in.o.Sharing)
 			if in.o.Partitions != nil {
 				ls = withoutLayoutLabel(ls)
 			}

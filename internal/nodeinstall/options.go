@@ -65,6 +65,9 @@ type Config struct {
 	// host has no usable XPU and by Uninstall.
 	LabelsFile string
 	Sharing    *sharing.Config
+	// ResourceName is the device plugin's resource, which names the
+	// partition-count labels (default names.ResourceName).
+	ResourceName string
 	// Partitions, when set, is the partition layout kept on the node: laid
 	// out before the spec is written (Partitions). The labels file then
 	// leaves the layout label out: the node label is the admin's.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -291,15 +292,15 @@ func (c Card) Name() string {
 func (c Card) Partitioning() string {
 	if c.NumVFs == 0 {
 		if c.MemoryMiB > 0 {
-			return "whole (" + discover.PartitionSizeName(c.MemoryMiB) + ")"
+			return "whole (" + names.PartitionSizeName(c.MemoryMiB) + ")"
 		}
 		return "whole"
 	}
 	size := "?"
 	if c.VFMemoryMiB > 0 {
-		size = discover.PartitionSizeName(c.VFMemoryMiB)
+		size = names.PartitionSizeName(c.VFMemoryMiB)
 	}
-	return fmt.Sprintf("%d x %s (%s)", c.NumVFs, size, discover.PartitionFraction(c.NumVFs))
+	return fmt.Sprintf("%d x %s (%s)", c.NumVFs, size, names.PartitionFraction(c.NumVFs))
 }
 
 // HandlesText says how many of the driver's device handles are used, of

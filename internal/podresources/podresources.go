@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -24,30 +25,14 @@ import (
 
 // Defaults.
 const (
-	// DefaultSocket is the kubelet's PodResources socket.
-	DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	// DefaultTimeout bounds one List call.
 	DefaultTimeout = 5 * time.Second
 	// DefaultMaxMessage bounds one List answer, as the kubelet's own
 	// client does (16 MiB).
 	DefaultMaxMessage = 16 << 20
-	// DefaultResourcePrefix is what the device plugin's resource names
-	// start with: baidu.com/xpu, baidu.com/xpu.shared when time-sliced
-	// XPUs are renamed, baidu.com/xpu-24gb for partitions.
-	DefaultResourcePrefix = "baidu.com/xpu"
-	// DefaultDRADriver is the DRA driver whose claims count
-	// (dra.DefaultDriverName).
-	DefaultDRADriver = "xpu.baidu.com"
 	// DefaultCDIKind is the CDI kind of the devices the DRA driver's
 	// claims name (baidu.com/xpu=3).
 	DefaultCDIKind = cdispec.DefaultKind
-	// draDevicePrefix is the prefix of the slice's device names, xpu-N
-	// (dra.DeviceName).
-	draDevicePrefix = "xpu-"
-	// replicaSeparator joins an XPU and a replica number in the device
-	// plugin's IDs when XPUs are time-sliced: 3::1
-	// (deviceplugin.ReplicaSeparator).
-	replicaSeparator = "::"
 )
 
 // Owner is a container that holds an XPU, as the kubelet reports it. Every
@@ -70,7 +55,7 @@ type Config struct {
 	// DefaultMaxMessage).
 	MaxMessage int
 	// ResourcePrefix is the prefix of the device plugin's resource names
-	// (default DefaultResourcePrefix).
+	// (default names.ResourceName).
 	ResourcePrefix string
 	// Renames are the other names the device plugin advertises XPUs
 	// under: the renames of its sharing configuration (rename:
@@ -78,7 +63,7 @@ type Config struct {
 	// with WithSharingFile from the file the plugin reads.
 	Renames []string
 	// DRADriver is the DRA driver whose claims count (default
-	// DefaultDRADriver).
+	// names.DRADriver).
 	DRADriver string
 	// CDIKind is the CDI kind of the driver's devices (default
 	// DefaultCDIKind): a claim's CDI device KIND=N holds /dev/xpuN.
@@ -104,10 +89,10 @@ func New(socket string, cfg Config) *Client {
 		cfg.MaxMessage = DefaultMaxMessage
 	}
 	if cfg.ResourcePrefix == "" {
-		cfg.ResourcePrefix = DefaultResourcePrefix
+		cfg.ResourcePrefix = names.ResourceName
 	}
 	if cfg.DRADriver == "" {
-		cfg.DRADriver = DefaultDRADriver
+		cfg.DRADriver = names.DRADriver
 	}
 	if cfg.CDIKind == "" {
 		cfg.CDIKind = DefaultCDIKind
@@ -180,7 +165,7 @@ func (p *Client) Owners(resp *podresourcesapi.ListPodResourcesResponse) Owners {
 					continue
 				}
 				for _, id := range d.GetDeviceIds() {
-					phys, _, _ := strings.Cut(id, replicaSeparator)
+					phys, _, _ := strings.Cut(id, names.ReplicaSeparator)
 					if idx, ok := discover.ParseIndex(phys); ok {
 						add(idx, base)
 					}
@@ -212,7 +197,7 @@ func (p *Client) Owners(resp *podresourcesapi.ListPodResourcesResponse) Owners {
 // xpu-N and of its CDI devices KIND=N.
 func (p *Client) claimed(cr *podresourcesapi.ClaimResource) []int {
 	var out []int
-	if n, ok := strings.CutPrefix(cr.GetDeviceName(), draDevicePrefix); ok {
+	if n, ok := strings.CutPrefix(cr.GetDeviceName(), names.DRADevicePrefix); ok {
 		if idx, ok := discover.ParseIndex(n); ok {
 			out = append(out, idx)
 		}
@@ -240,7 +225,7 @@ func (p *Client) ours(name string) bool {
 // sharing configuration file path (its --config-file, NVIDIA's
 // sharing.timeSlicing format) added to Renames: every name the plugin
 // advertises XPUs under then counts. The file is read for the resource
-// cfg.ResourcePrefix (default DefaultResourcePrefix) and its partition
+// cfg.ResourcePrefix (default names.ResourceName) and its partition
 // sizes, and checked as the plugin checks it; an empty path changes
 // nothing. The flag names the error.
 func (cfg Config) WithSharingFile(path string) (Config, error) {
@@ -249,7 +234,7 @@ func (cfg Config) WithSharingFile(path string) (Config, error) {
 	}
 	resource := cfg.ResourcePrefix
 	if resource == "" {
-		resource = DefaultResourcePrefix
+		resource = names.ResourceName
 	}
 	p, err := sharing.LoadPolicy(path, resource)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 )
 
 // Strategies, as the sharing-strategy node label and NVIDIA's
@@ -183,7 +184,7 @@ func ParsePolicy(data []byte, resourceName string) (Policy, error) {
 	}
 	for i, r := range ts.Resources {
 		at := fmt.Sprintf("sharing.timeSlicing.resources[%d]", i)
-		if r.Name != resourceName && !IsPartitionResource(resourceName, r.Name) {
+		if r.Name != resourceName && !names.IsPartitionResource(resourceName, r.Name) {
 			return Policy{}, fmt.Errorf("%s.name %q is not this plugin's resource %s nor one of its partition sizes (%s-48gb, %s-24gb ...; set --resource-name to advertise another name)",
 				at, r.Name, resourceName, resourceName, resourceName)
 		}

@@ -3,9 +3,9 @@ package sharing
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
-	"strings"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 )
 
 // Policy is how every resource of the plugin is shared: its own resource
@@ -26,17 +26,6 @@ type Policy struct {
 type share struct {
 	replicas int
 	rename   string
-}
-
-// partitionSuffix is what a partition resource adds to the plugin's
-// resource name: "-" and discover.PartitionSizeName of its size.
-var partitionSuffix = regexp.MustCompile(`^-[1-9][0-9]*(gb|mb)$`)
-
-// IsPartitionResource reports whether name is base plus a partition size
-// (baidu.com/xpu-24gb for baidu.com/xpu).
-func IsPartitionResource(base, name string) bool {
-	rest, ok := strings.CutPrefix(name, base)
-	return ok && partitionSuffix.MatchString(rest)
 }
 
 // PolicyFromFlags returns the policy f describes: every resource of the
@@ -115,7 +104,7 @@ func (p Policy) checkRenames() error {
 		if to == name {
 			continue
 		}
-		if to == p.base || IsPartitionResource(p.base, to) {
+		if to == p.base || names.IsPartitionResource(p.base, to) {
 			return fmt.Errorf("sharing.timeSlicing.resources: %s is renamed %s, the name of another resource of this plugin; give another rename", name, to)
 		}
 		if prev, ok := owner[to]; ok {

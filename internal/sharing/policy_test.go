@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 )
 
 // A file shares each resource of the plugin on its own: the whole cards
@@ -68,7 +70,7 @@ func TestPolicyRefusals(t *testing.T) {
 			require.ErrorContains(t, err, tc.err)
 		})
 	}
-	require.False(t, IsPartitionResource(res, "baidu.com/xpu-0gb"))
-	require.False(t, IsPartitionResource(res, "baidu.com/xpu.shared"))
-	require.True(t, IsPartitionResource(res, "baidu.com/xpu-16gb"))
+	require.False(t, names.IsPartitionResource(res, "baidu.com/xpu-0gb"))
+	require.False(t, names.IsPartitionResource(res, "baidu.com/xpu.shared"))
+	require.True(t, names.IsPartitionResource(res, "baidu.com/xpu-16gb"))
 }

@@ -330,7 +330,7 @@ func TestDiscoverResolvesDirectoriesInRoot(t *testing.T) {
 				require.NotContains(t, fmt.Sprintf("%+v", h.FactsOf(d)), fakehosttest.OutsideSecret)
 				require.NotEqual(t, int64(4242), d.MemoryMiB)
 			}
-			for _, l := range labels.For(h, nil) {
+			for _, l := range labels.For(h, "", nil) {
 				require.NotContains(t, l.String(), fakehosttest.OutsideSecret)
 			}
 		})

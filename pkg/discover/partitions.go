@@ -1,9 +1,6 @@
 package discover
 
-import (
-	"fmt"
-	"slices"
-)
+import "slices"
 
 // PartitionModel is what is public about cutting one board model into
 // SR-IOV partitions (VFs). This file is the one place these facts live; a
@@ -53,25 +50,3 @@ var handleLimits = map[string]int{GenerationKunlun3: 32}
 // HandleLimit is the per-host handle budget of a generation's driver; 0
 // when no public source gives one.
 func HandleLimit(generation string) int { return handleLimits[generation] }
-
-// PartitionFraction names the share of its card one of n VFs is, as the
-// DRA attribute and `partition show` write it: "1/2", "1/4".
-func PartitionFraction(n int) string {
-	if n <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("1/%d", n)
-}
-
-// PartitionSizeName is the short name of a partition size, as resource
-// names, labels and DeviceClasses carry it: 49152 MiB is "48gb", 5120 MiB
-// "5gb" (GiB, written gb as the vendor's and HAMi's names do); "" for 0.
-func PartitionSizeName(memoryMiB int64) string {
-	if memoryMiB <= 0 {
-		return ""
-	}
-	if memoryMiB%1024 == 0 {
-		return fmt.Sprintf("%dgb", memoryMiB/1024)
-	}
-	return fmt.Sprintf("%dmb", memoryMiB)
-}

@@ -20,14 +20,6 @@ func TestPartitionModels(t *testing.T) {
 	if HandleLimit(GenerationKunlun3) != 32 || HandleLimit(GenerationKunlun2) != 0 {
 		t.Error("handle limits")
 	}
-	for mib, want := range map[int64]string{49152: "48gb", 24576: "24gb", 5120: "5gb", 1536: "1536mb", 0: ""} {
-		if got := PartitionSizeName(mib); got != want {
-			t.Errorf("PartitionSizeName(%d) = %q, want %q", mib, got, want)
-		}
-	}
-	if PartitionFraction(4) != "1/4" || PartitionFraction(0) != "" {
-		t.Error("PartitionFraction")
-	}
 }
 
 func TestVFCount(t *testing.T) {

@@ -31,30 +31,6 @@ const (
 	aarch64Libc   = "/lib/aarch64-linux-gnu/libc.so.6"
 )
 
-// binaryFor is Binary for another architecture (GOOS=linux, static).
-func binaryFor(t testing.TB, name, goarch string) string {
-	t.Helper()
-	binMu.Lock()
-	defer binMu.Unlock()
-	if binDir == "" {
-		dir, err := os.MkdirTemp("", "xpu-cdi-e2e-bin-")
-		require.NoError(t, err)
-		require.NoError(t, os.Chmod(dir, 0o755))
-		binDir = dir
-	}
-	key := name + "-linux-" + goarch
-	p := filepath.Join(binDir, key)
-	if !binBuilt[key] {
-		cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-o", p, "./cmd/"+name)
-		cmd.Dir = moduleRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "building %s for %s: %s", name, goarch, out)
-		binBuilt[key] = true
-	}
-	return p
-}
-
 // requiresAarch64 checks for the aarch64 tools and C library.
 func requiresAarch64(t *testing.T) {
 	t.Helper()

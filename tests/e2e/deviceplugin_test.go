@@ -54,7 +54,7 @@ func startDevicePlugin(t *testing.T, tree *fakehost.Tree, dir string, args ...st
 	t.Helper()
 	all := append([]string{
 		"--dev-root", tree.Root, "--driver-root", tree.Root,
-		"--device-plugin-path", dir, "--health-check-interval", "200ms", "--log-level", "debug",
+		"--device-plugin-path", dir, "--poll-interval", "200ms", "--log-level", "debug",
 		// A free port: tests run several plugins at once.
 		"--health-address", "127.0.0.1:0",
 	}, args...)

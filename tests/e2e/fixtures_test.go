@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,9 +33,18 @@ func moduleRoot(t testing.TB) string {
 }
 
 // Binary returns the path of the command cmd/<name> (else
-// internal/cmd/<name>, the development tools) built with CGO_ENABLED=0. The directory is world-readable so runtimes can execute the
-// hook and the shim.
+// internal/cmd/<name>, the development tools) built for this machine.
 func Binary(t testing.TB, name string) string {
+	t.Helper()
+	return binaryFor(t, name, runtime.GOARCH)
+}
+
+// binaryFor returns the path of the command cmd/<name> (else
+// internal/cmd/<name>) built for linux/goarch by hack/gobuild.sh, the
+// recipe of the shipped binaries (static, unstamped here), once per test
+// binary. The directory is world-readable so runtimes can execute the hook
+// and the shim.
+func binaryFor(t testing.TB, name, goarch string) string {
 	t.Helper()
 	binMu.Lock()
 	defer binMu.Unlock()
@@ -43,20 +54,41 @@ func Binary(t testing.TB, name string) string {
 		require.NoError(t, os.Chmod(dir, 0o755))
 		binDir = dir
 	}
-	p := filepath.Join(binDir, name)
-	if !binBuilt[name] {
+	key := name
+	if goarch != runtime.GOARCH {
+		key = name + "-linux-" + goarch
+	}
+	p := filepath.Join(binDir, key)
+	if !binBuilt[key] {
+		root := moduleRoot(t)
 		pkg := "./cmd/" + name
-		if _, err := os.Stat(filepath.Join(moduleRoot(t), "cmd", name)); err != nil {
+		if _, err := os.Stat(filepath.Join(root, "cmd", name)); err != nil {
 			pkg = "./internal/cmd/" + name
 		}
-		cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-o", p, pkg)
-		cmd.Dir = moduleRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd := exec.Command(filepath.Join(root, "hack", "gobuild.sh"), goarch, p, pkg)
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "VERSION=") })
 		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "building %s: %s", name, out)
-		binBuilt[name] = true
+		require.NoError(t, err, "building %s for linux/%s: %s", name, goarch, out)
+		binBuilt[key] = true
 	}
 	return p
+}
+
+// shippedBinaries are the binaries of cmd/binaries.txt that ship in where
+// ("pkg" or "image").
+func shippedBinaries(t testing.TB, where string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "cmd", "binaries.txt"))
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && !strings.HasPrefix(f[0], "#") && slices.Contains(strings.Split(f[1], ","), where) {
+			out = append(out, f[0])
+		}
+	}
+	require.NotEmpty(t, out, "cmd/binaries.txt names no binary of %s", where)
+	return out
 }
 
 func TestMain(m *testing.M) {

@@ -63,7 +63,7 @@ exec podman --root %[4]s --runroot %[5]s "$@"
 		// other machine's cannot run here without an emulator).
 		ctr := strings.TrimSpace(p.MustRun(t, "create", image+"-"+arch).Stdout)
 		out := t.TempDir()
-		for _, name := range []string{"xpu-cdi", "xpu-runtime-hook", "xpu-container-runtime", "xpu-device-plugin", "xpu-dra-driver", "xpu-exporter"} {
+		for _, name := range shippedBinaries(t, "image") {
 			p.MustRun(t, "cp", ctr+":/usr/bin/"+name, filepath.Join(out, name))
 			f, err := elf.Open(filepath.Join(out, name))
 			require.NoError(t, err)

@@ -62,7 +62,7 @@ func TestDevicePluginPartitions(t *testing.T) {
 	spec.HostNetwork = true
 	ctr := &spec.Containers[0]
 	ctr.Image, ctr.ImagePullPolicy = pluginImage, corev1.PullNever
-	setEnv(ctr, corev1.EnvVar{Name: "XPU_CDI_VENDOR", Value: vendor}, corev1.EnvVar{Name: "XPU_CDI_HEALTH_CHECK_INTERVAL", Value: "1s"})
+	setEnv(ctr, corev1.EnvVar{Name: "XPU_CDI_VENDOR", Value: vendor}, corev1.EnvVar{Name: "XPU_CDI_POLL_INTERVAL", Value: "1s"})
 	hostPaths := map[string]string{
 		"/dev": tree.Path("/dev"), "/proc": tree.Path("/proc"), "/sys": tree.Path("/sys"),
 		"/etc/cdi": c.SpecDir(), "/var/run/cdi": t.TempDir(),

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -151,7 +152,7 @@ func viewPartitions(h *discover.Host) *partitionsView {
 	for _, c := range cards {
 		v.Cards = append(v.Cards, cardView{
 			Index: c.Index, Address: c.Address, Model: c.Board, NumVFs: c.NumVFs, Allowed: c.Allowed,
-			VFMemoryMiB: c.VFMemoryMiB, Size: discover.PartitionSizeName(c.VFMemoryMiB), Partitioning: c.Partitioning(),
+			VFMemoryMiB: c.VFMemoryMiB, Size: names.PartitionSizeName(c.VFMemoryMiB), Partitioning: c.Partitioning(),
 		})
 	}
 	return v

@@ -35,7 +35,7 @@ type options struct {
 	kind            cmdflags.Kind
 	labelsFile      string
 	configFile      string
-	resourceName    string
+	kubelet         cmdflags.Kubelet
 	partitions      partitionOptions
 }
 
@@ -62,29 +62,30 @@ func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, erro
 	o.spec.NameStrategies = names
 	var s *sharing.Config
 	if o.configFile != "" {
-		c, err := sharing.Load(o.configFile, o.resourceName)
+		c, err := sharing.Load(o.configFile, o.kubelet.ResourceName)
 		if err != nil {
 			return nil, fmt.Errorf("--config-file: %w", err)
 		}
 		s = &c
 	}
-	parts, err := o.partitions.build(o.hostRoot, o.devRoot, o.driverRoot, o.resourceName, o.configFile, cdispec.Kind(o.kind.Vendor, o.kind.Class), log)
+	parts, err := o.partitions.build(o.hostRoot, o.devRoot, o.driverRoot, &o.kubelet, o.configFile, cdispec.Kind(o.kind.Vendor, o.kind.Class), log)
 	if err != nil {
 		return nil, err
 	}
 	return nodeinstall.New(nodeinstall.Config{
-		Partitions: parts,
-		LabelsFile: o.labelsFile,
-		Sharing:    s,
-		HostRoot:   o.hostRoot,
-		DevRoot:    o.devRoot,
-		DriverRoot: o.driverRoot,
-		HookDir:    o.hookDir,
-		HookSource: o.hookSource,
-		SpecPath:   o.output,
-		Settings:   o.spec,
-		Interval:   o.interval,
-		Log:        log,
+		Partitions:   parts,
+		LabelsFile:   o.labelsFile,
+		Sharing:      s,
+		ResourceName: o.kubelet.ResourceName,
+		HostRoot:     o.hostRoot,
+		DevRoot:      o.devRoot,
+		DriverRoot:   o.driverRoot,
+		HookDir:      o.hookDir,
+		HookSource:   o.hookSource,
+		SpecPath:     o.output,
+		Settings:     o.spec,
+		Interval:     o.interval,
+		Log:          log,
 	})
 }
 
@@ -127,13 +128,18 @@ name.NAME lays the node out as the file's layout NAME (e.g. name.halves).
 			&cli.DurationFlag{Name: "interval", Usage: "how often the host is read again", Value: nodeinstall.DefaultInterval, EnvVars: []string{"XPU_CDI_INTERVAL"}, Destination: &o.interval},
 			&cli.BoolFlag{Name: "once", Usage: "install the hook, write the spec once and exit (an error if the driver is not loaded)", EnvVars: []string{"XPU_CDI_ONCE"}, Destination: &o.once},
 			&cli.StringFlag{Name: "config-file", Usage: "the device plugin's sharing configuration `FILE`, for the .sharing-strategy and .replicas labels and, with partitions, the in-use check (its renames count as holding a card)", EnvVars: []string{"XPU_CDI_CONFIG_FILE"}, Destination: &o.configFile},
-			&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource, as --config-file names it (with partitions: NAME, NAME-<size> and NAME.shared count as holding a card)", Value: "baidu.com/xpu", EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
+			o.kubelet.ResourceNameFlag("the device plugin's resource, as --config-file names it (with partitions: NAME, NAME-<size> and NAME.shared count as holding a card); the partition-count labels are NAME-<size>.count"),
 			&cli.BoolFlag{Name: "uninstall-on-exit", Usage: "on SIGTERM, remove the spec, the hook and the directories install created", EnvVars: []string{"XPU_CDI_UNINSTALL_ON_EXIT"}, Destination: &o.uninstallOnExit},
-		), o.partitions.flags()...),
-		Before: func(*cli.Context) error {
+		), o.partitions.flags(&o.kubelet)...),
+		Before: func(c *cli.Context) error {
 			if o.interval < 100*time.Millisecond {
 				return fmt.Errorf("--interval %s is too short: give at least 100ms (e.g. 10s)", o.interval)
 			}
+			// The host's kubelet is below --host-root; a socket given by
+			// flag or variable must exist, the default one need not (a
+			// host without a kubelet: processes only).
+			o.partitions.requirePodResources = o.kubelet.PodResourcesSocketSet(c)
+			o.kubelet.ApplyHostRoot(c, o.hostRoot)
 			return o.partitions.validate()
 		},
 		Action: func(c *cli.Context) error {

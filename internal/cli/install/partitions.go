@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
@@ -23,12 +24,13 @@ const nodeTimeout = 10 * time.Second
 
 // partitionOptions are the flags of the partition layout install keeps.
 type partitionOptions struct {
-	layout             string
-	nodeLabel          bool
-	nodeName           string
-	labelInterval      time.Duration
-	podResourcesSocket string
-	draDriver          string
+	layout        string
+	nodeLabel     bool
+	nodeName      string
+	labelInterval time.Duration
+	// requirePodResources: the PodResources socket was given, so a
+	// missing one is an error.
+	requirePodResources bool
 	// serviceAccountDir is where the pod's token and CA are (tests).
 	serviceAccountDir string
 	layoutsFile       string
@@ -37,15 +39,15 @@ type partitionOptions struct {
 	layouts *partition.LayoutFile
 }
 
-func (p *partitionOptions) flags() []cli.Flag {
+func (p *partitionOptions) flags(k *cmdflags.Kubelet) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "partition-layout", Usage: "keep the cards laid out as `LAYOUT` (SELECTOR=N entries, as partition apply --layout takes them, e.g. all=2); default: leave them alone", EnvVars: []string{"XPU_CDI_PARTITION_LAYOUT"}, Destination: &p.layout},
 		&cli.BoolFlag{Name: "partition-node-label", Usage: "lay the cards out as the node label " + labels.PartitionLayoutRequest + " of --node-name says (over --partition-layout; without it, the old label " + labels.PartitionLayout + ", with a warning); needs the API server", EnvVars: []string{"XPU_CDI_PARTITION_NODE_LABEL"}, Destination: &p.nodeLabel},
 		&cli.StringFlag{Name: "partition-config", Usage: "a `FILE` of named layouts ([NAME] lines, as partition apply --config reads them), read at start; the node label value " + partition.LabelNamePrefix + "NAME lays the node out as its layout NAME; needs --partition-node-label", EnvVars: []string{"XPU_CDI_PARTITION_CONFIG"}, Destination: &p.layoutsFile},
 		&cli.DurationFlag{Name: "partition-label-interval", Usage: "read the node label at most every `DURATION` (one GET of the Node, from the API server's cache)", Value: nodeinstall.DefaultLabelInterval, EnvVars: []string{"XPU_CDI_PARTITION_LABEL_INTERVAL"}, Destination: &p.labelInterval},
 		&cli.StringFlag{Name: "node-name", Usage: "the `NAME` of this node, whose label --partition-node-label reads (the pod's spec.nodeName)", EnvVars: []string{"XPU_CDI_NODE_NAME"}, Destination: &p.nodeName},
-		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims hold cards, for the in-use check", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &p.draDriver},
-		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET` in this container, for the in-use check of partition layouts (e.g. /host/var/lib/kubelet/pod-resources/kubelet.sock); a socket that does not exist is an error (a kubelet restarting, or another kubelet root directory), no layout is applied then; \"\": processes only", EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &p.podResourcesSocket},
+		k.DRADriverNameFlag("the DRA driver whose claims hold cards, for the in-use check"),
+		k.PodResourcesSocketFlag("the kubelet's PodResources `SOCKET`, for the in-use check of partition layouts; the default is below --host-root. A socket given (flag or variable) that does not exist is an error (a kubelet restarting, or another kubelet root directory), no layout is applied then; the default one missing is a host without a kubelet: processes only; \"\": processes only"),
 	}
 }
 
@@ -103,7 +105,7 @@ func isNodeName(s string) bool {
 }
 
 // build returns the installer's Partitions, nil when no layout is kept.
-func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, sharingFile, cdiKind string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
+func (p *partitionOptions) build(hostRoot, devRoot, driverRoot string, k *cmdflags.Kubelet, sharingFile, cdiKind string, log *logrus.Logger) (*nodeinstall.Partitions, error) {
 	if p.parsed == nil && !p.nodeLabel {
 		return nil, nil
 	}
@@ -111,7 +113,7 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, sh
 	// the renames of its sharing configuration) and the DRA driver's
 	// claims (their devices, and CDI devices of the spec's kind) count as
 	// holding a card.
-	pr, err := podresources.Config{ResourcePrefix: resourceName, DRADriver: p.draDriver, CDIKind: cdiKind}.WithSharingFile(sharingFile)
+	pr, err := podresources.Config{ResourcePrefix: k.ResourceName, DRADriver: k.DRADriverName, CDIKind: cdiKind}.WithSharingFile(sharingFile)
 	if err != nil {
 		return nil, fmt.Errorf("--config-file: %w", err)
 	}
@@ -119,10 +121,10 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, sh
 		Config: partition.Config{
 			DevRoot:            path.Join(hostRoot, devRoot),
 			DriverRoot:         path.Join(hostRoot, driverRoot),
-			PodResourcesSocket: p.podResourcesSocket,
+			PodResourcesSocket: k.PodResourcesSocket,
 			// Under a kubelet a missing socket is not "no pods": the
 			// kubelet is restarting or has another root directory.
-			RequirePodResources: true,
+			RequirePodResources: p.requirePodResources,
 			PodResources:        pr,
 			Log:                 log,
 		},

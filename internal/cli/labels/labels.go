@@ -23,13 +23,13 @@ import (
 var DefaultOutput = filepath.Join(labels.DefaultDir, "xpu-cdi")
 
 type options struct {
-	host         cmdflags.Host
-	output       string
-	configFile   string
-	resourceName string
-	replicas     int
-	skipNoDir    bool
-	sharing      *sharing.Config
+	host       cmdflags.Host
+	output     string
+	configFile string
+	kubelet    cmdflags.Kubelet
+	replicas   int
+	skipNoDir  bool
+	sharing    *sharing.Config
 }
 
 // NewCommand returns `xpu-cdi labels`.
@@ -67,7 +67,7 @@ func (o *options) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "skip-missing-dir", Usage: "when the directory of --output does not exist (no NFD on this host), do nothing and exit 0", EnvVars: []string{"XPU_CDI_LABELS_SKIP_MISSING_DIR"}, Destination: &o.skipNoDir},
 		&cli.IntFlag{Name: "replicas", Usage: "label the sharing of the device plugin: each XPU advertised `N` times", EnvVars: []string{"XPU_CDI_REPLICAS"}, Destination: &o.replicas},
 		&cli.StringFlag{Name: "config-file", Usage: "label the sharing of the device plugin's configuration `FILE` (sharing.timeSlicing)", EnvVars: []string{"XPU_CDI_CONFIG_FILE"}, Destination: &o.configFile},
-		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource, as --config-file names it", Value: "baidu.com/xpu", EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &o.resourceName},
+		o.kubelet.ResourceNameFlag("the device plugin's resource, as --config-file names it; the partition-count labels are NAME-<size>.count"),
 	}
 }
 
@@ -76,13 +76,13 @@ func (o *options) validate(c *cli.Context) error {
 	case o.configFile != "" && c.IsSet("replicas"):
 		return fmt.Errorf("--replicas and --config-file %s both give the sharing: give one", o.configFile)
 	case o.configFile != "":
-		s, err := sharing.Load(o.configFile, o.resourceName)
+		s, err := sharing.Load(o.configFile, o.kubelet.ResourceName)
 		if err != nil {
 			return fmt.Errorf("--config-file: %w", err)
 		}
 		o.sharing = &s
 	case c.IsSet("replicas"):
-		s, err := sharing.FromFlags(o.resourceName, sharing.Flags{Replicas: o.replicas})
+		s, err := sharing.FromFlags(o.kubelet.ResourceName, sharing.Flags{Replicas: o.replicas})
 		if err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ func (o *options) run(stdout io.Writer, log *logrus.Logger) error {
 	case err != nil:
 		return err
 	default:
-		ls = labels.For(h, o.sharing)
+		ls = labels.For(h, o.kubelet.ResourceName, o.sharing)
 		if ls == nil {
 			log.Infof("no labels: no XPU under %s can be given to containers", h.DevRoot)
 		}

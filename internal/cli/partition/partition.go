@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -48,16 +47,17 @@ const namedExample = `  [whole]
 // kubelet are the flags of the PodResources check, shared by both
 // subcommands.
 type kubelet struct {
-	socket, resource, draDriver, sharingFile string
-	require                                  bool
+	cmdflags.Kubelet
+	sharingFile string
+	require     bool
 }
 
 func (k *kubelet) flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "pod-resources-socket", Usage: "the kubelet's PodResources `SOCKET`, asked which pods hold the cards (skipped with a note when it does not exist, a host without a kubelet, unless --require-pod-resources; empty: not asked). With --host-root, the default is below it", Value: podresources.DefaultSocket, EnvVars: []string{"XPU_CDI_POD_RESOURCES_SOCKET"}, Destination: &k.socket},
+		k.PodResourcesSocketFlag("the kubelet's PodResources `SOCKET`, asked which pods hold the cards (skipped with a note when it does not exist, a host without a kubelet, unless --require-pod-resources; empty: not asked). With --host-root, the default is below it"),
 		&cli.BoolFlag{Name: "require-pod-resources", Usage: "a missing --pod-resources-socket is an error, not \"no pods\" (on a node where a kubelet runs: a kubelet restarting or with another root directory)", EnvVars: []string{"XPU_CDI_REQUIRE_POD_RESOURCES"}, Destination: &k.require},
-		&cli.StringFlag{Name: "resource-name", Usage: "the device plugin's resource `NAME`; NAME.shared (time-slicing) and NAME-<size> (partitions) count too", Value: podresources.DefaultResourcePrefix, EnvVars: []string{"XPU_CDI_RESOURCE_NAME"}, Destination: &k.resource},
-		&cli.StringFlag{Name: "dra-driver-name", Usage: "the DRA driver whose claims count", Value: podresources.DefaultDRADriver, EnvVars: []string{"XPU_CDI_DRA_DRIVER_NAME"}, Destination: &k.draDriver},
+		k.ResourceNameFlag("the device plugin's resource `NAME`; NAME.shared (time-slicing) and NAME-<size> (partitions) count too"),
+		k.DRADriverNameFlag("the DRA driver whose claims count"),
 		&cli.StringFlag{Name: "sharing-config-file", Usage: "the device plugin's sharing configuration `FILE` (its --config-file): the names it renames resources to (rename: example.com/xpu-ts) count too", EnvVars: []string{"XPU_CDI_SHARING_CONFIG_FILE"}, Destination: &k.sharingFile},
 	}
 }
@@ -66,9 +66,9 @@ func (k *kubelet) flags() []cli.Flag {
 func (k *kubelet) config(c *cli.Context, host *cmdflags.Host, log *logrus.Logger) (partition.Config, error) {
 	cfg := partition.Config{
 		DevRoot: host.DevRoot, DriverRoot: host.DriverRoot,
-		PodResourcesSocket:  k.socket,
+		PodResourcesSocket:  k.PodResourcesSocket,
 		RequirePodResources: k.require,
-		PodResources:        podresources.Config{ResourcePrefix: k.resource, DRADriver: k.draDriver},
+		PodResources:        podresources.Config{ResourcePrefix: k.ResourceName, DRADriver: k.DRADriverName},
 		Log:                 log,
 	}
 	pr, err := cfg.PodResources.WithSharingFile(k.sharingFile)
@@ -76,9 +76,8 @@ func (k *kubelet) config(c *cli.Context, host *cmdflags.Host, log *logrus.Logger
 		return cfg, fmt.Errorf("--sharing-config-file (XPU_CDI_SHARING_CONFIG_FILE): %w", err)
 	}
 	cfg.PodResources = pr
-	if host.HostRoot != "" && !c.IsSet("pod-resources-socket") {
-		cfg.PodResourcesSocket = filepath.Join(host.HostRoot, podresources.DefaultSocket)
-	}
+	k.ApplyHostRoot(c, host.HostRoot)
+	cfg.PodResourcesSocket = k.PodResourcesSocket
 	if host.DriverArch != "" {
 		if _, err := elfso.ArchByGOARCH(host.DriverArch); err != nil {
 			return cfg, fmt.Errorf("--driver-arch (XPU_CDI_DRIVER_ARCH): %w", err)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
-	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -98,7 +98,7 @@ func TestInUseByPods(t *testing.T) {
 	srv := podresourcestest.NewServer(&podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
 		podresourcestest.DevicePluginPod("ml", "infer", "app", "baidu.com/xpu-5gb", "3"),
 		podresourcestest.DevicePluginPod("ml", "shared", "app", "baidu.com/xpu.shared", "1::2"),
-		podresourcestest.DRAPod("team", "train", "main", "one-vf", podresources.DefaultDRADriver, "xpu-4"),
+		podresourcestest.DRAPod("team", "train", "main", "one-vf", names.DRADriver, "xpu-4"),
 		podresourcestest.DevicePluginPod("x", "gpu", "app", "nvidia.com/gpu", "2"),
 	}})
 	c := config(tr)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# hack/gobuild.sh GOARCH OUTPUT PACKAGE: the one recipe of xpu-cdi's
+# binaries, used by make build, packaging/stage.sh and the end-to-end tests.
+# Every binary is static (CGO_ENABLED=0): the hook and the shim run as root
+# next to untrusted images and must never start the dynamic loader.
+# urfave_cli_no_docs drops urfave/cli's man/markdown generator, whose init
+# (blackfriday) cost about 1 ms at every start of the hook
+# (docs/benchmarks.md). With VERSION set, the binary is stamped with
+# VERSION and COMMIT (-X main.version, main.commit) and stripped; without,
+# it keeps its symbols and says version "dev" (the tests' builds).
+# Run from anywhere: PACKAGE is relative to the repository root.
+set -euo pipefail
+
+if [ $# -ne 3 ]; then
+	echo "usage: hack/gobuild.sh GOARCH OUTPUT PACKAGE" >&2
+	exit 2
+fi
+goarch=$1 output=$2 pkg=$3
+case $output in
+/*) ;;
+*) output=$PWD/$output ;;
+esac
+cd "$(dirname "$0")/.."
+
+ldflags=
+if [ -n "${VERSION:-}" ]; then
+	ldflags="-s -w -X main.version=$VERSION -X main.commit=${COMMIT:-unknown}"
+fi
+exec env CGO_ENABLED=0 GOOS=linux GOARCH="$goarch" "${GO:-go}" build -trimpath -tags urfave_cli_no_docs \
+	-ldflags "$ldflags" -o "$output" "$pkg"
