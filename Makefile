@@ -35,7 +35,7 @@ TEST_TIMEOUT ?= 45m
 TESTREQ_STRICT := XPU_E2E_REQUIRE
 
 .DEFAULT_GOAL := help
-.PHONY: help build deps test unit unit-user e2e lint bench bench-scale demo image manifests clean
+.PHONY: help build demo-bin deps test unit unit-user e2e lint bench bench-scale demo image manifests clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -53,6 +53,13 @@ deps: ## Install what the tests need (Debian packages, the aarch64 tools, the De
 test: deps ## Run every test: unit, end-to-end with real Podman/containerd/CRI-O/Docker, packaging (root for the real ones)
 	$(GO) test -count=1 -p 2 -timeout $(TEST_TIMEOUT) ./...
 	cd hack/etcd-embed && GOWORK=off $(GO) test -count=1 ./...
+
+# What make demo runs (hack/demo.sh), in one go build: the packages the three
+# share compile once, with the flags of make build, and they link side by side.
+DEMO_PKGS := ./cmd/xpu-cdi ./cmd/xpu-runtime-hook ./internal/cmd/xpu-fakehost
+demo-bin:
+	@mkdir -p $(ARCH_BINDIR)
+	$(GOBUILD) -o $(ARCH_BINDIR)/ $(DEMO_PKGS)
 
 UNIT_PKGS := ./pkg/... ./internal/... ./cmd/... ./deployments/... ./docs/...
 

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # demo.sh: what xpu-cdi does, on a machine without any XPU.
 #
-# Builds the two binaries it runs (xpu-cdi and the hook the spec names),
-# creates a fake 8-device P800 Kunlun host as P800 hosts are today (the
-# p800-sysfs shape: driver and XRE 5.x, char nodes 195:N and xpuctrl
-# 195:255, /proc/kunlun, no /proc/xpu or /sys/class/xpu, the nodes' PCI
-# functions found through /sys/dev/char, XRE 5 libraries in /usr/local/xpu/so
-# that are real ELF files, a dynamically linked xpu-smi) under a temporary
-# directory, runs `xpu-cdi info` and `xpu-cdi generate` on it, and, when
-# Podman is available, starts a container (busybox plus the host's glibc)
-# with the XPU named by its PCI address from that spec and shows /dev/xpu0,
-# its XPU_CDI_DEVICE_0 and xpu-smi inside it. Everything is removed at the
-# end; the
-# spec uses the kind baidu.com/xpu-demo so a real baidu.com/xpu spec is never
-# touched.
+# Builds the three programs it runs in one go build (xpu-cdi, the hook the
+# spec names, and the fake host builder; one build compiles the packages
+# they share once and with the same flags), creates a fake 8-device P800
+# Kunlun host as P800 hosts are today (the p800-sysfs shape: driver and XRE
+# 5.x, char nodes 195:N and xpuctrl 195:255, /proc/kunlun, no /proc/xpu or
+# /sys/class/xpu, the nodes' PCI functions found through /sys/dev/char, XRE 5
+# libraries in /usr/local/xpu/so that are real ELF files, a dynamically
+# linked xpu-smi) under a temporary directory, runs `xpu-cdi info` and
+# `xpu-cdi generate` on it, prints the spec's summary (`xpu-cdi validate
+# --summary`; XPU_DEMO_YAML=1 prints the whole YAML too) and, when Podman is
+# available, starts a container (busybox plus the host's glibc, no image
+# pulled) with the XPU named by its PCI address from that spec and shows
+# /dev/xpu0, its XPU_CDI_DEVICE_0 and xpu-smi inside it. Each step's title
+# says how long the demo has run. Everything is removed at the end; the
+# spec uses the kind baidu.com/xpu-demo so a real baidu.com/xpu spec is
+# never touched.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -31,15 +34,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+# step prints a step's title after the seconds the demo has run so far.
+start=$EPOCHREALTIME
+step() {
+	local now=$EPOCHREALTIME
+	local ms=$(((${now//[.,]/} - ${start//[.,]/}) / 1000))
+	printf '\n\033[1m==> [%d.%01d s] %s\033[0m\n' $((ms / 1000)) $((ms % 1000 / 100)) "$*"
+}
 
-step "make build (xpu-cdi, xpu-runtime-hook)"
-make --no-print-directory build BINDIR="$work/bin" COMMANDS="xpu-cdi xpu-runtime-hook"
+step "make demo-bin (xpu-cdi, xpu-runtime-hook, xpu-fakehost: one go build)"
+make --no-print-directory demo-bin BINDIR="$work/bin"
 xpu_cdi="$work/bin/xpu-cdi"
 "$xpu_cdi" --version
 
 step "a fake Kunlun host: 8 x P800, driver and XRE 5.x, under $work/host"
-go run ./internal/cmd/xpu-fakehost --shape p800-sysfs --root "$work/host"
+"$work/bin/xpu-fakehost" --shape p800-sysfs --root "$work/host"
 ls -l "$work/host/dev"
 
 step "xpu-cdi info --dev-root $work/host --driver-root $work/host"
@@ -51,13 +60,15 @@ bdf=$(awk '$1 == "0" && $2 == "/dev/xpu0" { print $4 }' "$work/info")
 step "xpu-cdi generate --class xpu-demo --output $spec"
 "$xpu_cdi" generate --dev-root "$work/host" --driver-root "$work/host" --class xpu-demo \
 	--hook-path "$work/bin/xpu-runtime-hook" --output "$spec"
-cat "$spec"
+if [ "${XPU_DEMO_YAML:-}" = 1 ]; then
+	cat "$spec"
+fi
+
+step "xpu-cdi validate --summary $spec (the whole YAML: XPU_DEMO_YAML=1 make demo)"
+"$xpu_cdi" validate --summary "$spec"
 
 step "xpu-cdi list"
 "$xpu_cdi" list | grep xpu-demo | head -20
-
-step "xpu-cdi validate $spec"
-"$xpu_cdi" validate "$spec"
 
 if ! command -v podman >/dev/null; then
 	echo "demo: podman not installed; install it (hack/install-deps.sh --only demo) to see a container use the spec"

@@ -7,6 +7,11 @@
 # package is missing, Go tools are rebuilt only when the installed binary is not the pinned version.
 # When everything is present it finishes in well under two seconds.
 #
+# A first run on a fresh machine is mostly Go builds (docs/development.md, "Time budget"). Each build that
+# takes more than a minute says, before it starts, what it builds and how long it usually takes. The longest,
+# Kubernetes with etcd, needs nothing from apt: without --only it runs in the background while the apt,
+# arm64 and trixie groups download and unpack; the other Go tools follow them (CRI-O's pinns needs gcc).
+#
 # Go tools go to a dedicated directory (default /usr/local/lib/xpu-cdi-tools/bin, override with
 # XPU_CDI_TOOLS_BIN) so containerd 2.x never shadows Debian's containerd 1.6 in /usr/bin.
 #
@@ -52,6 +57,16 @@ readonly ETCD_VERSION="v3.7.3"
 # Helm, for the chart's tests.
 readonly HELM_MODULE="helm.sh/helm/v3"
 readonly HELM_VERSION="v3.22.0"
+
+# How long each first build took on a fresh two-core machine (empty Go build cache), announced before it
+# starts; docs/development.md ("Time budget") says how they were measured.
+readonly ABOUT_KUBERNETES="about 18 min"
+readonly ABOUT_CONTAINERD="about 5 min"
+readonly ABOUT_GOLANGCI="about 5 min"
+readonly ABOUT_CRIO="about 4 min"
+readonly ABOUT_HELM="about 2 min"
+readonly ABOUT_ETCD="about 2 min"
+readonly ABOUT_TRIXIE="about 4 min"
 
 # Engines and runtime pieces: installed with their recommended packages (fuse-overlayfs, slirp4netns,
 # uidmap, ... are what Podman is tested with on Debian).
@@ -117,6 +132,14 @@ say() {
 		return
 	fi
 	printf '%-9s %s\n' "$kind" "$*"
+}
+
+# announce says, before a build that takes more than a minute starts, what it builds and how long it
+# usually takes; printed with --quiet too, so a long silence is never a surprise.
+announce() {
+	local what=$1 about=$2
+	[[ -n $about ]] || return 0
+	printf '%-9s %s: %s on 2 cores\n' building "$what" "$about"
 }
 
 while [[ $# -gt 0 ]]; do
@@ -234,7 +257,6 @@ install_apt() {
 	# The tests start their own dockerd and containerd instances: forbid invoke-rc.d from starting the
 	# packaged services while installing. An existing policy-rc.d (Docker images ship one) is left alone.
 	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-		trap cleanup_policy_rc EXIT
 		printf '#!/bin/sh\n# written by xpu-cdi hack/install-deps.sh, removed when it ends\nexit 101\n' >/usr/sbin/policy-rc.d
 		chmod 0755 /usr/sbin/policy-rc.d
 		policy_rc_created=1
@@ -305,6 +327,7 @@ install_trixie() {
 		apt_install no mmdebstrap
 		say installed "apt mmdebstrap $(dpkg-query -W -f='${Version}' mmdebstrap)"
 	fi
+	announce "the Debian 13 root ${TRIXIE_ROOT} (mmdebstrap: ${TRIXIE_PACKAGES[*]})" "$ABOUT_TRIXIE"
 	local start=$SECONDS new=${TRIXIE_ROOT}.new old=${TRIXIE_ROOT}.old
 	mkdir -p "$(dirname "$TRIXIE_ROOT")"
 	rm -rf "$new" "$old"
@@ -341,10 +364,11 @@ module_version() {
 }
 
 # go_tool installs packages (all from $module at $version) unless every binary in $bins already
-# reports that version.
+# reports that version; $about is how long their first build takes on two cores ("" when it is under a
+# minute), announced before it starts.
 go_tool() {
-	local module=$1 version=$2 tags=$3
-	shift 3
+	local module=$1 version=$2 tags=$3 about=$4
+	shift 4
 	local -a pkgs=("$@")
 	local -a stale=()
 	local pkg bin have
@@ -366,6 +390,8 @@ go_tool() {
 	for pkg in "${stale[@]}"; do
 		args+=("${pkg}@${version}")
 	done
+	local names=("${stale[@]##*/}")
+	announce "${module} ${version} (${names[*]})" "$about"
 	local start=$SECONDS
 	# Outside any module (cwd /), with -mod flags removed: `go install pkg@version` rejects them.
 	(
@@ -386,20 +412,18 @@ go_tool() {
 install_go() {
 	find_go
 	mkdir -p "$TOOLS_BIN"
-	go_tool "$CONTAINERD_MODULE" "$CONTAINERD_VERSION" no_btrfs \
+	go_tool "$CONTAINERD_MODULE" "$CONTAINERD_VERSION" no_btrfs "$ABOUT_CONTAINERD" \
 		"${CONTAINERD_MODULE}/cmd/containerd" \
 		"${CONTAINERD_MODULE}/cmd/ctr" \
 		"${CONTAINERD_MODULE}/cmd/containerd-shim-runc-v2"
-	go_tool "$CRICTL_MODULE" "$CRICTL_VERSION" "" "${CRICTL_MODULE}/cmd/crictl"
-	go_tool "$GOLANGCI_MODULE" "$GOLANGCI_VERSION" "" "${GOLANGCI_MODULE}/cmd/golangci-lint"
+	go_tool "$CRICTL_MODULE" "$CRICTL_VERSION" "" "" "${CRICTL_MODULE}/cmd/crictl"
+	go_tool "$GOLANGCI_MODULE" "$GOLANGCI_VERSION" "" "$ABOUT_GOLANGCI" "${GOLANGCI_MODULE}/cmd/golangci-lint"
 	install_crio
 	install_helm
-	install_kubernetes
-	install_etcd
 }
 
 install_helm() {
-	go_tool "$HELM_MODULE" "$HELM_VERSION" "" "${HELM_MODULE}/cmd/helm"
+	go_tool "$HELM_MODULE" "$HELM_VERSION" "" "$ABOUT_HELM" "${HELM_MODULE}/cmd/helm"
 }
 
 # install_crio builds CRI-O's crio (Go) and pinns (a small static C program) from the module the proxy
@@ -419,6 +443,7 @@ install_crio() {
 		return 0
 	fi
 	command -v make >/dev/null && command -v gcc >/dev/null || die "pinns needs make and gcc (apt group)"
+	announce "${CRIO_MODULE} ${CRIO_VERSION} (crio, pinns)" "$ABOUT_CRIO"
 	local start=$SECONDS src tmp goflags
 	goflags=$(printf '%s\n' ${GOFLAGS:-} | grep -v '^-mod=' | tr '\n' ' ' || true)
 	src=$(cd / && GOFLAGS=$goflags "$GO" mod download -json "${CRIO_MODULE}@${CRIO_VERSION}" | awk -F'"' '$2 == "Dir" { print $4 }') ||
@@ -475,6 +500,7 @@ install_kubernetes() {
 	done
 	[[ ${#stale[@]} -gt 0 ]] || return 0
 
+	announce "Kubernetes ${KUBERNETES_VERSION} (${stale[*]}, one go build)" "$ABOUT_KUBERNETES"
 	local start=$SECONDS work minor=${KUBERNETES_VERSION#v1.}
 	minor=${minor%%.*}
 	work=$(mktemp -d /tmp/xpu-cdi-kubernetes-build.XXXXXX)
@@ -536,6 +562,7 @@ install_etcd() {
 		say present "go etcd ${ETCD_VERSION} (${bin}, hack/etcd-embed)"
 		return 0
 	fi
+	announce "etcd ${ETCD_VERSION} (hack/etcd-embed)" "$ABOUT_ETCD"
 	local start=$SECONDS
 	(
 		cd "$src"
@@ -549,6 +576,32 @@ install_etcd() {
 	say installed "go etcd ${ETCD_VERSION} (${bin}, hack/etcd-embed, $((SECONDS - start)) s)"
 }
 
+# The Kubernetes commands and etcd, the longest build, need none of the apt packages (CGO_ENABLED=0, Go is
+# installed beforehand): when everything is installed they build in the background while apt, arm64 and
+# trixie download and unpack, and the other Go tools (CRI-O's pinns needs gcc from apt) follow those.
+kube_pid=""
+stop_kube() {
+	if [[ -n $kube_pid ]] && kill -0 "$kube_pid" 2>/dev/null; then
+		pkill -TERM -P "$kube_pid" 2>/dev/null || true
+		kill -TERM "$kube_pid" 2>/dev/null || true
+	fi
+}
+on_exit() {
+	cleanup_policy_rc
+	stop_kube
+}
+trap on_exit EXIT
+if [[ -z $only ]]; then
+	find_go
+	mkdir -p "$TOOLS_BIN"
+	(
+		trap - EXIT
+		install_kubernetes
+		install_etcd
+	) &
+	kube_pid=$!
+fi
+
 if [[ -z $only || $only == apt ]]; then
 	install_apt APT_ENGINES APT_TOOLS
 elif [[ $only == demo ]]; then
@@ -560,8 +613,17 @@ fi
 if [[ -z $only || $only == trixie ]]; then
 	install_trixie
 fi
+if [[ -n $kube_pid ]]; then
+	wait "$kube_pid" || die "building the Kubernetes commands or etcd failed (its error is above)"
+	kube_pid=""
+fi
 case $only in
-"" | go) install_go ;;
+"") install_go ;;
+go)
+	install_go
+	install_kubernetes
+	install_etcd
+	;;
 kubernetes | kubelet)
 	find_go
 	mkdir -p "$TOOLS_BIN"

@@ -22,6 +22,7 @@ import (
 type options struct {
 	specDirs cmdflags.SpecDirs
 	kind     cmdflags.Kind
+	summary  bool
 }
 
 // ErrInvalid is returned when at least one spec failed a check.
@@ -40,9 +41,13 @@ device node is still a character device with the major:minor the spec names. A s
 a driver reload (which may change the major) is reported as stale, with the command that fixes it.
 A spec of the kind that a spec in a later spec directory (which has priority) shadows is a WARN line
 naming the spec the engines use: its devices are never taken from it.
+With --summary, each spec that could be read is followed by what it gives a container: per device
+how many mounts, hooks and environment variables it brings and its device nodes (the spec's own
+edits, which every device brings, are the line "(spec-wide)"). The whole spec is the file itself.
 Exit status 1 when any spec fails.`,
 		Flags: append(o.kind.Flags("of the specs searched when no FILE is given"),
-			o.specDirs.Flag("spec-dir", "spec directory searched when no FILE is given")),
+			o.specDirs.Flag("spec-dir", "spec directory searched when no FILE is given"),
+			&cli.BoolFlag{Name: "summary", Usage: "after each spec's verdict, print its devices and their edits (nodes; mount, hook and env counts)", EnvVars: []string{"XPU_CDI_SUMMARY"}, Destination: &o.summary}),
 		Before: func(*cli.Context) error { return o.kind.Validate() },
 		Action: func(c *cli.Context) error {
 			files := c.Args().Slice()
@@ -55,7 +60,7 @@ Exit status 1 when any spec fails.`,
 			}
 			failed := 0
 			for _, f := range files {
-				if !check(c.App.Writer, f) {
+				if !check(c.App.Writer, f, o.summary) {
 					failed++
 				}
 			}
@@ -108,8 +113,9 @@ func warnShadows(w io.Writer, dirs []string, kind string) {
 // check validates one file and prints its verdict; it reports success. The
 // file is read bounded and without blocking (a FIFO or a link to a device
 // is a FAIL at once), and validated as the library loads it
-// (cdispec.ValidateFile).
-func check(w io.Writer, path string) bool {
+// (cdispec.ValidateFile). With summary, a spec that parsed is followed by
+// its summary (writeSummary), whatever the verdict.
+func check(w io.Writer, path string, summary bool) bool {
 	if err := cdispec.ValidateFile(path); err != nil {
 		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false
@@ -124,6 +130,19 @@ func check(w io.Writer, path string) bool {
 		fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
 		return false
 	}
+	ok := verdict(w, path, raw)
+	if summary {
+		if err := writeSummary(w, path, raw); err != nil {
+			fmt.Fprintf(w, "FAIL %s: %v\n", path, err)
+			return false
+		}
+	}
+	return ok
+}
+
+// verdict prints whether a parsed spec matches this host (LiveProblems)
+// and, when it does not, how to fix it; it reports success.
+func verdict(w io.Writer, path string, raw *specs.Spec) bool {
 	problems := LiveProblems(raw)
 	if len(problems) == 0 {
 		fmt.Fprintf(w, "OK   %s (kind %s, %d devices, cdiVersion %s)\n", path, raw.Kind, len(raw.Devices), raw.Version)

@@ -3,10 +3,12 @@ package validate_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/clitest"
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/generate"
@@ -14,6 +16,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio/fdiotest"
+	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
 func run(t *testing.T, args ...string) (string, string, error) {
@@ -191,4 +194,50 @@ func TestValidateHintKeepsFlags(t *testing.T) {
 	require.ErrorIs(t, err, validate.ErrInvalid)
 	require.Contains(t, stdout, "fix: regenerate it with: xpu-cdi generate --output "+nodesOnly+" --nodes-only (or")
 	require.NotContains(t, stdout, "is missing")
+}
+
+// TestValidateSummary: --summary follows the verdict with one row for the
+// spec's own edits and one per device, whose counts and nodes are the
+// spec's; without the flag, and for a file that does not parse, there is
+// none.
+func TestValidateSummary(t *testing.T) {
+	tree := clitest.FakeTree(t, fakehost.P800x8())
+	out := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
+	generateSpec(t, tree.Root, out, "--no-hooks")
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	spec, err := cdispec.Parse(data)
+	require.NoError(t, err)
+
+	stdout, _, err := run(t, "--summary", out)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	require.Len(t, lines, 3+len(spec.Devices), stdout)
+	require.True(t, strings.HasPrefix(lines[0], "OK   "+out), lines[0])
+	require.Equal(t, []string{"DEVICE", "MOUNTS", "HOOKS", "ENV", "NODES"}, strings.Fields(lines[1]))
+	row := func(name string, e *specs.ContainerEdits) []string {
+		nodes := make([]string, 0, len(e.DeviceNodes))
+		for _, n := range e.DeviceNodes {
+			nodes = append(nodes, n.Path)
+		}
+		return []string{name, strconv.Itoa(len(e.Mounts)), strconv.Itoa(len(e.Hooks)), strconv.Itoa(len(e.Env)), strings.Join(nodes, ",")}
+	}
+	require.Equal(t, row("(spec-wide)", &spec.ContainerEdits), strings.Fields(lines[2]))
+	wide := strings.Fields(lines[2])
+	require.NotEqual(t, "0", wide[1], "the XRE's mounts")
+	require.Equal(t, "/dev/xpuctrl", wide[4])
+	for i := range spec.Devices {
+		require.Equal(t, row(spec.Devices[i].Name, &spec.Devices[i].ContainerEdits), strings.Fields(lines[3+i]))
+	}
+	require.Equal(t, []string{"all", "0", "0", "8", "/dev/xpu0,/dev/xpu1,/dev/xpu2,/dev/xpu3,/dev/xpu4,/dev/xpu5,/dev/xpu6,/dev/xpu7"}, strings.Fields(lines[len(lines)-1]))
+
+	stdout, _, err = run(t, out)
+	require.NoError(t, err)
+	require.NotContains(t, stdout, "DEVICE")
+
+	broken := filepath.Join(t.TempDir(), "baidu.com-xpu.yaml")
+	require.NoError(t, os.WriteFile(broken, []byte("cdiVersion: \"0.5.0\"\nkind: baidu.com/xpu\ndevices: []\nunknownField: 1\n"), 0o644))
+	stdout, _, err = run(t, "--summary", broken)
+	require.ErrorIs(t, err, validate.ErrInvalid)
+	require.NotContains(t, stdout, "DEVICE")
 }
