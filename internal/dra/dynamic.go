@@ -246,7 +246,7 @@ func (d *Driver) buildDynamic(devs []xpunode.Device, h *discover.Host, prev []re
 	if limit > 0 && len(cards) > 0 {
 		counters = append(counters, resourceapi.CounterSet{
 			Name:     HandleCounterSet,
-			Counters: map[string]resourceapi.Counter{CounterHandles: {Value: *resource.NewQuantity(int64(budget), resource.DecimalSI)}},
+			Counters: map[string]resourceapi.Counter{CounterHandles: {Value: count(budget)}},
 		})
 	}
 	if api == nil {
@@ -294,7 +294,7 @@ func (c dynamicCard) devices(handles bool) []resourceapi.Device {
 			if handles {
 				dev.ConsumesCounters = append(dev.ConsumesCounters, resourceapi.DeviceCounterConsumption{
 					CounterSet: HandleCounterSet,
-					Counters:   map[string]resourceapi.Counter{CounterHandles: {Value: *resource.NewQuantity(1, resource.DecimalSI)}},
+					Counters:   map[string]resourceapi.Counter{CounterHandles: {Value: count(1)}},
 				})
 			}
 			out = append(out, *dev)
@@ -304,6 +304,8 @@ func (c dynamicCard) devices(handles bool) []resourceapi.Device {
 }
 
 func mib(n int64) resource.Quantity { return *resource.NewQuantity(n<<20, resource.BinarySI) }
+
+func count(n int) resource.Quantity { return *resource.NewQuantity(int64(n), resource.DecimalSI) }
 
 // splitCounterSets cuts the counter sets into slices of at most the API's
 // number of sets per slice.
