@@ -219,26 +219,31 @@ func (d *Driver) validate(devs []resourceapi.Device) ([]resourceapi.Device, []st
 func (d *Driver) Resources() resourceslice.DriverResources {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	devs := make([]resourceapi.Device, len(d.api))
-	for i := range d.api {
-		devs[i] = *d.api[i].DeepCopy()
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.o.NodeName: poolOf(d.api, d.counters)}}
+}
+
+// poolOf puts a copy of devs and sets in the slices of one pool. A slice
+// holds counter sets or devices, not both: the counter sets first, then
+// the devices that consume them.
+func poolOf(devs []resourceapi.Device, sets []resourceapi.CounterSet) resourceslice.Pool {
+	cd := make([]resourceapi.Device, len(devs))
+	for i := range devs {
+		cd[i] = *devs[i].DeepCopy()
 	}
 	var pool resourceslice.Pool
-	// A slice holds counter sets or devices, not both: the counter sets
-	// first, then the devices that consume them.
-	for _, sets := range splitCounterSets(d.counters) {
-		cp := make([]resourceapi.CounterSet, len(sets))
-		for i := range sets {
-			cp[i] = *sets[i].DeepCopy()
+	for _, part := range splitCounterSets(sets) {
+		cp := make([]resourceapi.CounterSet, len(part))
+		for i := range part {
+			cp[i] = *part[i].DeepCopy()
 		}
 		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: cp})
 	}
-	if len(devs) > 0 || len(pool.Slices) == 0 {
-		for _, p := range splitDevices(devs) {
+	if len(cd) > 0 || len(pool.Slices) == 0 {
+		for _, p := range splitDevices(cd) {
 			pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: p})
 		}
 	}
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.o.NodeName: pool}}
+	return pool
 }
 
 // Slices returns the ResourceSlice objects the node publishes, as the
@@ -246,12 +251,17 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 // suffix and owner reference; several slices are numbered): what
 // print-slice shows.
 func (d *Driver) Slices() []*resourceapi.ResourceSlice {
-	res := d.Resources()
+	return d.slicesOf(d.Resources().Pools[d.o.NodeName], "")
+}
+
+// slicesOf returns the ResourceSlice objects of the node's pool, named
+// after the node and the driver, then suffix.
+func (d *Driver) slicesOf(pool resourceslice.Pool, suffix string) []*resourceapi.ResourceSlice {
 	node := d.o.NodeName
-	parts := res.Pools[node].Slices
+	parts := pool.Slices
 	out := make([]*resourceapi.ResourceSlice, len(parts))
 	for i, p := range parts {
-		name := node + "-" + d.o.DriverName
+		name := node + "-" + d.o.DriverName + suffix
 		if len(parts) > 1 {
 			name += "-" + strconv.Itoa(i)
 		}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
@@ -57,13 +57,21 @@ func (e *GateError) Error() string {
 func (e *GateError) Unwrap() error { return ErrGateOff }
 
 // CheckDynamicGates asks the API server, by a server-side dry run that
-// stores nothing, whether it keeps the counter sets, consumptions and
-// compatibility groups of dynamic mode's slices for driver on node. It
-// returns a *GateError (wrapping ErrGateOff) naming the gates whose fields
-// it dropped, another error when the API server refused the slices or
-// could not be asked, nil when it keeps everything.
-func CheckDynamicGates(ctx context.Context, client kubernetes.Interface, driver, node string) error {
-	probes := gateProbes(driver, node)
+// stores nothing, whether it takes and keeps the slices dynamic mode would
+// publish for this node (read from the host now, whatever the driver's
+// mode), named after the node and the driver with -gate-check; on a node
+// without an SR-IOV card, the slices of one P800 card. It returns a
+// *GateError (wrapping ErrGateOff) naming the gates whose fields the API
+// server dropped, another error when it refused a slice or could not be
+// asked, nil when it keeps everything.
+func (d *Driver) CheckDynamicGates(ctx context.Context, client kubernetes.Interface) error {
+	sc := d.scanner.Scan()
+	api, counters, _, _ := d.buildDynamic(sc.Devices, sc.Host, nil)
+	api, _ = d.validate(api)
+	probes := d.slicesOf(poolOf(api, counters), "-gate-check")
+	if len(counters) == 0 {
+		probes = d.slicesOf(gateProbe(), "-gate-check")
+	}
 	var off []string
 	for _, p := range probes {
 		got, err := client.ResourceV1().ResourceSlices().Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -109,10 +117,10 @@ func droppedGates(sent, got *resourceapi.ResourceSlice) []string {
 	return out
 }
 
-// gateProbes are the slices of one P800 card (0000:00:00.0, 96 GiB,
-// halves and quarters) as dynamic mode builds them: a slice of its counter
-// sets and one of its devices.
-func gateProbes(driver, node string) []*resourceapi.ResourceSlice {
+// gateProbe is the pool of one P800 card (0000:00:00.0, 96 GiB, halves
+// and quarters) as dynamic mode builds it: a slice of its counter sets and
+// one of its devices.
+func gateProbe() resourceslice.Pool {
 	const addr = "0000:00:00.0"
 	pci := &discover.PCI{Address: addr, Function: discover.FunctionPF, NUMANode: -1, TotalVFs: 4}
 	xpu := &discover.Device{Index: 0, PCI: pci, Model: "P800"}
@@ -126,18 +134,5 @@ func gateProbes(driver, node string) []*resourceapi.ResourceSlice {
 		{Name: CardCounterSet(0), Counters: map[string]resourceapi.Counter{CounterMemory: {Value: mib(card.memoryMiB)}}},
 		{Name: HandleCounterSet, Counters: map[string]resourceapi.Counter{CounterHandles: {Value: count(discover.HandleLimit(discover.GenerationKunlun3) - 1)}}},
 	}
-	slice := func(n int) *resourceapi.ResourceSlice {
-		nodeName := node
-		return &resourceapi.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: node + "-" + driver + "-gate-check-" + strconv.Itoa(n)},
-			Spec: resourceapi.ResourceSliceSpec{
-				Driver: driver, NodeName: &nodeName,
-				Pool: resourceapi.ResourcePool{Name: node, ResourceSliceCount: 2},
-			},
-		}
-	}
-	counters, devices := slice(0), slice(1)
-	counters.Spec.SharedCounters = sets
-	devices.Spec.Devices = card.devices(true)
-	return []*resourceapi.ResourceSlice{counters, devices}
+	return poolOf(card.devices(true), sets)
 }

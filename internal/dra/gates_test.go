@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 )
 
 // apiServerDropping is a fake API server that answers a ResourceSlice
@@ -40,22 +42,43 @@ func dropCounters(s *resourceapi.ResourceSlice) {
 	}
 }
 
+// sentSlices are the slices c was asked to create, failing t unless each
+// create was a dry run.
+func sentSlices(t *testing.T, c *fake.Clientset) []*resourceapi.ResourceSlice {
+	t.Helper()
+	var out []*resourceapi.ResourceSlice
+	for _, a := range c.Actions() {
+		if a.GetVerb() != "create" {
+			continue
+		}
+		ca := a.(k8stesting.CreateActionImpl)
+		require.Equal(t, []string{"All"}, ca.CreateOptions.DryRun)
+		out = append(out, ca.GetObject().(*resourceapi.ResourceSlice))
+	}
+	return out
+}
+
 func TestCheckDynamicGates(t *testing.T) {
 	ctx := context.Background()
-	t.Run("the probes are slices the API takes, sent as a dry run", func(t *testing.T) {
-		probes := gateProbes("xpu.baidu.com", "node-1")
-		checkSliceLimits(t, probes)
-		require.Len(t, probes[1].Spec.Devices, 7)
+	t.Run("the node's own dynamic slices, sent as a dry run, even in static mode", func(t *testing.T) {
+		f := newFixture(t, fakehost.P800x8SRIOV())
 		c := apiServerDropping(func(*resourceapi.ResourceSlice) {})
-		require.NoError(t, CheckDynamicGates(ctx, c, "xpu.baidu.com", "node-1"))
-		creates := 0
-		for _, a := range c.Actions() {
-			if a.GetVerb() == "create" {
-				creates++
-				require.Equal(t, []string{"All"}, a.(k8stesting.CreateActionImpl).CreateOptions.DryRun)
-			}
-		}
-		require.Equal(t, 2, creates)
+		require.NoError(t, f.d.CheckDynamicGates(ctx, c))
+		sent := sentSlices(t, c)
+		checkSliceLimits(t, sent)
+		require.Len(t, sent, 3)
+		require.Equal(t, "node-1-xpu.baidu.com-gate-check-2", sent[2].Name)
+		require.Len(t, sent[2].Spec.Devices, 56)
+	})
+	t.Run("no SR-IOV card: one P800 card's slices", func(t *testing.T) {
+		f := newFixture(t, fakehost.K200())
+		c := apiServerDropping(func(*resourceapi.ResourceSlice) {})
+		require.NoError(t, f.d.CheckDynamicGates(ctx, c))
+		sent := sentSlices(t, c)
+		checkSliceLimits(t, sent)
+		require.Len(t, sent, 2)
+		require.Len(t, sent[0].Spec.SharedCounters, 2)
+		require.Len(t, sent[1].Spec.Devices, 7)
 	})
 	for _, tc := range []struct {
 		description string
@@ -66,7 +89,8 @@ func TestCheckDynamicGates(t *testing.T) {
 		{"counters dropped: DRAPartitionableDevices named", dropCounters, []string{GatePartitionableDevices}},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
-			err := CheckDynamicGates(ctx, apiServerDropping(tc.drop), "xpu.baidu.com", "node-1")
+			f := newFixture(t, fakehost.P800SRIOV())
+			err := f.d.CheckDynamicGates(ctx, apiServerDropping(tc.drop))
 			require.ErrorIs(t, err, ErrGateOff)
 			var ge *GateError
 			require.ErrorAs(t, err, &ge)
@@ -75,11 +99,12 @@ func TestCheckDynamicGates(t *testing.T) {
 			require.Contains(t, err.Error(), "--feature-gates="+tc.gates[0]+"=true")
 		})
 	}
-	t.Run("a refused probe is an error of its own, not a gate", func(t *testing.T) {
+	t.Run("a refused slice is an error of its own, not a gate", func(t *testing.T) {
+		f := newFixture(t, fakehost.P800SRIOV())
 		c := fake.NewClientset()
 		refused := errors.New("forbidden")
 		c.PrependReactor("create", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, refused })
-		err := CheckDynamicGates(ctx, c, "xpu.baidu.com", "node-1")
+		err := f.d.CheckDynamicGates(ctx, c)
 		require.ErrorIs(t, err, refused)
 		require.NotErrorIs(t, err, ErrGateOff)
 		require.Contains(t, err.Error(), "node-1-xpu.baidu.com-gate-check-0")
