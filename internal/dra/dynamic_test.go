@@ -119,7 +119,7 @@ func publishedSets(s []*resourceapi.ResourceSlice) []resourceapi.CounterSet {
 }
 
 // The slices of the SR-IOV shapes in dynamic mode, as print-slice would
-// print them, against testdata/dynamic-<shape>.yaml.
+// print them, against testdata/dynamic/<shape>.yaml (a document per slice).
 func TestDynamicSliceGolden(t *testing.T) {
 	for _, h := range []fakehost.Host{fakehost.P800SRIOV(), fakehost.R200SRIOV()} {
 		t.Run(h.Shape, func(t *testing.T) {
@@ -133,7 +133,7 @@ func TestDynamicSliceGolden(t *testing.T) {
 				require.NoError(t, err)
 				out = append(append(out, "---\n"...), b...)
 			}
-			testutil.Golden(t, "dynamic-"+h.Shape+".yaml", out)
+			testutil.Golden(t, "dynamic/"+h.Shape+".yaml", out)
 		})
 	}
 }
