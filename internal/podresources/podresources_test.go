@@ -10,19 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin"
-	"github.com/xpu-cdi/xpu-cdi/internal/dra"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
-
-// The local copies of the device plugin's and the DRA driver's names are
-// theirs.
-func TestNamesAreThePluginsAndTheDriversOwn(t *testing.T) {
-	require.Equal(t, deviceplugin.ReplicaSeparator, replicaSeparator)
-	require.Equal(t, dra.DefaultDriverName, DefaultDRADriver)
-	require.Equal(t, deviceplugin.DefaultResourceName, DefaultResourcePrefix)
-	require.Equal(t, dra.DeviceName(7), draDevicePrefix+"7")
-}
 
 // Partition resources (the resource name plus a size) are ours; a longer
 // name that only starts with the prefix is not.
