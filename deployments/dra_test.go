@@ -166,13 +166,29 @@ func checkClassSelection(t *testing.T, classes map[string]resourceapi.DeviceClas
 		}
 		return true
 	}
-	selected := map[string]int{}
-	for _, f := range slices {
+	// The offers of dynamic partitions (a document per slice) are counted
+	// apart: every slot of every count of every SR-IOV card.
+	dynamic, err := filepath.Glob("../internal/dra/testdata/dynamic/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, dynamic)
+	selected, selectedDynamic := map[string]int{}, map[string]int{}
+	for _, f := range append(slices, dynamic...) {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
-		var s resourceapi.ResourceSlice
-		require.NoError(t, yaml.UnmarshalStrict(data, &s))
-		for _, d := range s.Spec.Devices {
+		count := selected
+		if strings.Contains(f, "/dynamic/") {
+			count = selectedDynamic
+		}
+		var devices []resourceapi.Device
+		for _, doc := range strings.Split(string(data), "---\n") {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			var s resourceapi.ResourceSlice
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &s))
+			devices = append(devices, s.Spec.Devices...)
+		}
+		for _, d := range devices {
 			family := ""
 			if a, ok := d.Attributes["family"]; ok {
 				family = *a.StringValue
@@ -198,7 +214,7 @@ func checkClassSelection(t *testing.T, classes map[string]resourceapi.DeviceClas
 				require.Equal(t, want, matches(dc, driver, d), "%s on %s %s", name, f, d.Name)
 				require.False(t, matches(dc, "gpu.example.com", d))
 				if want {
-					selected[name]++
+					count[name]++
 				}
 			}
 			for _, gen := range []string{"Kunlun1", "Kunlun2", "Kunlun3"} {
@@ -215,6 +231,13 @@ func checkClassSelection(t *testing.T, classes map[string]resourceapi.DeviceClas
 	for size, n := range map[string]int{"48gb": 2, "24gb": 4, "5gb": 3} {
 		if _, ok := classes[first+"-"+size+"."+rest]; ok {
 			require.Equal(t, n, selected[first+"-"+size+"."+rest], size)
+		}
+	}
+	// Dynamic: two P800s of 2 halves and 4 quarters each, two R200s of
+	// 1, 2 and 3 VFs each.
+	for size, n := range map[string]int{"48gb": 4, "24gb": 8, "16gb": 2, "8gb": 4, "5gb": 6} {
+		if _, ok := classes[first+"-"+size+"."+rest]; ok {
+			require.Equal(t, n, selectedDynamic[first+"-"+size+"."+rest], "dynamic %s", size)
 		}
 	}
 }

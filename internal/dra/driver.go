@@ -11,6 +11,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
@@ -38,6 +39,10 @@ type Driver struct {
 	// devices is the last scan; api the slice's devices built from it.
 	devices []xpunode.Device
 	api     []resourceapi.Device
+	// counters are the slice's counter sets (dynamic mode), health the
+	// health of each of api's devices for the kubelet.
+	counters []resourceapi.CounterSet
+	health   []deviceHealth
 	// changedAt is when each device name last came to stand for another
 	// device (identity.go): a claim allocated before is not prepared.
 	changedAt map[string]time.Time
@@ -131,18 +136,24 @@ func (d *Driver) build(devs []xpunode.Device, h *discover.Host, prev []resourcea
 	for _, dev := range devs {
 		ad := apiDevice(dev)
 		if taint, ok := d.taintOf(dev, h); ok {
-			i := slices.IndexFunc(prev, func(p resourceapi.Device) bool { return p.Name == ad.Name })
-			if i >= 0 && len(prev[i].Taints) == 1 && prev[i].Taints[0].Key == taint.Key && prev[i].Taints[0].Value == taint.Value {
-				taint.TimeAdded = prev[i].Taints[0].TimeAdded
-			} else {
-				now := metav1.NewTime(d.o.Clock().Truncate(time.Second))
-				taint.TimeAdded = &now
-			}
-			ad.Taints = []resourceapi.DeviceTaint{taint}
+			ad.Taints = []resourceapi.DeviceTaint{keepTime(taint, prev, ad.Name, d.o.Clock)}
 		}
 		out = append(out, ad)
 	}
 	return out
+}
+
+// keepTime returns taint with the time it had on the device name of prev
+// when it was already there, else now.
+func keepTime(taint resourceapi.DeviceTaint, prev []resourceapi.Device, name string, clock func() time.Time) resourceapi.DeviceTaint {
+	i := slices.IndexFunc(prev, func(p resourceapi.Device) bool { return p.Name == name })
+	if i >= 0 && len(prev[i].Taints) == 1 && prev[i].Taints[0].Key == taint.Key && prev[i].Taints[0].Value == taint.Value {
+		taint.TimeAdded = prev[i].Taints[0].TimeAdded
+	} else {
+		now := metav1.NewTime(clock().Truncate(time.Second))
+		taint.TimeAdded = &now
+	}
+	return taint
 }
 
 // Refresh reads the host and the specs again and reports whether the
@@ -152,17 +163,35 @@ func (d *Driver) Refresh() bool {
 	d.m.observeScan(sc)
 	devs, h := sc.Devices, sc.Host
 	d.mu.Lock()
-	api, warnings := d.validate(d.build(devs, h, d.api))
-	same := d.api != nil && resourceslice.DevicesDeepEqual(d.api, api)
+	var built []resourceapi.Device
+	var counters []resourceapi.CounterSet
+	var health []deviceHealth
+	var left []string
+	switch d.o.partitions {
+	case partitionsDynamic:
+		built, counters, health, left = d.buildDynamic(devs, h, d.api)
+	case partitionsStatic:
+		built = d.build(devs, h, d.api)
+		for _, dev := range devs {
+			health = append(health, healthOf(names.DRADevice(dev.Index), dev))
+		}
+	}
+	api, warnings := d.validate(built)
+	warnings = append(left, warnings...)
+	same := d.api != nil && resourceslice.DevicesDeepEqual(d.api, api) && apiequality.Semantic.DeepEqual(d.counters, counters)
 	if !same {
 		renumbered(d.api, api, d.changedAt, d.o.Clock())
-		d.devices, d.api = devs, api
+		d.devices, d.api, d.counters, d.health = devs, api, counters, health
 		close(d.changed)
 		d.changed = make(chan struct{})
 	}
 	d.mu.Unlock()
 	d.notes.Note(d.o.Log, "invalid", strings.Join(warnings, "; "), d.o.Log.Warnf, "every fact of the host is valid in the ResourceSlice again")
-	if !same {
+	switch {
+	case same:
+	case d.o.partitions == partitionsDynamic:
+		d.o.Log.Infof("publishing every partition of the SR-IOV cards in the ResourceSlices of node %s: %s", d.o.NodeName, describeDynamic(api, counters))
+	default:
 		d.o.Log.Infof("publishing %d XPU(s) in the ResourceSlice of node %s: %s", len(devs), d.o.NodeName, describe(devs))
 	}
 	return !same
@@ -196,16 +225,31 @@ func (d *Driver) validate(devs []resourceapi.Device) ([]resourceapi.Device, []st
 func (d *Driver) Resources() resourceslice.DriverResources {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	devs := make([]resourceapi.Device, len(d.api))
-	for i := range d.api {
-		devs[i] = *d.api[i].DeepCopy()
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.o.NodeName: poolOf(d.api, d.counters)}}
+}
+
+// poolOf puts a copy of devs and sets in the slices of one pool. A slice
+// holds counter sets or devices, not both: the counter sets first, then
+// the devices that consume them.
+func poolOf(devs []resourceapi.Device, sets []resourceapi.CounterSet) resourceslice.Pool {
+	cd := make([]resourceapi.Device, len(devs))
+	for i := range devs {
+		cd[i] = *devs[i].DeepCopy()
 	}
-	parts := splitDevices(devs)
-	pool := resourceslice.Pool{Slices: make([]resourceslice.Slice, len(parts))}
-	for i, p := range parts {
-		pool.Slices[i] = resourceslice.Slice{Devices: p}
+	var pool resourceslice.Pool
+	for _, part := range splitCounterSets(sets) {
+		cp := make([]resourceapi.CounterSet, len(part))
+		for i := range part {
+			cp[i] = *part[i].DeepCopy()
+		}
+		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: cp})
 	}
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.o.NodeName: pool}}
+	if len(cd) > 0 || len(pool.Slices) == 0 {
+		for _, p := range splitDevices(cd) {
+			pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: p})
+		}
+	}
+	return pool
 }
 
 // Slices returns the ResourceSlice objects the node publishes, as the
@@ -213,12 +257,17 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 // suffix and owner reference; several slices are numbered): what
 // print-slice shows.
 func (d *Driver) Slices() []*resourceapi.ResourceSlice {
-	res := d.Resources()
+	return d.slicesOf(d.Resources().Pools[d.o.NodeName], "")
+}
+
+// slicesOf returns the ResourceSlice objects of the node's pool, named
+// after the node and the driver, then suffix.
+func (d *Driver) slicesOf(pool resourceslice.Pool, suffix string) []*resourceapi.ResourceSlice {
 	node := d.o.NodeName
-	parts := res.Pools[node].Slices
+	parts := pool.Slices
 	out := make([]*resourceapi.ResourceSlice, len(parts))
 	for i, p := range parts {
-		name := node + "-" + d.o.DriverName
+		name := node + "-" + d.o.DriverName + suffix
 		if len(parts) > 1 {
 			name += "-" + strconv.Itoa(i)
 		}
@@ -226,10 +275,11 @@ func (d *Driver) Slices() []*resourceapi.ResourceSlice {
 			TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: resourceapi.ResourceSliceSpec{
-				Driver:   d.o.DriverName,
-				NodeName: &node,
-				Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: int64(len(parts))},
-				Devices:  p.Devices,
+				Driver:         d.o.DriverName,
+				NodeName:       &node,
+				Pool:           resourceapi.ResourcePool{Name: node, ResourceSliceCount: int64(len(parts))},
+				Devices:        p.Devices,
+				SharedCounters: p.SharedCounters,
 			},
 		}
 	}

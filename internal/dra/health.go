@@ -5,9 +5,6 @@ import (
 	"time"
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-
-	"github.com/xpu-cdi/xpu-cdi/internal/names"
-	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 )
 
 // WatchHealthStatus implements kubeletplugin.DRAPlugin: it reports every
@@ -17,18 +14,18 @@ import (
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	for {
 		d.mu.Lock()
-		devs, changed := d.devices, d.changed
+		devs, changed := d.health, d.changed
 		d.mu.Unlock()
 		report := kubeletplugin.DeviceHealthReport{Devices: make([]kubeletplugin.DeviceHealth, 0, len(devs))}
 		now := d.o.Clock()
 		for _, dev := range devs {
 			h := kubeletplugin.DeviceHealth{
-				PoolName: d.o.NodeName, DeviceName: names.DRADevice(dev.Index),
+				PoolName: d.o.NodeName, DeviceName: dev.name,
 				Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now,
 				HealthCheckTimeout: 3 * d.o.PollInterval,
 			}
-			if dev.Health != xpunode.Healthy {
-				h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, dev.Reason
+			if dev.reason != "" {
+				h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, dev.reason
 			}
 			report.Devices = append(report.Devices, h)
 		}

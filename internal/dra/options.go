@@ -55,6 +55,11 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Log is the logger; the default discards everything.
 	Log logger.Interface
+
+	// partitions is how SR-IOV partitions are offered (dynamic.go).
+	// Dynamic mode publishes every partition but cannot prepare a slot
+	// yet, so no flag sets it.
+	partitions partitionMode
 }
 
 // withDefaults returns c with its defaults filled, or why c is unusable.
