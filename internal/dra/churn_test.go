@@ -16,7 +16,8 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 )
 
-// Churn shape (issue 28 "Churn"): 500 claims of one XPU each, created,
+// Churn shape (docs/security.md, "Churn and restarts leave no stale
+// hold"): 500 claims of one XPU each, created,
 // prepared, unprepared and deleted 20 at a time on a 24-XPU host, through
 // the kubelet plugin gRPC API of the real helper library. Each round moves
 // the claims to other XPUs, so every XPU passes from claim to claim. In

@@ -36,7 +36,7 @@ func moduleImports(t *testing.T, dir string) map[string]bool {
 }
 
 // The device plugin and the shim share these names through this package,
-// and neither links the other (issue 29, item 2).
+// and neither links the other: one definition, so the two cannot drift.
 func TestOneHomeForTheSharedNames(t *testing.T) {
 	plugin := moduleImports(t, "../deviceplugin")
 	shim := moduleImports(t, "../shim")
