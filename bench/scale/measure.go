@@ -84,15 +84,6 @@ func load1() float64 {
 	return v
 }
 
-// percentile is the p-th percentile (0-100, nearest rank) of sorted.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(p/100*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(rank, 0), len(sorted)-1)]
-}
-
 // latencies turns creation and binding times into sorted latencies, the
 // first creation and the last binding.
 func latencies(created, bound map[string]time.Time) (lat []time.Duration, first, last time.Time) {
