@@ -3,8 +3,9 @@ module github.com/xpu-cdi/xpu-cdi
 go 1.26.8
 
 require (
+	github.com/bombsimon/logrusr/v4 v4.2.0
 	github.com/cyphar/filepath-securejoin v0.7.0
-	github.com/go-logr/logr v1.4.3
+	github.com/go-logr/logr v1.4.4
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/pelletier/go-toml/v2 v2.4.3
