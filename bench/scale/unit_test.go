@@ -2,12 +2,15 @@ package scale
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,4 +176,38 @@ func TestEtcdDBSize(t *testing.T) {
 	body = "etcd_mvcc_db_total_size_in_bytes two\n"
 	_, _, err = etcdDBSize(t.Context(), srv.URL)
 	require.ErrorContains(t, err, "reading etcd's metrics")
+}
+
+// forEach runs every index once, never more than writers at once, and
+// returns the error of a failing call.
+func TestForEach(t *testing.T) {
+	var (
+		mu            sync.Mutex
+		running, peak int
+	)
+	seen := make([]atomic.Int64, 3*writers)
+	require.NoError(t, forEach(len(seen), func(i int) error {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		seen[i].Add(1)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil
+	}))
+	for i := range seen {
+		require.Equal(t, int64(1), seen[i].Load(), "index %d", i)
+	}
+	require.LessOrEqual(t, peak, writers)
+
+	errBoom := errors.New("boom")
+	require.ErrorIs(t, forEach(5, func(i int) error {
+		if i == 3 {
+			return errBoom
+		}
+		return nil
+	}), errBoom)
 }
