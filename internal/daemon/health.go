@@ -64,7 +64,9 @@ const (
 type ReadyFunc func() error
 
 // Health is the HTTP health endpoint of a daemon. Bodies are plain text:
-// "ok", or on /readyz the reason the daemon is not ready (503).
+// "ok", or on /readyz the reason the daemon is not ready (503). Kept by
+// hand on net/http: apiserver's healthz would link the API server library
+// for three routes, and this one bounds its connections and scrapes.
 type Health struct {
 	l       net.Listener
 	srv     *http.Server
