@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -66,4 +67,40 @@ func TestTicketCite(t *testing.T) {
 	for _, s := range []string{"kubernetes/kubernetes#141433", "containers/common#2460", "the issue is", "tissue 5"} {
 		require.False(t, ticketCite.MatchString(s), s)
 	}
+}
+
+// TestNoTicketCitesInMarkdown: the same for the Markdown files of the
+// repository, which a reader reads without the tracker too.
+func TestNoTicketCitesInMarkdown(t *testing.T) {
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	var files int
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		rel, _ := filepath.Rel(root, path)
+		for i, line := range strings.Split(string(data), "\n") {
+			if m := ticketCite.FindString(line); m != "" {
+				t.Errorf("%s:%d cites %q: say what and why instead (a public tracker as owner/repo#N)", rel, i+1, m)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, files, 10, "the walk found the repository's Markdown files")
 }
