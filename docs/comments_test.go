@@ -23,28 +23,12 @@ var ticketCite = regexp.MustCompile(`(?i)\b(issue|finding)s?\s+#?[0-9]+`)
 // number. A comment says what the code does and why; where a test
 // reproduces an attack, it names the attack's entry in docs/security.md.
 func TestNoTicketComments(t *testing.T) {
-	root, err := filepath.Abs("..")
-	require.NoError(t, err)
 	fset := token.NewFileSet()
-	var files int
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
+	files := walkRepo(t, ".go", func(path, _ string) error {
 		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
 		if err != nil {
 			return err
 		}
-		files++
 		for _, g := range f.Comments {
 			for _, c := range g.List {
 				if m := ticketCite.FindString(c.Text); m != "" {
@@ -54,7 +38,6 @@ func TestNoTicketComments(t *testing.T) {
 		}
 		return nil
 	})
-	require.NoError(t, err)
 	require.Greater(t, files, 100, "the walk found the module's Go files")
 }
 
@@ -72,6 +55,26 @@ func TestTicketCite(t *testing.T) {
 // TestNoTicketCitesInMarkdown: the same for the Markdown files of the
 // repository, which a reader reads without the tracker too.
 func TestNoTicketCitesInMarkdown(t *testing.T) {
+	files := walkRepo(t, ".md", func(path, rel string) error {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if m := ticketCite.FindString(line); m != "" {
+				t.Errorf("%s:%d cites %q: say what and why instead (a public tracker as owner/repo#N)", rel, i+1, m)
+			}
+		}
+		return nil
+	})
+	require.Greater(t, files, 10, "the walk found the repository's Markdown files")
+}
+
+// walkRepo calls check with the path and the repository-relative path of
+// every file of the repository whose name ends in ext (hidden, testdata and
+// vendor directories left out) and returns how many it checked.
+func walkRepo(t *testing.T, ext string, check func(path, rel string) error) int {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	var files int
@@ -85,22 +88,16 @@ func TestNoTicketCitesInMarkdown(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".md") {
+		if !strings.HasSuffix(path, ext) {
 			return nil
 		}
-		data, err := os.ReadFile(path)
+		files++
+		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return err
 		}
-		files++
-		rel, _ := filepath.Rel(root, path)
-		for i, line := range strings.Split(string(data), "\n") {
-			if m := ticketCite.FindString(line); m != "" {
-				t.Errorf("%s:%d cites %q: say what and why instead (a public tracker as owner/repo#N)", rel, i+1, m)
-			}
-		}
-		return nil
+		return check(path, rel)
 	})
 	require.NoError(t, err)
-	require.Greater(t, files, 10, "the walk found the repository's Markdown files")
+	return files
 }
