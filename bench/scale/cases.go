@@ -68,7 +68,7 @@ func exactly(class string, count int64, selectors ...string) *resourceapi.Device
 
 var numaNode = resourceapi.FullyQualifiedName("resource.kubernetes.io/numaNode")
 
-// cases are the cases of issue 27, in letter order.
+// cases are the scale cases of docs/benchmarks.md, in letter order.
 func cases() []Case {
 	return []Case{
 		{Letter: "a", Title: "extended resource baidu.com/xpu: 1, node capacity (device plugin path)", NodeCapacity: true, DevicesPerPod: 1},

@@ -3,9 +3,9 @@ package scale
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,35 +38,15 @@ type fleet struct {
 // NodeName is the name of simulated node i.
 func NodeName(i int) string { return fmt.Sprintf("xpu-node-%04d", i) }
 
-// forEach runs f(0..n-1) on writers goroutines and returns the first
+// forEach runs f(0..n-1), at most writers at once, and returns the first
 // error.
 func forEach(n int, f func(i int) error) error {
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for range min(writers, n) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
+	var g errgroup.Group
+	g.SetLimit(writers)
+	for i := range n {
+		g.Go(func() error { return f(i) })
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 // nodeStatus is the status of a simulated node: Ready, room for the pods,

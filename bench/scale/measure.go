@@ -1,10 +1,10 @@
 package scale
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -31,28 +33,25 @@ func etcdDBSize(ctx context.Context, url string) (total, inUse int64, err error)
 	if resp.StatusCode != http.StatusOK {
 		return 0, 0, fmt.Errorf("GET %s/metrics: %s", url, resp.Status)
 	}
-	values := map[string]int64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok || (name != "etcd_mvcc_db_total_size_in_bytes" && name != "etcd_mvcc_db_total_size_in_use_in_bytes") {
-			continue
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("etcd metric %s %q: %w", name, v, err)
-		}
-		values[name] = int64(f)
-	}
-	if err := sc.Err(); err != nil {
+	// etcd's whole exposition is a few hundred KiB; 4 MiB bounds a broken one.
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
 		return 0, 0, fmt.Errorf("reading etcd's metrics: %w", err)
 	}
-	total, ok := values["etcd_mvcc_db_total_size_in_bytes"]
-	if !ok {
-		return 0, 0, fmt.Errorf("etcd's metrics have no etcd_mvcc_db_total_size_in_bytes")
+	gauge := func(name string) (int64, bool) {
+		f := families[name]
+		if f == nil || len(f.GetMetric()) == 0 || f.GetMetric()[0].GetGauge() == nil {
+			return 0, false
+		}
+		return int64(f.GetMetric()[0].GetGauge().GetValue()), true
 	}
-	return total, values["etcd_mvcc_db_total_size_in_use_in_bytes"], nil
+	total, ok := gauge("etcd_mvcc_db_total_size_in_bytes")
+	if !ok {
+		return 0, 0, fmt.Errorf("etcd's metrics have no gauge etcd_mvcc_db_total_size_in_bytes")
+	}
+	inUse, _ = gauge("etcd_mvcc_db_total_size_in_use_in_bytes")
+	return total, inUse, nil
 }
 
 // sliceBytes is the number of ResourceSlices and the size of their JSON
@@ -82,15 +81,6 @@ func load1() float64 {
 	f, _, _ := strings.Cut(string(b), " ")
 	v, _ := strconv.ParseFloat(f, 64)
 	return v
-}
-
-// percentile is the p-th percentile (0-100, nearest rank) of sorted.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(p/100*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(rank, 0), len(sorted)-1)]
 }
 
 // latencies turns creation and binding times into sorted latencies, the

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/benchstat"
 	"github.com/xpu-cdi/xpu-cdi/internal/dra"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
@@ -378,7 +379,7 @@ func runCase(t *testing.T, c *harness.Cluster, f *fleet, cs Case, pods int) Resu
 	r := Result{Case: cs.Letter, Title: cs.Title, Nodes: len(f.nodes), Pods: pods, Bound: len(lat)}
 	if len(lat) > 0 && lastBound.After(first) {
 		r.PodsPerSecond = float64(len(lat)) / lastBound.Sub(first).Seconds()
-		r.P50Ms, r.P99Ms = ms(percentile(lat, 50)), ms(percentile(lat, 99))
+		r.P50Ms, r.P99Ms = ms(benchstat.Quantile(lat, 0.50)), ms(benchstat.Quantile(lat, 0.99))
 	}
 	fillUsage(t, c, client, &r, before, after)
 	t.Logf("case %s at %d nodes: %d/%d bound, %.1f pods/s, p50 %.0f ms, p99 %.0f ms, scheduler %.1f CPU s", cs.Letter, r.Nodes, r.Bound, pods, r.PodsPerSecond, r.P50Ms, r.P99Ms, r.SchedulerCPUSeconds)

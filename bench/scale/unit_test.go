@@ -2,8 +2,15 @@ package scale
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,23 +51,37 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
-func TestParseProc(t *testing.T) {
-	// Field 2 with a space and a parenthesis; utime 250, stime 50 ticks.
-	stat := "4242 (kube sched) uler) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 12 0 100 0 0\n"
-	cpu, err := parseStatCPU([]byte(stat))
+func TestReadProcUsage(t *testing.T) {
+	proc := t.TempDir()
+	write := func(pid, name, content string) {
+		require.NoError(t, os.MkdirAll(filepath.Join(proc, pid), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(proc, pid, name), []byte(content), 0o644))
+	}
+	// Field 2 with a space and a parenthesis; utime 250, stime 50 ticks; the
+	// 30 fields after rss as zeros (the kernel writes 52 in all).
+	rest := strings.Repeat(" 0", 30)
+	write("4242", "stat", "4242 (kube sched) uler) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 12 0 100 0 0"+rest+"\n")
+	write("4242", "status", "Name:\tkube-scheduler\nVmPeak:\t  900 kB\nVmHWM:\t   51200 kB\nVmRSS:\t 40000 kB\n")
+	u, err := ReadProcUsage(proc, 4242)
 	require.NoError(t, err)
-	require.InDelta(t, 3.0, cpu, 1e-9)
-	_, err = parseStatCPU([]byte("4242 (x) S 1 2"))
-	require.ErrorContains(t, err, "fields after the command name")
+	require.InDelta(t, 3.0, u.CPUSeconds, 1e-9)
+	require.Equal(t, int64(50<<20), u.PeakRSSBytes)
 
-	hwm, err := parseStatusHWM([]byte("Name:\tkube-scheduler\nVmPeak:\t  900 kB\nVmHWM:\t   51200 kB\nVmRSS:\t 40000 kB\n"))
-	require.NoError(t, err)
-	require.Equal(t, int64(50<<20), hwm)
-	_, err = parseStatusHWM([]byte("Name:\tx\n"))
+	write("4243", "stat", "4243 (x) S 1 2")
+	write("4243", "status", "Name:\tx\nVmHWM:\t 1 kB\n")
+	_, err = ReadProcUsage(proc, 4243)
+	require.ErrorContains(t, err, "CPU time of process 4243")
+
+	write("4244", "stat", "4244 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 7 9 0 0 20 0 1 0 3 0 0"+rest+"\n")
+	write("4244", "status", "Name:\tkthreadd\n")
+	_, err = ReadProcUsage(proc, 4244)
 	require.ErrorContains(t, err, "no VmHWM")
 
+	_, err = ReadProcUsage(proc, 4245)
+	require.ErrorContains(t, err, "process 4245")
+
 	// This process: a real /proc answers.
-	u, err := ReadProcUsage("/proc", os.Getpid())
+	u, err = ReadProcUsage("/proc", os.Getpid())
 	require.NoError(t, err)
 	require.Positive(t, u.PeakRSSBytes)
 }
@@ -73,9 +94,6 @@ func TestLatencies(t *testing.T) {
 	require.Equal(t, []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}, lat)
 	require.Equal(t, t0, first)
 	require.Equal(t, t0.Add(1300*time.Millisecond), last)
-	require.Equal(t, 100*time.Millisecond, percentile(lat, 50))
-	require.Equal(t, 300*time.Millisecond, percentile(lat, 99))
-	require.Zero(t, percentile(nil, 50))
 }
 
 func TestReportWrite(t *testing.T) {
@@ -135,4 +153,61 @@ func TestSimulatedSlices(t *testing.T) {
 		mem := dev.Capacity["memory"].Value
 		require.Zero(t, mem.Cmp(resource.MustParse("48Gi")), dev.Name)
 	}
+}
+
+func TestEtcdDBSize(t *testing.T) {
+	body := ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }))
+	defer srv.Close()
+
+	body = "# HELP etcd_mvcc_db_total_size_in_bytes Total size of the underlying database physically allocated in bytes.\n" +
+		"# TYPE etcd_mvcc_db_total_size_in_bytes gauge\netcd_mvcc_db_total_size_in_bytes 2.097152e+06\n" +
+		"# TYPE etcd_mvcc_db_total_size_in_use_in_bytes gauge\netcd_mvcc_db_total_size_in_use_in_bytes 1.048576e+06\n" +
+		"# TYPE etcd_server_has_leader gauge\netcd_server_has_leader 1\n"
+	total, inUse, err := etcdDBSize(t.Context(), srv.URL)
+	require.NoError(t, err)
+	require.Equal(t, int64(2<<20), total)
+	require.Equal(t, int64(1<<20), inUse)
+
+	body = "# TYPE etcd_server_has_leader gauge\netcd_server_has_leader 1\n"
+	_, _, err = etcdDBSize(t.Context(), srv.URL)
+	require.ErrorContains(t, err, "no gauge etcd_mvcc_db_total_size_in_bytes")
+
+	body = "etcd_mvcc_db_total_size_in_bytes two\n"
+	_, _, err = etcdDBSize(t.Context(), srv.URL)
+	require.ErrorContains(t, err, "reading etcd's metrics")
+}
+
+// forEach runs every index once, never more than writers at once, and
+// returns the error of a failing call.
+func TestForEach(t *testing.T) {
+	var (
+		mu            sync.Mutex
+		running, peak int
+	)
+	seen := make([]atomic.Int64, 3*writers)
+	require.NoError(t, forEach(len(seen), func(i int) error {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		seen[i].Add(1)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil
+	}))
+	for i := range seen {
+		require.Equal(t, int64(1), seen[i].Load(), "index %d", i)
+	}
+	require.LessOrEqual(t, peak, writers)
+
+	errBoom := errors.New("boom")
+	require.ErrorIs(t, forEach(5, func(i int) error {
+		if i == 3 {
+			return errBoom
+		}
+		return nil
+	}), errBoom)
 }

@@ -235,7 +235,7 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 		version, whole.ResourceName, o.partitionStrat, o.kind.String(), o.parsedStrategy, o.pluginPath, o.host.DevRoot, whole.ResourceName, whole.Strategy(), whole.Replicas)
 	// Ready while registered with the kubelet and serving its socket.
 	if err := daemon.StartHealth(ctx, o.kubelet.HealthAddress, p.Ready, log, daemon.WithMetrics(reg)); err != nil {
-		return err
+		return fmt.Errorf("--%s (XPU_CDI_HEALTH_ADDRESS): %w", cmdflags.HealthAddress, err)
 	}
 	err = p.Run(ctx)
 	if lw != nil && o.removeLabels {

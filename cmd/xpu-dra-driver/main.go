@@ -281,7 +281,7 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 		return d.Ready(h.RegistrationStatus())
 	}
 	if err := daemon.StartHealth(ctx, o.kubelet.HealthAddress, ready, log, daemon.WithMetrics(reg)); err != nil {
-		return err
+		return fmt.Errorf("--%s (XPU_CDI_HEALTH_ADDRESS): %w", cmdflags.HealthAddress, err)
 	}
 	if err := waitForDir(ctx, o.registryDir, log); err != nil {
 		if errors.Is(err, context.Canceled) {

@@ -72,7 +72,7 @@ func TestHealthAddressInUse(t *testing.T) {
 	require.NoError(t, err)
 	defer h.l.Close()
 	_, err = ListenHealth(h.Addr(), func() error { return nil })
-	require.ErrorContains(t, err, "--health-address "+h.Addr())
+	require.ErrorContains(t, err, "health endpoint "+h.Addr())
 }
 
 // TestStartHealthWaitsForThePort: an address another process holds (the
@@ -104,11 +104,11 @@ func TestStartHealthWaitsForThePort(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "the new endpoint took the freed port")
 	require.Equal(t, 1, log.Count("trying again"), "said once")
 
-	require.ErrorContains(t, StartHealth(ctx, "127.0.0.1:not-a-port", nil, log), "--health-address")
+	require.ErrorContains(t, StartHealth(ctx, "127.0.0.1:not-a-port", nil, log), "health endpoint 127.0.0.1:not-a-port")
 }
 
 // klog's messages reach the logrus logger in its format, filtered by its
-// level: V(0) at info, V(4) only at debug, V(5) only at trace.
+// level: V(0) at info, V(2) and V(4) only at debug, V(5) only at trace.
 func TestRouteKlog(t *testing.T) {
 	defer klog.ClearLogger()
 	for _, tc := range []struct {
@@ -116,7 +116,7 @@ func TestRouteKlog(t *testing.T) {
 		want, not []string
 	}{
 		{level: logrus.InfoLevel, want: []string{`level=info msg="helper started" driver=xpu.baidu.com`, `level=error msg="publish failed" error=refused`}, not: []string{"v4 detail", "v5 trace"}},
-		{level: logrus.DebugLevel, want: []string{`level=debug msg="v4 detail"`}, not: []string{"v5 trace"}},
+		{level: logrus.DebugLevel, want: []string{`level=debug msg="v2 detail" claim=c1`, `level=debug msg="v4 detail"`}, not: []string{"v5 trace"}},
 		{level: logrus.TraceLevel, want: []string{`level=debug msg="v4 detail"`, `level=trace msg="v5 trace" logger=dra`}},
 		{level: logrus.WarnLevel, want: []string{`level=error msg="publish failed"`}, not: []string{"helper started"}},
 	} {
@@ -129,6 +129,7 @@ func TestRouteKlog(t *testing.T) {
 			require.NoError(t, RouteKlog(log))
 			klog.InfoS("helper started", "driver", "xpu.baidu.com")
 			klog.ErrorS(errors.New("refused"), "publish failed")
+			klog.V(2).InfoS("v2 detail", "claim", "c1")
 			klog.V(4).Info("v4 detail")
 			klog.LoggerWithName(klog.Background(), "dra").V(5).Info("v5 trace")
 			klog.Flush()

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
@@ -57,7 +56,9 @@ func WithMetrics(g prometheus.Gatherer) HealthOption {
 type ReadyFunc func() error
 
 // Health is the HTTP health endpoint of a daemon. Bodies are plain text:
-// "ok", or on /readyz the reason the daemon is not ready (503).
+// "ok", or on /readyz the reason the daemon is not ready (503). Kept by
+// hand on net/http: apiserver's healthz would link the API server library
+// for three routes, and this one bounds its connections and scrapes.
 type Health struct {
 	l       net.Listener
 	srv     *http.Server
@@ -77,7 +78,7 @@ func ListenHealth(addr string, ready ReadyFunc, opts ...HealthOption) (*Health, 
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--%s %s: %w (give a free host:port, or an empty value to turn the endpoint off)", cmdflags.HealthAddress, addr, err)
+		return nil, fmt.Errorf("health endpoint %s: %w (give a free host:port, or an empty value to turn the endpoint off)", addr, err)
 	}
 	l = netutil.LimitListener(l, MaxHealthConns)
 	mux := http.NewServeMux()

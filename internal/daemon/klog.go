@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/bombsimon/logrusr/v4"
 	"github.com/go-logr/logr"
 	"github.com/sirupsen/logrus"
 	"k8s.io/klog/v2"
@@ -38,81 +39,41 @@ func RouteKlog(log *logrus.Logger) error {
 	if err := fs.Set("v", strconv.Itoa(v)); err != nil {
 		return fmt.Errorf("setting klog's verbosity: %w", err)
 	}
-	klog.SetLogger(logr.New(&logrusSink{log: logrus.NewEntry(log)}))
+	klog.SetLogger(logr.New(logrSink(log)))
 	return nil
 }
 
-// logrusSink is a logr.LogSink writing to a logrus entry.
-type logrusSink struct {
-	log  *logrus.Entry
-	name string
+// logrSink is the logr sink writing to log with klog's verbosities mapped
+// to logrus levels (klogLevels): klog's and slog's way into log.
+func logrSink(log *logrus.Logger) logr.LogSink {
+	inner := logrusr.New(log, logrusr.WithFormatter(func(v any) any { return v })).GetSink()
+	return klogLevels{inner}
 }
 
-var _ logr.LogSink = (*logrusSink)(nil)
+// klogLevels narrows klog's verbosities to the three logrusr writes at
+// (V(0) info, V(1) debug, V(2) trace; it drops V(3) and above, which logrus
+// has no level for): V(1) to V(4) become debug, V(5) and above trace.
+type klogLevels struct{ logr.LogSink }
 
-func (s *logrusSink) Init(logr.RuntimeInfo) {}
+var _ logr.LogSink = klogLevels{}
 
-func levelOf(v int) logrus.Level {
+func levelOf(v int) int {
 	switch {
 	case v >= klogTrace:
-		return logrus.TraceLevel
+		return 2
 	case v >= klogDebug:
-		return logrus.DebugLevel
+		return 1
 	default:
-		return logrus.InfoLevel
+		return 0
 	}
 }
 
-func (s *logrusSink) Enabled(v int) bool { return s.log.Logger.IsLevelEnabled(levelOf(v)) }
+func (s klogLevels) Enabled(v int) bool { return s.LogSink.Enabled(levelOf(v)) }
 
-func (s *logrusSink) Info(v int, msg string, kv ...any) {
-	s.entry(kv).Log(levelOf(v), msg)
+func (s klogLevels) Info(v int, msg string, kv ...any) { s.LogSink.Info(levelOf(v), msg, kv...) }
+
+func (s klogLevels) WithValues(kv ...any) logr.LogSink {
+	return klogLevels{s.LogSink.WithValues(kv...)}
 }
 
-func (s *logrusSink) Error(err error, msg string, kv ...any) {
-	e := s.entry(kv)
-	if err != nil {
-		e = e.WithError(err)
-	}
-	e.Error(msg)
-}
-
-func (s *logrusSink) entry(kv []any) *logrus.Entry {
-	e := s.log
-	if s.name != "" {
-		e = e.WithField("logger", s.name)
-	}
-	if f := fields(kv); len(f) > 0 {
-		e = e.WithFields(f)
-	}
-	return e
-}
-
-func (s *logrusSink) WithValues(kv ...any) logr.LogSink {
-	return &logrusSink{log: s.log.WithFields(fields(kv)), name: s.name}
-}
-
-func (s *logrusSink) WithName(name string) logr.LogSink {
-	if s.name != "" {
-		name = s.name + "/" + name
-	}
-	return &logrusSink{log: s.log, name: name}
-}
-
-// fields turns logr's key/value list into logrus fields; a key without a
-// value gets "(MISSING)", as klog's own text output writes it.
-func fields(kv []any) logrus.Fields {
-	if len(kv) == 0 {
-		return nil
-	}
-	f := make(logrus.Fields, (len(kv)+1)/2)
-	for i := 0; i < len(kv); i += 2 {
-		key := fmt.Sprint(kv[i])
-		if i+1 < len(kv) {
-			f[key] = kv[i+1]
-		} else {
-			f[key] = "(MISSING)"
-		}
-	}
-	return f
-}
+func (s klogLevels) WithName(name string) logr.LogSink { return klogLevels{s.LogSink.WithName(name)} }

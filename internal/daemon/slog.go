@@ -14,7 +14,7 @@ import (
 // server): slog's errors are errors, its debug records debug, the others
 // info (logr's mapping of slog levels, through the sink klog uses).
 func Slog(log *logrus.Logger) *slog.Logger {
-	return slog.New(logr.ToSlogHandler(logr.New(&logrusSink{log: logrus.NewEntry(log)})))
+	return slog.New(logr.ToSlogHandler(logr.New(logrSink(log))))
 }
 
 // StdLog returns a standard library logger writing each line to log at

@@ -58,7 +58,9 @@ var versionDigits = regexp.MustCompile(`^v?(\d+)\.(\d+)(?:\.(\d+))?((?:\.\d+)*)$
 // can compare releases (>= 5.0.21) but not builds of one release; the
 // string attribute ...VersionFull keeps the whole text. Leading zeros are
 // dropped (0001.0000.0020 is 1.0.20). It reports false for what is not a
-// dotted number.
+// dotted number. Kept by hand: semver libraries parse strict versions,
+// while this maps the vendor's dotted forms to one (FuzzSemVer checks the
+// result against blang/semver).
 func SemVer(v string) (string, bool) {
 	m := versionDigits.FindStringSubmatch(strings.TrimSpace(v))
 	if m == nil {

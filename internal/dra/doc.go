@@ -17,7 +17,8 @@
 //     after checking that a spec in the CDI directories names the device;
 //     it writes no per-claim CDI spec, so nothing a prepared claim needs
 //     lives in /var/run/cdi apart from the node spec that xpu-cdi refresh
-//     re-creates at boot (kubernetes issue 141433).
+//     re-creates at boot (kubernetes/kubernetes#141433: the kubelet
+//     checkpoints a claim as prepared before a reboot).
 //   - Prepare and Unprepare are idempotent. What was prepared is kept per
 //     claim in the plugin's data directory (not tmpfs), so that a restarted
 //     driver still refuses to hand a device of one claim to another claim.

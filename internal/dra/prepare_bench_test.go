@@ -2,10 +2,10 @@ package dra
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/benchstat"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/names"
 )
@@ -45,10 +45,9 @@ func BenchmarkPrepare(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			slices.Sort(durations)
 			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-			b.ReportMetric(ms(durations[len(durations)/2]), "median-ms")
-			b.ReportMetric(ms(durations[(len(durations)*99)/100]), "p99-ms")
+			b.ReportMetric(ms(benchstat.Median(durations)), "median-ms")
+			b.ReportMetric(ms(benchstat.Quantile(durations, 0.99)), "p99-ms")
 		})
 	}
 }

@@ -21,7 +21,7 @@ func TestTolerates(t *testing.T) {
 	}{
 		{description: "none", want: false},
 		{
-			description: "Equal IN_RESET NoExecute does not tolerate ERROR (issue 28 finding 8)",
+			description: "Equal IN_RESET NoExecute does not tolerate ERROR (a toleration of another value takes no faulty XPU)",
 			tolerations: []resourceapi.DeviceToleration{{Key: key, Operator: resourceapi.DeviceTolerationOpEqual, Value: "IN_RESET", Effect: resourceapi.DeviceTaintEffectNoExecute}},
 		},
 		{

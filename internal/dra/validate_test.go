@@ -24,8 +24,8 @@ import (
 // turns into a version of more than 64 bytes too.
 var longVersion = "5.0.21" + strings.Repeat(".1234", 13)
 
-// Each host fact that made the API server refuse the slice (issue 28
-// finding 5) is left out with a warning, and the rest of the slice stays.
+// Each host fact that made the API server refuse the slice (docs/security.md,
+// "Host facts that make the API server refuse the slice") is left out with a warning, and the rest of the slice stays.
 func TestSliceValid(t *testing.T) {
 	for _, tc := range []struct {
 		description string

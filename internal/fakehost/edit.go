@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 // Tests reshape a built tree to imitate a broken or unusual host. Build
@@ -37,7 +39,7 @@ func (t *Tree) rewrite(p string, change func(path string) error) error {
 	case err != nil:
 		return fmt.Errorf("fake host: %w", err)
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("fake host: %s is not a regular file (%s)", path, fi.Mode().Type())
+		return fmt.Errorf("fake host: %s: %w (%s)", path, fdio.ErrNotRegular, fi.Mode().Type())
 	}
 	mode := fi.Mode().Perm()
 	if err := os.Chmod(path, mode|0o200); err != nil {

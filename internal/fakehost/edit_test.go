@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 )
 
 // TestTreeRewrite: WriteFile and Truncate change the tree's read-only kernel
@@ -34,5 +35,5 @@ func TestTreeRewrite(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o444), fi.Mode().Perm())
 
-	require.ErrorContains(t, tr.WriteFile("/proc", nil), "is not a regular file")
+	require.ErrorIs(t, tr.WriteFile("/proc", nil), fdio.ErrNotRegular)
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -229,7 +230,7 @@ func (k *SRIOVKernel) mountPF(p *sriovPF) error {
 	num := filepath.Join(p.mount, "sriov_numvfs")
 	nst, err := os.Lstat(num)
 	if err == nil && !nst.Mode().IsRegular() {
-		err = errors.New("not a regular file")
+		err = fmt.Errorf("%w (%s)", fdio.ErrNotRegular, nst.Mode().Type())
 	}
 	if err != nil {
 		return fmt.Errorf("fake SR-IOV kernel: PF %s: no sriov_numvfs file in %s: %w", p.bdf, p.mount, err)

@@ -1,17 +1,15 @@
 package fakehost
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -108,52 +106,16 @@ func detachMount(path string) error { return unix.Unmount(path, unix.MNT_DETACH)
 // without Close, which would otherwise make removing their directories
 // fail. Live mounts, a running test's, are left alone.
 func detachStaleMounts(logf func(string, ...any)) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("fuse." + SRIOVFSName))
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	var stale []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, fld := range fields {
-			if fld == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || sep+1 >= len(fields) || fields[sep+1] != "fuse."+SRIOVFSName {
-			continue
-		}
-		stale = append(stale, unescapeMountinfo(fields[4]))
-	}
-	for _, mp := range stale {
+	for _, m := range mounts {
 		var st unix.Stat_t
-		if err := unix.Stat(mp, &st); errors.Is(err, unix.ENOTCONN) {
-			if err := detachMount(mp); err == nil {
-				logf("detached the stale mount %s (its server died)", mp)
+		if err := unix.Stat(m.Mountpoint, &st); errors.Is(err, unix.ENOTCONN) {
+			if err := detachMount(m.Mountpoint); err == nil {
+				logf("detached the stale mount %s (its server died)", m.Mountpoint)
 			}
 		}
 	}
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var sb strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				sb.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		sb.WriteByte(s[i])
-	}
-	return sb.String()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -442,6 +443,14 @@ func TestSRIOVStartFails(t *testing.T) {
 	_, err = fakehost.StartSRIOV(quarters.Root, fakehost.P800SRIOV(), fakehost.SRIOVOptions{})
 	require.ErrorContains(t, err, `sriov_numvfs reads "4\n", but the host has 2 VFs`)
 	require.Equal(t, "4\n", readNumVFs(t, quarters, "0000:03:00.0"), "nothing moved")
+
+	// A sriov_numvfs that is no regular file is refused with fdio's sentinel.
+	dir := fakehosttest.Build(t, fakehost.P800SRIOV(), fakehost.WithoutMknod())
+	require.NoError(t, os.Remove(numvfs(dir, "0000:03:00.0")))
+	require.NoError(t, os.Mkdir(numvfs(dir, "0000:03:00.0"), 0o755))
+	_, err = fakehost.StartSRIOV(dir.Root, dir.Host, fakehost.SRIOVOptions{})
+	require.ErrorIs(t, err, fdio.ErrNotRegular)
+	require.ErrorContains(t, err, "PF 0000:03:00.0: no sriov_numvfs file")
 
 	testreq.FUSE(t, "the fake SR-IOV kernel")
 	tree := fakehosttest.Build(t, fakehost.P800SRIOV())

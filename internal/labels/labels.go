@@ -112,7 +112,8 @@ const MaxValueLength = 63
 // Sanitize turns v into a valid label value: characters other than
 // letters, digits, '-', '_' and '.' become '-', the value is cut to 63
 // characters and what is not a letter or digit is trimmed from both ends.
-// It reports false when nothing is left.
+// It reports false when nothing is left. Kept by hand: apimachinery's
+// validation only checks a value, and no library maps any text to one.
 func Sanitize(v string) (string, bool) {
 	b := []byte(v)
 	for i, c := range b {

@@ -70,7 +70,9 @@ type Config struct {
 	CDIKind string
 }
 
-// Client asks the kubelet which containers hold which XPUs.
+// Client asks the kubelet which containers hold which XPUs. Kept by hand:
+// the kubelet's own client helper lives in k8s.io/kubernetes, which is not
+// meant to be imported, and this one adds the bounds and reconnects we need.
 type Client struct {
 	socket string
 	cfg    Config

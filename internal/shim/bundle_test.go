@@ -323,7 +323,8 @@ func TestModifyBundleErrorsLeaveConfigUnchanged(t *testing.T) {
 		},
 		{
 			// What a pod makes with a hostPath volume of a link to /dev/null
-			// (containerd resolves the link): issue 28 finding 9.
+			// (containerd resolves the link): docs/security.md, "A hostPath
+			// symlink to /dev/null at /var/run/xpu-container-devices/all".
 			description: "device plugin mounts of a pod on containerd's CRI, not accepted", wantIs: errPodMounts,
 			spec:       cri(withMounts(bundleSpec(false, nil), "/dev/null", "all")),
 			wantErr:    []string{"/var/run/xpu-container-devices/ (baidu.com/xpu=all)", "accept-device-plugin-mounts = true in /etc/test-config.toml"},

@@ -1,5 +1,6 @@
 // Package xpunode is the node-side model of the XPUs a node offers to
-// Kubernetes, shared by xpu-device-plugin and xpu-dra-driver: which devices
+// Kubernetes, shared by xpu-device-plugin, xpu-dra-driver and xpu-exporter
+// (which labels its per-XPU series with it): which devices
 // are offered (the compute devices of discovery: a PF whose SR-IOV VFs are
 // enabled is not), what they are named (the N of /dev/xpuN, which is also
 // the CDI device name of the spec xpu-cdi writes), whether each can run work
@@ -11,5 +12,6 @@
 //
 // It reads the CDI spec directories as engines do but writes nothing, and
 // it says nothing about how a device reaches the kubelet (extended resource
-// or ResourceSlice): the two commands convert Device to their own API.
+// or ResourceSlice): the two kubelet-side daemons convert Device to their own
+// API.
 package xpunode

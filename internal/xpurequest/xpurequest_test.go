@@ -9,7 +9,7 @@ import (
 )
 
 // The device plugin and the shim share these names through this package,
-// and neither links the other (issue 29, item 2).
+// and neither links the other: one definition, so the two cannot drift.
 func TestOneHomeForTheSharedNames(t *testing.T) {
 	plugin := testutil.ModuleImports(t, "../..", "../deviceplugin")
 	shim := testutil.ModuleImports(t, "../..", "../shim")

@@ -17,8 +17,8 @@ const (
 // DefaultSpecPath is where the node spec of the default kind lives: the
 // file the packages' refresh service keeps, the chart's installer writes
 // and README's first command writes. /etc/cdi is the one directory every
-// engine reads: Podman 5.5.0 to 5.5.2 read only /etc/cdi (containers/common
-// issue 2460) and ignored cdi_spec_dirs, while Podman 4 and 5.4, Docker 25+,
+// engine reads: Podman 5.5.0 to 5.5.2 read only /etc/cdi
+// (containers/common#2460) and ignored cdi_spec_dirs, while Podman 4 and 5.4, Docker 25+,
 // containerd 1.7+ and CRI-O read /etc/cdi and /var/run/cdi (see
 // docs/packaging.md, "Where the spec lives").
 const DefaultSpecPath = specDir + "/" + DefaultVendor + "-" + DefaultClass + ".yaml"

@@ -5,7 +5,7 @@ import "slices"
 // PartitionModel is what is public about cutting one board model into
 // SR-IOV partitions (VFs). This file is the one place these facts live; a
 // host that reports otherwise is one edit here away. Sources: the reference
-// "P800 partitions" (HAMi's enable-kunlunxin-vxpu.md and issues 1548, 1629;
+// "P800 partitions" (HAMi's enable-kunlunxin-vxpu.md and Project-HAMi/HAMi#1548 and #1629;
 // the vendor's xpuml model enum kunlunxin/go-xpuml).
 type PartitionModel struct {
 	// Board is the model of the card (Facts.Board): P800, R200.

@@ -15,7 +15,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
-// TestDRAChurn is the cluster part of issue 28's churn (the 500-claim churn
+// TestDRAChurn is the cluster part of the churn test (the 500-claim churn
 // runs at the gRPC level: internal/dra TestChurn): rounds of 8 pods, each
 // with a claim of one XPU from a template, started at once on the 8-XPU
 // host and deleted; the driver's pod is deleted (the DaemonSet brings it

@@ -16,7 +16,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 )
 
-// TestDRADriverReboot (issue 28, reliability) takes the node through what a
+// TestDRADriverReboot (reliability of the DRA path) takes the node through what a
 // reboot does to it, on the private cluster with xpu-dra-driver from
 // deployments/ (containerd 2.x): with the kubelet stopped, every pod
 // sandbox (the driver's too) is removed, as the containers of a rebooted

@@ -22,7 +22,8 @@ import (
 
 // TestDRASliceAccepted runs xpu-dra-driver against the test cluster's real
 // API server (v1.37.2) on a host whose facts the API server refused before
-// (issue 28 finding 5): 70 XPUs, all tainted (no CDI spec), a driver
+// (docs/security.md, "Host facts that make the API server refuse the
+// slice"): 70 XPUs, all tainted (no CDI spec), a driver
 // version longer than 64 bytes, and an mminfo whose size overflows. The
 // node's pool is published as two slices the API server took, without the
 // facts it would refuse, and the driver says what it left out.

@@ -18,7 +18,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
 )
 
-// TestHelmUpgradeDRA (issue 28, reliability) installs the chart with the DRA
+// TestHelmUpgradeDRA (reliability of the DRA path) installs the chart with the DRA
 // driver, then runs helm upgrade with a changed value that rolls the
 // driver's DaemonSet while pods with claims for one XPU are created, one
 // every second, before, during and after the roll. The new driver pod runs

@@ -20,7 +20,8 @@ import (
 // read anything.
 const syslogActionSizeUnread = 9
 
-// TestHookNeverReadsKernelFiles is issue 17's finding 3 under real runc: the
+// TestHookNeverReadsKernelFiles reproduces the attack "/proc/kmsg through an image link"
+// (docs/security.md, "Attacks the tests reproduce") under real runc: the
 // image's library folder holds links to /proc/kmsg (absolute and relative),
 // which resolve inside the root to the container's procfs, mounted when the
 // hook runs as root. /proc/kmsg is a regular file, and a read of it takes

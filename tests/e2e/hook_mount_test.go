@@ -15,8 +15,8 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 )
 
-// TestHookNeverWritesIntoABindMount is issue 14's finding 1 under real
-// runc: the image points /etc (or /etc/ld.so.conf.d) at a host directory
+// TestHookNeverWritesIntoABindMount reproduces the attack "Writes
+// through a mount point" (docs/security.md) under real runc: the image points /etc (or /etc/ld.so.conf.d) at a host directory
 // that the pod mounts read-write into the container (a hostPath volume
 // without readOnly), and the container runs as a user who cannot write
 // there. The hook, running as root, must not write there either: the host

@@ -32,7 +32,8 @@ func (k *testKubelet) forgeryPod(t *testing.T, name, image, link string) {
 `, link))
 }
 
-// TestKubeletHostPathForgery (issue 28 finding 9) runs the kubelet
+// TestKubeletHostPathForgery (docs/security.md, "A hostPath symlink to
+// /dev/null at /var/run/xpu-container-devices/all") runs the kubelet
 // standalone against containerd 2.x whose default runtime is the shim (jit
 // mode), with the real xpu-device-plugin answering volume-mounts. A pod
 // that asks for no XPU but mounts a hostPath that is a symlink to /dev/null

@@ -50,15 +50,20 @@ var podAuthorEngines = []podAuthorEngine{
 // grants an XPU, and what the device plugin answers grants exactly its
 // devices:
 //   - a pod annotation cdi.k8s.io/x: VENDOR/xpu=all (CRI-O copies it into
-//     every container's OCI spec; issue 17 finding 1) gives nothing;
+//     every container's OCI spec; "Pod annotations on CRI-O") gives
+//     nothing;
 //   - the plugin's container annotation gives exactly its XPUs, once, next
 //     to that pod annotation;
 //   - an image with ENV XPU_VISIBLE_DEVICES=all, a pod env of the same and
-//     CAP_SYS_ADMIN added (finding 5) beside the plugin's annotation for
+//     CAP_SYS_ADMIN added ("CAP_SYS_ADMIN as privilege") beside the plugin's annotation for
 //     XPU 0 give XPU 0 only;
 //   - the volume-mounts answer (/dev/null at
 //     /var/run/xpu-container-devices/ID) with the pod's
-//     XPU_VISIBLE_DEVICES=all (finding 2) gives exactly the mounted IDs.
+//     XPU_VISIBLE_DEVICES=all ("The pod's or image's
+//     XPU_VISIBLE_DEVICES=all") gives exactly the mounted IDs.
+//
+// The quoted names are attacks of docs/security.md, "Attacks the tests
+// reproduce".
 //
 // Each container's device nodes are compared with the host's major:minor,
 // and the shim's log must have grown (it ran for the container). The shim
@@ -150,7 +155,8 @@ func TestPodAuthorCannotTakeXPUs(t *testing.T) {
 	}
 }
 
-// TestPodAuthorHostPathForgery (issue 28 finding 9) on CRI-O, containerd
+// TestPodAuthorHostPathForgery (docs/security.md, "A hostPath symlink to
+// /dev/null at /var/run/xpu-container-devices/all") on CRI-O, containerd
 // 1.6 and 2.x with the shim as default runtime under its default
 // configuration: a pod's hostPath mount of a symlink to /dev/null at
 // /var/run/xpu-container-devices/all (the engine resolves the link, so the

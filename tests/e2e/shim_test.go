@@ -115,7 +115,8 @@ func TestShimDocker(t *testing.T) {
 	})
 
 	t.Run("CAP_SYS_ADMIN is not privileged", func(t *testing.T) {
-		// Issue 17 finding 5: the device cgroup of such a container refuses
+		// docs/security.md, "CAP_SYS_ADMIN as privilege": the device
+		// cgroup of such a container refuses
 		// the XPU nodes, so the variable must not add them. (Docker 20.10
 		// has no --annotation; the annotated case is TestShimContainerd16's.)
 		r := d.MustDocker(t, "run", "--rm", "--runtime", "xpu", "--cap-add", "SYS_ADMIN", "-e", "XPU_VISIBLE_DEVICES=all", image, "sh", "-c", listXPUs)
@@ -203,7 +204,8 @@ func TestShimContainerd16(t *testing.T) {
 	require.Equal(t, wantNodes, nodes)
 	require.Equal(t, wantEnv, env)
 
-	// Issue 17 finding 5: annotated for XPU 0, with CAP_SYS_ADMIN, the
+	// docs/security.md, "CAP_SYS_ADMIN as privilege": annotated for
+	// XPU 0, with CAP_SYS_ADMIN, the
 	// image (here the command line) asks for all: XPU 0 only.
 	r = c.MustCtr(t, "run", "--rm", "--runc-binary", xpu, "--cap-add", "CAP_SYS_ADMIN", "--annotation", "cdi.k8s.io/e2e_0=baidu.com/xpu=0",
 		"--env", "XPU_VISIBLE_DEVICES=all", ref, "shim-ctd16-d", "sh", "-c", listXPUs)

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// concurrentContainers is the size of a burst of creates (issue 6).
+// concurrentContainers is the size of a burst of creates
+// (docs/benchmarks.md).
 const concurrentContainers = 100
 
 // benchConcurrent creates 100 containers at once through the shim (cdi

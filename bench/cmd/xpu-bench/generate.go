@@ -8,7 +8,8 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 )
 
-// Spec generation targets (issue 6).
+// Spec generation targets: the time for 8 XPUs, and how it may grow with
+// the count.
 const (
 	generateTarget8  = 15 * time.Millisecond
 	generateMaxScale = 8.0

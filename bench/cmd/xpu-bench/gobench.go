@@ -30,7 +30,7 @@ var (
 	msField    = regexp.MustCompile(`([0-9.]+) ([a-z0-9]+)-ms\b`)
 )
 
-// prepareTarget is issue 18's target for the DRA driver's Prepare of a
+// prepareTarget is the target for the DRA driver's Prepare of a
 // claim of 8 XPUs: a median under 5 ms.
 const (
 	prepareBench  = "internal/dra BenchmarkPrepare/xpus=8"
@@ -157,7 +157,7 @@ func (b *bench) benchGo() []Row {
 	return rows
 }
 
-// Issue 18's target for pod start: the DRA path no slower than the device
+// The target for pod start: the DRA path no slower than the device
 // plugin path. Both are medians of a few pod starts on a shared machine, so
 // "no slower" allows 10% of noise.
 const (

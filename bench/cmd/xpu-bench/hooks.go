@@ -12,7 +12,7 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 )
 
-// hookMax is the per-container target of each hook (issue 6).
+// hookMax is the per-container target of each hook.
 const hookMax = 5 * time.Millisecond
 
 // hookCase is one hook invocation measured on one image root.

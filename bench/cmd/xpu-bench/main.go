@@ -22,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // sections in the order they run and print.
@@ -242,21 +244,14 @@ func removeAll(dir string) {
 }
 
 func unmountBelow(dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return
 	}
-	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			mounts = append(mounts, f[4])
-		}
-	}
 	// Deepest first.
-	slices.SortFunc(mounts, func(a, b string) int { return len(b) - len(a) })
+	slices.SortFunc(mounts, func(a, b *mountinfo.Info) int { return len(b.Mountpoint) - len(a.Mountpoint) })
 	for _, m := range mounts {
-		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+		_ = syscall.Unmount(m.Mountpoint, syscall.MNT_DETACH)
 	}
 }
 

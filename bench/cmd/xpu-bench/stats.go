@@ -3,33 +3,17 @@ package main
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/benchstat"
 )
 
 // samples are durations of one measured configuration.
 type samples []time.Duration
 
-// quantile returns the q-quantile (0..1) by linear interpolation between
-// the closest ranks; 0 for no samples.
-func (s samples) quantile(q float64) time.Duration {
-	if len(s) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(s)
-	slices.Sort(sorted)
-	if q <= 0 {
-		return sorted[0]
-	}
-	if q >= 1 {
-		return sorted[len(sorted)-1]
-	}
-	pos := q * float64(len(sorted)-1)
-	lo := int(math.Floor(pos))
-	hi := int(math.Ceil(pos))
-	frac := pos - float64(lo)
-	return sorted[lo] + time.Duration(frac*float64(sorted[hi]-sorted[lo]))
-}
+// quantile returns the q-quantile (0..1) of s, as every benchmark of the
+// project defines it (internal/benchstat).
+func (s samples) quantile(q float64) time.Duration { return benchstat.Quantile(s, q) }
 
 func (s samples) median() time.Duration { return s.quantile(0.5) }
 

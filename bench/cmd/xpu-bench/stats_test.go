@@ -7,44 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestQuantile(t *testing.T) {
-	ms := func(v ...int) samples {
-		var s samples
-		for _, x := range v {
-			s = append(s, time.Duration(x)*time.Millisecond)
-		}
-		return s
-	}
-	tests := []struct {
-		description string
-		s           samples
-		q           float64
-		want        time.Duration
-	}{
-		{description: "empty", s: nil, q: 0.5, want: 0},
-		{description: "odd count median", s: ms(5, 1, 3), q: 0.5, want: 3 * time.Millisecond},
-		{description: "even count median interpolates", s: ms(4, 1, 2, 3), q: 0.5, want: 2500 * time.Microsecond},
-		{description: "p99 of 1..100", s: ms(seq(100)...), q: 0.99, want: 99010 * time.Microsecond},
-		{description: "min", s: ms(7, 3, 9), q: 0, want: 3 * time.Millisecond},
-		{description: "max", s: ms(7, 3, 9), q: 1, want: 9 * time.Millisecond},
-	}
-	for _, tc := range tests {
-		t.Run(tc.description, func(t *testing.T) {
-			in := append(samples(nil), tc.s...)
-			require.Equal(t, tc.want, tc.s.quantile(tc.q))
-			require.Equal(t, in, tc.s, "quantile must not reorder its input")
-		})
-	}
-}
-
-func seq(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i + 1
-	}
-	return out
-}
-
 func TestPairedDiffAndRatio(t *testing.T) {
 	a := samples{10 * time.Millisecond, 12 * time.Millisecond, 50 * time.Millisecond}
 	b := samples{11 * time.Millisecond, 13 * time.Millisecond, 51 * time.Millisecond, time.Second}

@@ -96,13 +96,6 @@ func TestNormalizeImageRef(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	require.Equal(t, "/tmp/a b", unescapeMountinfo(`/tmp/a\040b`))
-	require.Equal(t, "/tmp/tab\there", unescapeMountinfo(`/tmp/tab\011here`))
-	require.Equal(t, "/plain", unescapeMountinfo("/plain"))
-	require.Equal(t, `/trailing\04`, unescapeMountinfo(`/trailing\04`))
-}
-
 func TestBusyboxRootfs(t *testing.T) {
 	RequiresTool(t, HostBusybox)
 	dir := t.TempDir()

@@ -1,13 +1,13 @@
 package harness
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,52 +15,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
 // mountsUnder returns the mount points at or below dir, deepest first.
 func mountsUnder(dir string) ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return nil, fmt.Errorf("reading /proc/self/mountinfo: %w", err)
 	}
-	var points []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			points = append(points, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("parsing /proc/self/mountinfo: %w", err)
+	points := make([]string, 0, len(mounts))
+	for _, m := range mounts {
+		points = append(points, m.Mountpoint)
 	}
 	sort.SliceStable(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	return points, nil
-}
-
-// unescapeMountinfo decodes the \ooo octal escapes of mountinfo fields.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // unmountUnder detaches every mount at or below dir (repeating, because
@@ -183,35 +153,26 @@ func sharedMountNamespace(t testing.TB) string {
 	}
 }
 
-// rootShared reports whether the mount on / in mountinfo (a
+// rootShared reports whether the mount on / in path (a
 // /proc/PID/mountinfo) is in a peer group (optional field shared:N).
-func rootShared(mountinfo string) (bool, error) {
-	data, err := os.ReadFile(mountinfo)
+func rootShared(path string) (bool, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return false, fmt.Errorf("reading %s: %w", mountinfo, err)
+		return false, fmt.Errorf("reading %s: %w", path, err)
 	}
-	found := false
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 7 || fields[4] != "/" {
-			continue
-		}
-		// Every mount on / (stacked ones too); optional fields run from
-		// the 7th to the "-" separator.
-		found = true
-		shared := false
-		for _, f := range fields[6:] {
-			if f == "-" {
-				break
-			}
-			shared = shared || strings.HasPrefix(f, "shared:")
-		}
-		if !shared {
+	defer f.Close()
+	// Every mount on / (stacked ones too) must be in a peer group.
+	mounts, err := mountinfo.GetMountsFromReader(f, func(m *mountinfo.Info) (skip, stop bool) { return m.Mountpoint != "/", false })
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(mounts) == 0 {
+		return false, fmt.Errorf("%s has no mount on /", path)
+	}
+	for _, m := range mounts {
+		if !slices.ContainsFunc(strings.Fields(m.Optional), func(o string) bool { return strings.HasPrefix(o, "shared:") }) {
 			return false, nil
 		}
-	}
-	if !found {
-		return false, fmt.Errorf("%s has no mount on /", mountinfo)
 	}
 	return true, nil
 }
