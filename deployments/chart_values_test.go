@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -205,8 +206,15 @@ func TestChartValidator(t *testing.T) {
 				return
 			}
 			require.Empty(t, c.Resources.Limits[corev1.ResourceName("baidu.com/xpu")], "DRAExtendedResource is off by default before 1.36")
-			require.Len(t, r.claimTemplates, 1)
-			tmpl := r.claimTemplates[0]
+			// The validator's, and under DRA the exporter's (its device access).
+			var tmpls []*resourceapi.ResourceClaimTemplate
+			for _, ct := range r.claimTemplates {
+				if ct.Labels["app.kubernetes.io/name"] != "xpu-exporter" {
+					tmpls = append(tmpls, ct)
+				}
+			}
+			require.Len(t, tmpls, 1)
+			tmpl := tmpls[0]
 			require.Equal(t, "test", tmpl.Annotations["helm.sh/hook"])
 			require.Equal(t, "xpu.baidu.com", tmpl.Spec.Spec.Devices.Requests[0].Exactly.DeviceClassName)
 			require.Equal(t, tmpl.Name, *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter"
 )
@@ -78,6 +79,72 @@ func TestChartExporter(t *testing.T) {
 		r := render(t, "--set", "exporter.enabled=false")
 		require.NotContains(t, r.daemonSets, "xpu-exporter")
 		require.Empty(t, r.services)
+	})
+	t.Run("device access", func(t *testing.T) {
+		// With the device plugin (the default): privileged, no claim.
+		require.Nil(t, ds.Spec.Template.Spec.ResourceClaims)
+		require.Nil(t, c.Resources.Claims)
+		require.NotContains(t, env(c), "XPU_CDI_EXPORTER_POD_NAME")
+		for _, name := range []string{"xpu-exporter", "xpu-exporter-claim"} {
+			for _, ct := range r.claimTemplates {
+				require.NotEqual(t, name, ct.Labels["app.kubernetes.io/name"])
+			}
+		}
+		dra := "dra.enabled=true,devicePlugin.enabled=false"
+		// Under DRA: the admin-access claim for every XPU, no privilege.
+		r := render(t, "--set", dra)
+		ds := r.daemonSets["xpu-exporter"]
+		checkPod(t, ds, exporterReads(t))
+		c := ds.Spec.Template.Spec.Containers[0]
+		require.Nil(t, c.SecurityContext.Privileged)
+		require.Equal(t, []corev1.Capability{"SYS_CHROOT"}, c.SecurityContext.Capabilities.Add)
+		require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+		var tmpl *resourceapi.ResourceClaimTemplate
+		for _, ct := range r.claimTemplates {
+			if ct.Labels["app.kubernetes.io/name"] == "xpu-exporter" {
+				tmpl = ct
+			}
+		}
+		require.NotNil(t, tmpl, "the exporter's ResourceClaimTemplate")
+		require.Equal(t, "xpu-system", tmpl.Namespace)
+		reqs := tmpl.Spec.Spec.Devices.Requests
+		require.Len(t, reqs, 1)
+		require.Equal(t, "xpu.baidu.com", reqs[0].Exactly.DeviceClassName)
+		require.Equal(t, resourceapi.DeviceAllocationModeAll, reqs[0].Exactly.AllocationMode)
+		require.True(t, *reqs[0].Exactly.AdminAccess)
+		require.Equal(t, []corev1.PodResourceClaim{{Name: "xpus", ResourceClaimTemplateName: &tmpl.Name}}, ds.Spec.Template.Spec.ResourceClaims)
+		require.Equal(t, []corev1.ResourceClaim{{Name: "xpus"}}, c.Resources.Claims)
+		require.Equal(t, "64Mi", c.Resources.Limits.Memory().String(), "the resources stay")
+		var self []string
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				self = append(self, e.Name+"="+e.ValueFrom.FieldRef.FieldPath)
+			}
+		}
+		require.Equal(t, []string{"XPU_CDI_EXPORTER_POD_NAMESPACE=metadata.namespace", "XPU_CDI_EXPORTER_POD_NAME=metadata.name"}, self, "its own claim is not a holder")
+
+		// Overrides and the modes where the claim cannot work: privileged.
+		for _, set := range []string{dra + ",exporter.privileged=true", dra + ",exporter.adminAccessClaim=false", dra + ",partitions.layout=all=2", dra + ",dra.deviceClasses.all.enabled=false"} {
+			r := render(t, "--set", set)
+			ds := r.daemonSets["xpu-exporter"]
+			require.Nil(t, ds.Spec.Template.Spec.ResourceClaims, set)
+			require.True(t, *ds.Spec.Template.Spec.Containers[0].SecurityContext.Privileged, set)
+		}
+		// privileged=false under DRA: the claim, not privileged (the default).
+		r = render(t, "--set", dra+",exporter.privileged=false")
+		require.NotNil(t, r.daemonSets["xpu-exporter"].Spec.Template.Spec.ResourceClaims)
+		// Contradictions fail at install, naming the values.
+		for _, tc := range []struct{ set, err string }{
+			{"exporter.adminAccessClaim=true", "exporter.adminAccessClaim=true without dra.enabled"},
+			{dra + ",exporter.adminAccessClaim=true,exporter.privileged=true", "exporter.adminAccessClaim=true with exporter.privileged=true"},
+			{dra + ",exporter.adminAccessClaim=true,partitions.layout=all=2", "exporter.adminAccessClaim=true with partitions.layout or partitions.nodeLabel"},
+			{dra + ",exporter.adminAccessClaim=true,dra.deviceClasses.all.enabled=false", "exporter.adminAccessClaim=true with dra.deviceClasses.all.enabled=false"},
+			{"exporter.adminAccessClaim=yes", "adminAccessClaim"},
+			{"exporter.privileged=maybe", "privileged"},
+		} {
+			_, err := helmTemplate(t, "--set", tc.set)
+			require.ErrorContains(t, err, tc.err, tc.set)
+		}
 	})
 	t.Run("roots apart", func(t *testing.T) {
 		_, err := helmTemplate(t, "--set", "host.devRoot=/a,host.driverRoot=/b")

@@ -26,6 +26,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/net/netutil"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
@@ -66,6 +67,7 @@ type options struct {
 	kubelet       cmdflags.Kubelet
 	configFile    string
 	pods          exporter.PodResourcesConfig
+	self          types.NamespacedName
 	xpuSMI        string
 	xpuSMITimeout time.Duration
 	xpuSMIChroot  bool
@@ -139,7 +141,8 @@ exported_namespace, exported_pod and exported_container (and claim, claim_namesp
 claims of --dra-driver-name) to the series of each XPU a pod holds, once per pod (its
 containers folded: exported_container when one container holds it), at most
 --max-pods-per-xpu pods per XPU, the others counted in xpu_unlisted_holder_pods; empty turns it
-off. The holder labels are not pod/namespace/container, which Prometheus' Kubernetes discovery
+off; the pod --self-pod-namespace/--self-pod-name (the exporter's own, given every XPU by an
+admin-access claim) holds none. The holder labels are not pod/namespace/container, which Prometheus' Kubernetes discovery
 gives every series as the exporter pod's own.
 
 Scrapes share collections: a scrape within --min-collection-interval of the last collection is
@@ -192,6 +195,8 @@ func (o *options) flags() []cli.Flag {
 		o.kubelet.DRADriverNameFlag("the DRA driver whose claims are attributed"),
 		&cli.StringFlag{Name: "xpu-smi", Usage: "absolute `PATH` of xpu-smi as the host sees it (inside --host-root); default: the one discovery finds (/usr/local/bin/xpu-smi ...); \"none\" turns the source off", EnvVars: []string{"XPU_CDI_XPU_SMI"}, Destination: &o.xpuSMI},
 		&cli.DurationFlag{Name: "xpu-smi-timeout", Usage: "how long one run of xpu-smi may take before it is killed", Value: xpusmi.DefaultTimeout, EnvVars: []string{"XPU_CDI_XPU_SMI_TIMEOUT"}, Destination: &o.xpuSMITimeout},
+		&cli.StringFlag{Name: "self-pod-namespace", Usage: "with --self-pod-name: the `NAMESPACE` of the exporter's own pod, which holds no XPU whatever the kubelet says (its admin-access claim names them all)", EnvVars: []string{"XPU_CDI_EXPORTER_POD_NAMESPACE"}, Destination: &o.self.Namespace},
+		&cli.StringFlag{Name: "self-pod-name", Usage: "the `NAME` of the exporter's own pod (see --self-pod-namespace); empty: none", EnvVars: []string{"XPU_CDI_EXPORTER_POD_NAME"}, Destination: &o.self.Name},
 		&cli.IntFlag{Name: "max-pods-per-xpu", Usage: "at most `N` pods with series of their own per XPU; the others are counted in xpu_unlisted_holder_pods", Value: exporter.DefaultMaxPodsPerXPU, EnvVars: []string{"XPU_CDI_EXPORTER_MAX_PODS_PER_XPU"}, Destination: &o.maxPods},
 		&cli.DurationFlag{Name: "min-collection-interval", Usage: "scrapes within this `DURATION` of the last collection's start are served it, so xpu-smi runs at most once per DURATION whoever scrapes; 0 collects at each scrape", Value: DefaultMinCollectionInterval, EnvVars: []string{"XPU_CDI_EXPORTER_MIN_COLLECTION_INTERVAL"}, Destination: &o.minInterval},
 		&cli.DurationFlag{Name: "collection-wait", Usage: "how long a scrape waits for the collection in progress before it gets the last one, marked stale", Value: exporter.DefaultCollectionWait, EnvVars: []string{"XPU_CDI_EXPORTER_COLLECTION_WAIT"}, Destination: &o.wait},
@@ -245,6 +250,10 @@ func (o *options) validate(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--config-file: %w", err)
 	}
+	if (o.self.Name == "") != (o.self.Namespace == "") {
+		return fmt.Errorf("--self-pod-name %q and --self-pod-namespace %q: give both or neither", o.self.Name, o.self.Namespace)
+	}
+	pods.Self = o.self
 	o.pods = pods
 	if o.webConfig != "" {
 		if err := web.Validate(o.webConfig); err != nil {

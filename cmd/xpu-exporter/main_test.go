@@ -56,6 +56,7 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		"--web.max-connections N", "(default: 32) [$XPU_CDI_EXPORTER_MAX_CONNECTIONS]",
 		"exported_pod", "/healthz",
 		"--config-file FILE", "[$XPU_CDI_CONFIG_FILE]",
+		"--self-pod-name NAME", "[$XPU_CDI_EXPORTER_POD_NAME]", "--self-pod-namespace NAMESPACE", "[$XPU_CDI_EXPORTER_POD_NAMESPACE]",
 	} {
 		require.Contains(t, out, s)
 	}
@@ -79,6 +80,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--collection-wait", "0s"}, "--collection-wait 0s is too short"},
 		{[]string{"--collection-stuck-after", "10s"}, "--collection-stuck-after 10s is shorter than a working collection may take: give at least 20s"},
 		{[]string{"--xpu-smi-timeout", "20s"}, "--collection-stuck-after 1m0s is shorter than a working collection may take: give at least 1m5s"},
+		{[]string{"--self-pod-name", "xpu-exporter-abcde"}, `--self-pod-name "xpu-exporter-abcde" and --self-pod-namespace "": give both or neither`},
 		{[]string{"--config-file", "/nonexistent/config.yaml"}, "--config-file: reading the sharing configuration: open /nonexistent/config.yaml"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/types"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/names"
@@ -68,6 +69,11 @@ type Config struct {
 	// CDIKind is the CDI kind of the driver's devices (default
 	// DefaultCDIKind): a claim's CDI device KIND=N holds /dev/xpuN.
 	CDIKind string
+	// Self is a pod (namespace and name) that holds no XPU whatever the
+	// kubelet says: the exporter's own pod, whose admin-access claim
+	// gives it every XPU of the node to read without taking any. Empty:
+	// none.
+	Self types.NamespacedName
 }
 
 // Client asks the kubelet which containers hold which XPUs. Kept by hand:
@@ -160,6 +166,9 @@ func (p *Client) Owners(resp *podresourcesapi.ListPodResourcesResponse) Owners {
 		}
 	}
 	for _, pod := range resp.GetPodResources() {
+		if p.cfg.Self.Name != "" && pod.GetNamespace() == p.cfg.Self.Namespace && pod.GetName() == p.cfg.Self.Name {
+			continue
+		}
 		for _, c := range pod.GetContainers() {
 			base := Owner{Namespace: pod.GetNamespace(), Pod: pod.GetName(), Container: c.GetName()}
 			for _, d := range c.GetDevices() {

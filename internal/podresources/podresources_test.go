@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/names"
@@ -88,4 +89,17 @@ func TestRenamedResourcesCount(t *testing.T) {
 	_, err = Config{}.WithSharingFile(file)
 	require.ErrorContains(t, err, file)
 	require.ErrorContains(t, err, "is not this plugin's resource baidu.com/xpu")
+}
+
+// The pod of Self holds nothing (the exporter's own, whose admin-access
+// claim names every XPU); a pod of that name in another namespace still
+// holds its XPU.
+func TestSelfHoldsNothing(t *testing.T) {
+	resp := &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
+		podresourcestest.DRAPod("xpu-system", "xpu-exporter-abcde", "xpu-exporter", "xpus", DefaultDRADriver, "xpu-0", "xpu-1"),
+		podresourcestest.DRAPod("ml", "xpu-exporter-abcde", "main", "mine", DefaultDRADriver, "xpu-1"),
+	}}
+	got := New("", Config{Self: types.NamespacedName{Namespace: "xpu-system", Name: "xpu-exporter-abcde"}}).Owners(resp)
+	require.Equal(t, Owners{1: {{Namespace: "ml", Pod: "xpu-exporter-abcde", Container: "main", Claim: "mine", ClaimNamespace: "ml"}}}, got)
+	require.Len(t, New("", Config{}).Owners(resp)[0], 1, "without Self, the exporter's pod holds its claim's XPUs")
 }

@@ -146,6 +146,10 @@ func newDRAChart(t *testing.T, c *harness.Cluster, helm string) *draChart {
 	)}
 	exporter, _ := exporterValues(c, harness.FreePort(t))
 	ch.rel.values = append(append(ch.rel.values, exporter...), glibcTestImage(t, c)...)
+	// The exporter's admin-access claim (its default under DRA) is allowed
+	// only in a namespace with this label.
+	c.MustKubectl(t, "create", "namespace", "xpu-system")
+	c.MustKubectl(t, "label", "namespace", "xpu-system", "resource.kubernetes.io/admin-access=true")
 	return ch
 }
 

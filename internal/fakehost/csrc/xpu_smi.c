@@ -16,8 +16,16 @@
  * XPU_FAKEHOST_ROOT, else what /proc/self/exe says once the program's own
  * path below the root is cut off, else / (in a chroot into the fake host,
  * whose /proc is text files).
+ *
+ * Like the real one it opens /dev/xpuctrl and every /dev/xpuN char node it
+ * sees before it reports anything, and fails as xpu-smi does without its
+ * driver (exit 3) when the open is refused with EPERM: what the device
+ * cgroup of a container answers for a node it was not given. Any other
+ * error (ENXIO: no driver behind the fake major) counts as reached.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +207,25 @@ static int telemetry(int argc, char **argv, const char *version)
 	return 0;
 }
 
+/*
+ * reach opens a device node as the driver's library does. Only EPERM (the
+ * device cgroup's refusal) is an error; a node that is not there is left
+ * to the listing.
+ */
+static int reach(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno != EPERM)
+		return 0;
+	fprintf(stderr, "xpu-smi: Failed to initialize XPUML: open %s: Operation not permitted\n", path);
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *root = getenv("XPU_FAKEHOST_ROOT");
@@ -245,6 +272,16 @@ int main(int argc, char **argv)
 		closedir(d);
 	}
 	qsort(nodes, n, sizeof(nodes[0]), cmp);
+	snprintf(path, sizeof(path), "%s/dev/xpuctrl", root);
+	if (reach(path) != 0)
+		return 3;
+	for (i = 0; i < n; i++) {
+		if (strcmp(nodes[i].type, "char") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s%s", root, nodes[i].name);
+		if (reach(path) != 0)
+			return 3;
+	}
 	if (argc > 1)
 		return telemetry(argc, argv, version);
 
