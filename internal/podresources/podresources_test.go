@@ -96,8 +96,8 @@ func TestRenamedResourcesCount(t *testing.T) {
 // holds its XPU.
 func TestSelfHoldsNothing(t *testing.T) {
 	resp := &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
-		podresourcestest.DRAPod("xpu-system", "xpu-exporter-abcde", "xpu-exporter", "xpus", DefaultDRADriver, "xpu-0", "xpu-1"),
-		podresourcestest.DRAPod("ml", "xpu-exporter-abcde", "main", "mine", DefaultDRADriver, "xpu-1"),
+		podresourcestest.DRAPod("xpu-system", "xpu-exporter-abcde", "xpu-exporter", "xpus", names.DRADriver, "xpu-0", "xpu-1"),
+		podresourcestest.DRAPod("ml", "xpu-exporter-abcde", "main", "mine", names.DRADriver, "xpu-1"),
 	}}
 	got := New("", Config{Self: types.NamespacedName{Namespace: "xpu-system", Name: "xpu-exporter-abcde"}}).Owners(resp)
 	require.Equal(t, Owners{1: {{Namespace: "ml", Pod: "xpu-exporter-abcde", Container: "main", Claim: "mine", ClaimNamespace: "ml"}}}, got)
