@@ -16,8 +16,8 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/install"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
-	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 )
 
 func run(t *testing.T, args ...string) (string, string, error) {
