@@ -13,6 +13,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 )
 
@@ -53,11 +54,11 @@ func TestSysfsAttributeFIFO(t *testing.T) {
 	defer sys.close()
 	withTimeout(t, 5*time.Second, "readNumVFs", func() {
 		_, err := sys.readNumVFs("0000:3b:00.0")
-		require.ErrorContains(t, err, "not a regular file")
+		require.ErrorIs(t, err, fdio.ErrNotRegular)
 	})
 	withTimeout(t, 5*time.Second, "writeNumVFs", func() {
 		err := sys.writeNumVFs("0000:3b:00.0", 2)
-		require.Error(t, err)
+		require.ErrorIs(t, err, fdio.ErrNotRegular)
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/rootfs"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -91,7 +92,7 @@ func (s *sysfs) openAttr(addr, name string, flags int) (int, error) {
 // file, or a file with another link.
 func checkAttr(st *unix.Stat_t) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return errors.New("not a regular file (a sysfs attribute is one)")
+		return fmt.Errorf("%w (a sysfs attribute is one)", fdio.ErrNotRegular)
 	}
 	if st.Nlink != 1 {
 		return fmt.Errorf("a hard link (%d links; a sysfs attribute has one)", st.Nlink)
