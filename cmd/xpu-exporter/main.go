@@ -32,6 +32,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter"
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter/xpusmi"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -66,7 +67,7 @@ type options struct {
 	webConfig     string
 	kubelet       cmdflags.Kubelet
 	configFile    string
-	pods          exporter.PodResourcesConfig
+	pods          podresources.Config
 	self          types.NamespacedName
 	xpuSMI        string
 	xpuSMITimeout time.Duration
@@ -242,11 +243,11 @@ func (o *options) validate(c *cli.Context) error {
 	}
 	// A collection runs xpu-smi -m, and -q for up to one more timeout and
 	// one run, and asks the kubelet for up to its timeout.
-	if least := 3*o.xpuSMITimeout + exporter.DefaultPodResourcesTimeout; o.stuckAfter < least {
+	if least := 3*o.xpuSMITimeout + podresources.DefaultTimeout; o.stuckAfter < least {
 		return fmt.Errorf("--collection-stuck-after %s is shorter than a working collection may take: give at least %s (3 x --xpu-smi-timeout %s, and %s for the kubelet)",
-			o.stuckAfter, least, o.xpuSMITimeout, exporter.DefaultPodResourcesTimeout)
+			o.stuckAfter, least, o.xpuSMITimeout, podresources.DefaultTimeout)
 	}
-	pods, err := exporter.PodResourcesConfig{ResourcePrefix: o.kubelet.ResourceName, DRADriver: o.kubelet.DRADriverName}.WithSharingFile(o.configFile)
+	pods, err := podresources.Config{ResourcePrefix: o.kubelet.ResourceName, DRADriver: o.kubelet.DRADriverName}.WithSharingFile(o.configFile)
 	if err != nil {
 		return fmt.Errorf("--config-file: %w", err)
 	}
@@ -264,7 +265,7 @@ func (o *options) validate(c *cli.Context) error {
 }
 
 // collector builds the collector the flags describe.
-func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.PodResources) {
+func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *podresources.Client) {
 	cfg := exporter.Config{
 		Log:      log,
 		Kind:     o.kind.String(),
@@ -290,7 +291,7 @@ func (o *options) collector(log *logrus.Logger) (*exporter.Collector, *exporter.
 		}
 	}
 	if o.kubelet.PodResourcesSocket != "" {
-		cfg.Pods = exporter.NewPodResources(o.kubelet.PodResourcesSocket, o.pods)
+		cfg.Pods = podresources.New(o.kubelet.PodResourcesSocket, o.pods)
 	}
 	return exporter.New(cfg), cfg.Pods
 }

@@ -10,6 +10,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
 
@@ -57,9 +58,9 @@ func listResponse() *podresourcesapi.ListPodResourcesResponse {
 }
 
 func TestOwners(t *testing.T) {
-	p := NewPodResources("unused", PodResourcesConfig{})
+	p := podresources.New("unused", podresources.Config{})
 	got := p.Owners(listResponse())
-	require.Equal(t, Owners{
+	require.Equal(t, podresources.Owners{
 		0: {{Namespace: "ml", Pod: "train", Container: "main"}},
 		1: {{Namespace: "ml", Pod: "train", Container: "main"}},
 		3: {{Namespace: "ml", Pod: "infer-a", Container: "app"}, {Namespace: "web", Pod: "infer-b", Container: "app"}},
@@ -77,7 +78,7 @@ func TestCollectAttribution(t *testing.T) {
 	c, tr := hostCollector(t, fakehost.P800x8(), func(tr *fakehost.Tree, s *fakehost.XPUSMIState) {
 		s.Devices[3].UsedMiB = 777
 		busOf3 = s.Devices[3].BusID
-	}, Config{Pods: NewPodResources(sock, PodResourcesConfig{})})
+	}, Config{Pods: podresources.New(sock, podresources.Config{})})
 	s := scrape(t, c)
 	require.Equal(t, 1.0, value(t, s, `xpu_exporter_source_up{source="pod-resources"}`))
 	used := named(s, "xpu_memory_used_bytes", `xpu="3"`)
@@ -104,7 +105,7 @@ func TestCollectAttribution(t *testing.T) {
 func TestAttributionBounds(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		sock := podresourcestest.Serve(t, &podresourcestest.Server{Block: true})
-		c, _ := hostCollector(t, fakehost.P800x8(), nil, Config{Pods: NewPodResources(sock, PodResourcesConfig{Timeout: 200 * time.Millisecond})})
+		c, _ := hostCollector(t, fakehost.P800x8(), nil, Config{Pods: podresources.New(sock, podresources.Config{Timeout: 200 * time.Millisecond})})
 		start := time.Now()
 		s := scrape(t, c)
 		require.Less(t, time.Since(start), 5*time.Second)
@@ -115,11 +116,11 @@ func TestAttributionBounds(t *testing.T) {
 		big := listResponse()
 		big.PodResources[0].Name = strings.Repeat("p", 64<<10)
 		sock := podresourcestest.Serve(t, podresourcestest.NewServer(big))
-		_, err := NewPodResources(sock, PodResourcesConfig{MaxMessage: 16 << 10}).List(context.Background())
+		_, err := podresources.New(sock, podresources.Config{MaxMessage: 16 << 10}).List(context.Background())
 		require.ErrorContains(t, err, "larger than max")
 	})
 	t.Run("no socket", func(t *testing.T) {
-		_, err := NewPodResources(t.TempDir()+"/none.sock", PodResourcesConfig{Timeout: time.Second}).List(context.Background())
+		_, err := podresources.New(t.TempDir()+"/none.sock", podresources.Config{Timeout: time.Second}).List(context.Background())
 		require.ErrorContains(t, err, "none.sock")
 	})
 }

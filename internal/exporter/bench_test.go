@@ -11,6 +11,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkScrape8XPUs(b *testing.B) {
 		resp.PodResources = append(resp.PodResources, &podresourcesapi.PodResources{Name: fmt.Sprintf("pod-%d", i), Namespace: "ml", Containers: []*podresourcesapi.ContainerResources{c}})
 	}
 	sock := podresourcestest.Serve(b, podresourcestest.NewServer(resp))
-	c, _ := hostCollector(b, fakehost.P800x8(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, Config{Pods: NewPodResources(sock, PodResourcesConfig{})})
+	c, _ := hostCollector(b, fakehost.P800x8(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, Config{Pods: podresources.New(sock, podresources.Config{})})
 	reg := prometheus.NewRegistry()
 	require.NoError(b, reg.Register(c))
 	gather := func() time.Duration {

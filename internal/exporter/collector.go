@@ -16,6 +16,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter/xpusmi"
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -114,7 +115,7 @@ func (c *Collector) readSources(e *emitter) {
 		}
 	}
 
-	var owners Owners
+	var owners podresources.Owners
 	if c.o.Pods != nil {
 		owners, err = c.o.Pods.List(ctx)
 		e.up(SourcePodResources, err == nil)
@@ -260,7 +261,7 @@ func (c *Collector) resets(devs []xpunode.Device) (counts map[int]float64, ok, h
 // device sends the series of one device: once per holder (holders.go),
 // once without holder labels when nobody holds it. Its facts are the node's one
 // reading of them (discover.Facts), as in its labels and DRA attributes.
-func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]sample, owners []Owner, resets map[int]float64) {
+func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]sample, owners []podresources.Owner, resets map[int]float64) {
 	x, f := d.XPU, d.Facts
 	names := []string{"xpu", "model"}
 	values := []string{d.ID, f.Model}
@@ -281,7 +282,7 @@ func (c *Collector) device(e *emitter, d xpunode.Device, samples map[string]samp
 		e.gauge(metricUnlistedPods, float64(unlisted), names, values)
 	}
 	if len(owners) == 0 {
-		owners = []Owner{{}}
+		owners = []podresources.Owner{{}}
 	}
 	for _, o := range owners {
 		n, v := withOwner(names, values, o)
@@ -345,8 +346,8 @@ func withFacts(names, values []string, f discover.Facts) ([]string, []string) {
 
 // withOwner adds the holder labels of o (none for the zero Owner; no
 // container or claim where o has none).
-func withOwner(names, values []string, o Owner) ([]string, []string) {
-	if o == (Owner{}) {
+func withOwner(names, values []string, o podresources.Owner) ([]string, []string) {
+	if o == (podresources.Owner{}) {
 		return names, values
 	}
 	n := append(slices.Clip(names), LabelNamespace, LabelPod)

@@ -3,6 +3,8 @@ package exporter
 import (
 	"cmp"
 	"slices"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 )
 
 // DefaultMaxPodsPerXPU bounds the pods with series of their own per XPU.
@@ -15,7 +17,7 @@ const DefaultMaxPodsPerXPU = 16
 // number of pods left out. The bound keeps the series of one XPU shared by
 // many pods (time-slicing, a shared DRA claim) at max per metric, however
 // many pods and containers reference it.
-func holders(owners []Owner, maxPods int) (out []Owner, unlisted int) {
+func holders(owners []podresources.Owner, maxPods int) (out []podresources.Owner, unlisted int) {
 	type pod struct{ namespace, name string }
 	at := map[pod]int{}
 	for _, o := range owners {
@@ -34,7 +36,7 @@ func holders(owners []Owner, maxPods int) (out []Owner, unlisted int) {
 			h.Claim, h.ClaimNamespace = "", ""
 		}
 	}
-	slices.SortFunc(out, func(a, b Owner) int {
+	slices.SortFunc(out, func(a, b podresources.Owner) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Pod, b.Pod))
 	})
 	if len(out) > maxPods {

@@ -8,37 +8,38 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
 
 func TestHolders(t *testing.T) {
 	for _, tc := range []struct {
 		description string
-		owners      []Owner
+		owners      []podresources.Owner
 		maxPods     int
-		want        []Owner
+		want        []podresources.Owner
 		unlisted    int
 	}{
 		{description: "nobody"},
 		{
 			description: "one container", maxPods: 2,
-			owners: []Owner{{Namespace: "ml", Pod: "a", Container: "main"}},
-			want:   []Owner{{Namespace: "ml", Pod: "a", Container: "main"}},
+			owners: []podresources.Owner{{Namespace: "ml", Pod: "a", Container: "main"}},
+			want:   []podresources.Owner{{Namespace: "ml", Pod: "a", Container: "main"}},
 		},
 		{
 			description: "a pod's containers fold into one holder without a container", maxPods: 2,
-			owners: []Owner{{Namespace: "ml", Pod: "a", Container: "main", Claim: "c", ClaimNamespace: "ml"}, {Namespace: "ml", Pod: "a", Container: "side", Claim: "c", ClaimNamespace: "ml"}},
-			want:   []Owner{{Namespace: "ml", Pod: "a", Claim: "c", ClaimNamespace: "ml"}},
+			owners: []podresources.Owner{{Namespace: "ml", Pod: "a", Container: "main", Claim: "c", ClaimNamespace: "ml"}, {Namespace: "ml", Pod: "a", Container: "side", Claim: "c", ClaimNamespace: "ml"}},
+			want:   []podresources.Owner{{Namespace: "ml", Pod: "a", Claim: "c", ClaimNamespace: "ml"}},
 		},
 		{
 			description: "containers of two claims: no claim either", maxPods: 2,
-			owners: []Owner{{Namespace: "ml", Pod: "a", Container: "main", Claim: "c", ClaimNamespace: "ml"}, {Namespace: "ml", Pod: "a", Container: "main", Claim: "d", ClaimNamespace: "ml"}},
-			want:   []Owner{{Namespace: "ml", Pod: "a", Container: "main"}},
+			owners: []podresources.Owner{{Namespace: "ml", Pod: "a", Container: "main", Claim: "c", ClaimNamespace: "ml"}, {Namespace: "ml", Pod: "a", Container: "main", Claim: "d", ClaimNamespace: "ml"}},
+			want:   []podresources.Owner{{Namespace: "ml", Pod: "a", Container: "main"}},
 		},
 		{
 			description: "past the bound, the first pods by namespace and name", maxPods: 2,
-			owners: []Owner{{Namespace: "b", Pod: "x", Container: "c"}, {Namespace: "a", Pod: "z", Container: "c"}, {Namespace: "a", Pod: "y", Container: "c"}, {Namespace: "a", Pod: "y", Container: "d"}},
-			want:   []Owner{{Namespace: "a", Pod: "y"}, {Namespace: "a", Pod: "z", Container: "c"}}, unlisted: 1,
+			owners: []podresources.Owner{{Namespace: "b", Pod: "x", Container: "c"}, {Namespace: "a", Pod: "z", Container: "c"}, {Namespace: "a", Pod: "y", Container: "c"}, {Namespace: "a", Pod: "y", Container: "d"}},
+			want:   []podresources.Owner{{Namespace: "a", Pod: "y"}, {Namespace: "a", Pod: "z", Container: "c"}}, unlisted: 1,
 		},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
@@ -66,7 +67,7 @@ func TestHoldersBoundSeries(t *testing.T) {
 		containerWith("main", pluginDevs("baidu.com/xpu", "0"), nil),
 	}})
 	sock := podresourcestest.Serve(t, podresourcestest.NewServer(resp))
-	c, tr := hostCollector(t, fakehost.P800x8(), nil, Config{NoXPUSMI: true, Pods: NewPodResources(sock, PodResourcesConfig{}), MaxPodsPerXPU: 8})
+	c, tr := hostCollector(t, fakehost.P800x8(), nil, Config{NoXPUSMI: true, Pods: podresources.New(sock, podresources.Config{}), MaxPodsPerXPU: 8})
 	s := scrape(t, c)
 	bus3, bus0 := tr.ComputeDevices()[3].BDF, tr.ComputeDevices()[0].BDF
 	held := named(s, "xpu_healthy", `xpu="3"`)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
 
@@ -14,7 +15,7 @@ import (
 // runs, on a host with every source (xpu-smi, /proc/xpu, attribution).
 func TestCollectorLint(t *testing.T) {
 	sock := podresourcestest.Serve(t, podresourcestest.NewServer(listResponse()))
-	c, _ := hostCollector(t, fakehost.R200SRIOV(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, Config{Pods: NewPodResources(sock, PodResourcesConfig{})})
+	c, _ := hostCollector(t, fakehost.R200SRIOV(), func(*fakehost.Tree, *fakehost.XPUSMIState) {}, Config{Pods: podresources.New(sock, podresources.Config{})})
 	problems, err := testutil.CollectAndLint(c)
 	require.NoError(t, err)
 	require.Empty(t, problems)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/exporter/xpusmi"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
@@ -31,7 +32,7 @@ type Config struct {
 	// Pods attributes devices to pods (default: no attribution), at most
 	// MaxPodsPerXPU pods with series of their own per device (default
 	// DefaultMaxPodsPerXPU).
-	Pods          *PodResources
+	Pods          *podresources.Client
 	MaxPodsPerXPU int
 
 	// MinInterval: a scrape within MinInterval of the start of the last

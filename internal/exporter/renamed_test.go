@@ -9,6 +9,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
 
@@ -22,13 +23,13 @@ func TestRenamedResourceAttributed(t *testing.T) {
 	sock := podresourcestest.Serve(t, podresourcestest.NewServer(&podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
 		podresourcestest.DevicePluginPod("ml", "ts", "main", "example.com/xpu-ts", "2::1"),
 	}}))
-	held := func(cfg PodResourcesConfig) map[string]float64 {
-		c, tr := hostCollector(t, fakehost.P800x8(), nil, Config{Pods: NewPodResources(sock, cfg)})
+	held := func(cfg podresources.Config) map[string]float64 {
+		c, tr := hostCollector(t, fakehost.P800x8(), nil, Config{Pods: podresources.New(sock, cfg)})
 		bus := tr.Devices[2].BDF
 		return named(scrape(t, c), "xpu_memory_total_bytes", `pci_bus_id="`+bus+`"`, `pod="ts"`)
 	}
-	require.Empty(t, held(PodResourcesConfig{}), "the rename is not known without the file")
-	cfg, err := PodResourcesConfig{}.WithSharingFile(file)
+	require.Empty(t, held(podresources.Config{}), "the rename is not known without the file")
+	cfg, err := podresources.Config{}.WithSharingFile(file)
 	require.NoError(t, err)
 	require.Len(t, held(cfg), 1, "the pod holding example.com/xpu-ts is attributed")
 }
