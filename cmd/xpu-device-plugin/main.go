@@ -18,6 +18,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/deviceplugin"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -229,6 +230,8 @@ func (o *options) run(ctx context.Context, log *logrus.Logger) error {
 			// plugin logs what changes what it advertises.
 			return o.host.Discover(nil)
 		},
+		// The dev root stands for the host's / (--host-root sets both).
+		Withheld: func() ([]string, error) { return partition.LayingOut(o.host.DevRoot) },
 	})
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags/kubeclient"
 	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/dra"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -198,6 +199,8 @@ func (o *options) driverConfig(log *logrus.Logger) dra.Config {
 			// what changes what it publishes.
 			return o.host.Discover(nil)
 		},
+		// The dev root stands for the host's / (--host-root sets both).
+		Withheld: func() ([]string, error) { return partition.LayingOut(o.host.DevRoot) },
 	}
 }
 

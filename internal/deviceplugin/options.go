@@ -50,6 +50,10 @@ type Config struct {
 	PluginDir string
 	// Discover reads the host (default discover.Discover()).
 	Discover DiscoverFunc
+	// Withheld returns the PCI addresses of the cards being laid out
+	// (partition.LayingOut): their devices are not offered meanwhile
+	// (xpunode.ScannerConfig.Withheld). Nil: none.
+	Withheld func() ([]string, error)
 	// HealthInterval is how often the host is read again (default 10s).
 	HealthInterval time.Duration
 	// WatchInterval is how often the sockets are checked for a kubelet

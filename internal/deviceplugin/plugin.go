@@ -55,7 +55,7 @@ func New(cfg Config) (*Plugin, error) {
 		o: o,
 		m: m,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
-			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
+			Discover: o.Discover, Withheld: o.Withheld, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			// Only the cdi-* strategies answer CDI names an engine resolves.
 			NoSpecCheck: !o.Strategy.UsesCDISpec(),
 			Empty:       "advertising no " + o.Sharing.For(o.ResourceName).ResourceName,

@@ -42,6 +42,9 @@ type Driver struct {
 	// health of each of api's devices for the kubelet.
 	counters []resourceapi.CounterSet
 	health   []deviceHealth
+	// changedAt is when each device name last came to stand for another
+	// device (identity.go): a claim allocated before is not prepared.
+	changedAt map[string]time.Time
 	// changed is closed (and replaced) when the devices change: the health
 	// streams wait on it.
 	changed chan struct{}
@@ -75,13 +78,14 @@ func New(cfg Config) (*Driver, error) {
 		o: o,
 		m: m,
 		scanner: xpunode.NewScanner(xpunode.ScannerConfig{
-			Discover: o.Discover, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
+			Discover: o.Discover, Withheld: o.Withheld, Kind: o.Kind, SpecDirs: o.SpecDirs, Log: o.Log,
 			Empty:    "publishing an empty ResourceSlice",
 			Unusable: "they are tainted and cannot be prepared",
 		}),
-		claims:  claims,
-		changed: make(chan struct{}),
-		fatal:   make(chan error, 1),
+		claims:    claims,
+		changed:   make(chan struct{}),
+		changedAt: map[string]time.Time{},
+		fatal:     make(chan error, 1),
 	}, nil
 }
 
@@ -175,6 +179,7 @@ func (d *Driver) Refresh() bool {
 	warnings = append(left, warnings...)
 	same := d.api != nil && resourceslice.DevicesDeepEqual(d.api, api) && apiequality.Semantic.DeepEqual(d.counters, counters)
 	if !same {
+		renumbered(d.api, api, d.changedAt, d.o.Clock())
 		d.devices, d.api, d.counters, d.health = devs, api, counters, health
 		close(d.changed)
 		d.changed = make(chan struct{})

@@ -33,6 +33,10 @@ type Config struct {
 	Kind string
 	// Discover reads the host (default discover.Discover()).
 	Discover DiscoverFunc
+	// Withheld returns the PCI addresses of the cards being laid out
+	// (partition.LayingOut): their devices are not offered meanwhile
+	// (xpunode.ScannerConfig.Withheld). Nil: none.
+	Withheld func() ([]string, error)
 	// SpecDirs are the CDI spec directories checked for the node spec
 	// (default: the CDI library's, as xpunode.Scanner has them).
 	SpecDirs []string

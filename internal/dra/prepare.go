@@ -29,6 +29,11 @@ var (
 	ErrNoSpec            = errors.New("no CDI spec names the device")
 	ErrDeviceInUse       = errors.New("the device is prepared for another claim")
 	ErrClaimNotAllocated = errors.New("the claim is not allocated")
+	// ErrDeviceChanged: the name stands for another function, or another
+	// share of a card, than the slice offered when the claim was
+	// allocated (a partition layout applied meanwhile renumbers the VFs'
+	// /dev/xpuN, and so the xpu-N; identity.go).
+	ErrDeviceChanged = errors.New("the device is not the one the claim was allocated")
 )
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin. It reads the
@@ -87,6 +92,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 		if r.Pool != d.o.NodeName || !ok {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s of pool %s: %w (node %s has: %s); the claim must be allocated again",
 				r.Request, r.Device, r.Pool, ErrNotOnNode, d.o.NodeName, deviceNames(devs))
+		}
+		if err := d.checkIdentity(r.Device, apiDevice(dev), claim.Status.Allocation); err != nil {
+			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w", r.Request, r.Device, err)
 		}
 		if !names[dev.ID] {
 			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: no spec of kind %s in %s names %s (create it with: %s)",

@@ -24,7 +24,7 @@
 // directories Install created when they are empty: those it recorded in
 // the hook directory, trusted only while that directory passes the same
 // check, and only the hook directory, the spec's and their parents.
-// With Partitions it keeps a partition layout: applied (partition.Apply,
+// With Partitions it keeps a partition layout: applied (sriov.Apply,
 // which checks the whole layout and refuses cards in use) before the spec
 // is written, when the layout asked for (the node label, else the
 // installer's) changes or the cards no longer have what the last apply

@@ -30,7 +30,7 @@ type Partitions struct {
 	// DefaultLabelInterval): between two reads the last value stands, so
 	// that a thousand nodes do not each GET their Node every pass.
 	LabelInterval time.Duration
-	// Apply lays the host's cards out as l (partition.Apply: checked
+	// Apply lays the host's cards out as l (sriov.Apply: checked
 	// whole, cards in use refused, nothing changed on a refusal).
 	Apply func(ctx context.Context, l partition.Layout) error
 }

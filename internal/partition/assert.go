@@ -11,8 +11,8 @@ import (
 // whose VF count differs from the layout's, in card order. None means the
 // node matches.
 func Assert(_ context.Context, c Config, l Layout) ([]Change, error) {
-	c = c.withDefaults()
-	_, _, changes, err := c.plan(l)
+	c = c.WithDefaults()
+	_, _, changes, err := c.Plan(l)
 	if err != nil {
 		return nil, err
 	}
@@ -27,8 +27,8 @@ func Assert(_ context.Context, c Config, l Layout) ([]Change, error) {
 
 // Export returns the node's layout now, in canonical form (Current).
 func Export(_ context.Context, c Config) (Layout, error) {
-	c = c.withDefaults()
-	h, err := c.discover()
+	c = c.WithDefaults()
+	h, err := c.Discover()
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ func BenchmarkShow8Cards24VFs(b *testing.B) {
 			if pid == 1100 && fd == 9 {
 				node = "/dev/xpu12"
 			}
-			holdOpen(b, tr, pid, fd, "python3", node)
+			fakehosttest.HoldOpen(b, tr, pid, fd, "python3", node)
 		}
 	}
 	c := config(tr)
@@ -90,7 +90,7 @@ func BenchmarkScanManyDescriptors(b *testing.B) {
 		startHolder(b, tr, holdMany, "/proc/devices", holderCount+"="+strconv.Itoa(count))
 		n += count
 	}
-	holdOpen(b, tr, 1<<22, 3, "python3", "/dev/xpu12")
+	fakehosttest.HoldOpen(b, tr, 1<<22, 3, "python3", "/dev/xpu12")
 	c := config(tr)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -247,10 +247,11 @@ func Handles(cards []Card) (used, limit int) {
 // card has N VFs, else one entry per card (its index, or its PCI address
 // when it has no PF node) in card order.
 func Current(h *discover.Host) Layout {
-	return layoutOf(Cards(h))
+	return LayoutOf(Cards(h))
 }
 
-func layoutOf(cards []Card) Layout {
+// LayoutOf is the layout cards have, in canonical form (see Current).
+func LayoutOf(cards []Card) Layout {
 	if len(cards) == 0 {
 		return nil
 	}

@@ -1,13 +1,13 @@
-// Package partition lays out the SR-IOV partitions (VFs) of a node's
-// Kunlun cards: it reads layouts (SELECTOR=N lists), checks them against
-// the host and the public partition facts (pkg/discover's partition
-// table), and applies them through the kernel's standard SR-IOV interface,
-// sriov_numvfs.
+// Package partition is the read model of the SR-IOV partitions (VFs) of a
+// node's Kunlun cards: it reads layouts (SELECTOR=N lists, the config
+// file, the node label's form), finds the cards, checks a layout against
+// them and the public partition facts (pkg/discover's partition table)
+// and plans it (Plan), shows the node (Show, Assert, Export), and finds
+// who holds a card (FindUsers: processes through the dev root's /proc,
+// and the kubelet's PodResources).
 //
-// Every writer of a card's sriov_numvfs on a node (Apply, and any other
-// code that cuts cards, such as a DRA driver) holds the node's layout lock
-// (LockLayout: a file in a directory only its owner, root, can open) from
-// its last look at the cards to its last write, and checks who holds a
-// card (processes and the kubelet's PodResources) right before the card's
-// first write.
+// It writes nothing: the writer of sriov_numvfs, with the node's layout
+// lock, is package sriov below it, which the code that cuts cards imports
+// beside this one. What only reads layouts (the device plugin) imports
+// this package alone.
 package partition

@@ -16,8 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
-	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
@@ -103,19 +101,4 @@ func TestScanDoesNotHangOnAHungFUSEFile(t *testing.T) {
 		<-done
 		t.Fatal("the in-use scan hung on a descriptor of a FUSE file whose server does not answer")
 	}
-}
-
-// The attribute checks (O_NONBLOCK, one link, a regular file) let the
-// fake SR-IOV kernel's sriov_numvfs through: apply lays a card out on it.
-func TestApplyOnTheFakeSRIOVKernel(t *testing.T) {
-	testreq.FUSE(t, "the fake SR-IOV kernel")
-	tr := fakehosttest.Build(t, fakehost.P800SRIOV())
-	k := fakehosttest.StartSRIOV(t, tr, fakehost.SRIOVOptions{UdevDelay: 20 * time.Millisecond})
-	c := config(tr)
-	c.Settle = 10 * time.Second
-	l, _ := ParseLayout("3=2")
-	rep, err := Apply(context.Background(), c, l)
-	require.NoError(t, err)
-	require.Equal(t, []int{2}, rep.Cards[1].Writes)
-	require.Equal(t, 2, k.NumVFs("0000:83:00.0"))
 }

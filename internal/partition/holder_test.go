@@ -16,8 +16,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"golang.org/x/sys/unix"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
@@ -228,24 +230,28 @@ func fdTablesHold(t *testing.T, pid int, path string) (leader, anyThread bool) {
 }
 
 // requireHeld checks that show names pid as a user of card 0 (through
-// node, mapped or not) and that apply refuses to change card 0, a dry
-// run or not, writing nothing.
+// node, mapped or not), and so does the check of the holders the writer
+// makes before it changes card 0 (package sriov refuses a card with a
+// holder: its tests), writing nothing.
 func requireHeld(t *testing.T, tr *fakehost.Tree, pid int, node string, mapped bool) {
 	t.Helper()
-	before := snapshot(t, tr)
+	before := fakehosttest.Snapshot(t, tr)
 	s, err := Show(context.Background(), config(tr))
 	require.NoError(t, err)
 	require.Empty(t, s.Notes)
 	require.Contains(t, s.Cards[0].InUse, User{PID: pid, Command: strings.TrimSpace(readFile(t, fmt.Sprintf("/proc/%d/comm", pid))), Node: node, Mapped: mapped})
+	// What the writer (package sriov) asks before it changes card 0: the
+	// plan, then the holders of the cards planned.
 	l, _ := ParseLayout("0=4")
-	for _, dry := range []bool{true, false} {
-		c := config(tr)
-		c.DryRun = dry
-		_, err = Apply(context.Background(), c, l)
-		require.ErrorIs(t, err, ErrInUse, "dry run %v", dry)
-		require.ErrorContains(t, err, fmt.Sprintf("is held by pid %d", pid))
-	}
-	require.Equal(t, before, snapshot(t, tr))
+	c := config(tr)
+	h, cards, changes, err := c.WithDefaults().Plan(l)
+	require.NoError(t, err)
+	require.NotEqual(t, changes[0].From, changes[0].To)
+	_, partial, err := FindUsers(context.Background(), c.WithDefaults(), h, cards)
+	require.NoError(t, err)
+	require.False(t, partial)
+	require.Contains(t, cards[0].InUse, User{PID: pid, Command: strings.TrimSpace(readFile(t, fmt.Sprintf("/proc/%d/comm", pid))), Node: node, Mapped: mapped})
+	require.Equal(t, before, fakehosttest.Snapshot(t, tr))
 }
 
 func readFile(t testing.TB, path string) string {
@@ -259,7 +265,7 @@ func readFile(t testing.TB, path string) string {
 // holds a card: /proc/PID/fd, the leader's table, does not show it, the
 // thread's /proc/PID/task/TID/fd does. Apply must refuse the card.
 func TestScanSeesAThreadsOwnTable(t *testing.T) {
-	tr := build(t, p800SRIOV())
+	tr := build(t, fakehosttest.P800SRIOVBoth())
 	pid := startHolder(t, tr, holdThread, "/dev/xpu1")
 	leader, thread := fdTablesHold(t, pid, tr.Path("/dev/xpu1"))
 	require.False(t, leader, "the leader's table must not hold the node")
@@ -282,7 +288,7 @@ func TestScanSeesAThreadsOwnTable(t *testing.T) {
 // kcmp tells the threads that share the leader's table from the one
 // with a table of its own (the holder's thread that unshared it).
 func TestSameFiles(t *testing.T) {
-	tr := build(t, p800SRIOV())
+	tr := build(t, fakehosttest.P800SRIOVBoth())
 	pid := startHolder(t, tr, holdThread, "/dev/xpu1")
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	require.NoError(t, err)
@@ -307,7 +313,7 @@ func TestSameFiles(t *testing.T) {
 // leader, whose /proc/PID/fd is empty, while its threads run on and hold
 // the card. Apply must refuse it.
 func TestScanSeesTheThreadsOfADeadLeader(t *testing.T) {
-	tr := build(t, p800SRIOV())
+	tr := build(t, fakehosttest.P800SRIOVBoth())
 	pid := startHolder(t, tr, holdDeadLeader, "/dev/xpu1")
 	testutil.Eventually(t, func(t testing.TB) bool {
 		return strings.Contains(readFile(t, fmt.Sprintf("/proc/%d/status", pid)), "State:\tZ")
@@ -323,7 +329,7 @@ func TestScanSeesTheThreadsOfADeadLeader(t *testing.T) {
 // node is a plain file here (as on a fake host without mknod, root or
 // not); TestScanSeesAMappedCharNode maps a real character device.
 func TestScanSeesAMappingWithoutDescriptor(t *testing.T) {
-	tr := build(t, p800SRIOV(), fakehost.WithoutMknod())
+	tr := build(t, fakehosttest.P800SRIOVBoth(), fakehost.WithoutMknod())
 	pid := startHolder(t, tr, holdMapping, "/dev/xpu1")
 	leader, thread := fdTablesHold(t, pid, tr.Path("/dev/xpu1"))
 	require.False(t, leader || thread, "no descriptor holds the node")
@@ -339,7 +345,7 @@ func TestScanSeesAMappingWithoutDescriptor(t *testing.T) {
 // and map_files leads to the device's numbers.
 func TestScanSeesAMappedCharNode(t *testing.T) {
 	testreq.Root(t, "mknod of a character device the test can map")
-	h := p800SRIOV()
+	h := fakehosttest.P800SRIOVBoth()
 	h.Major = 1
 	for i := range h.Devices {
 		if h.Devices[i].Index == 1 {

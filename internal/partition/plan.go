@@ -135,3 +135,22 @@ func generationOf(cards []Card) string {
 	}
 	return ""
 }
+
+// Plan discovers the host and plans l on it (the function Plan), as
+// Apply and Assert do.
+func (c Config) Plan(l Layout) (*discover.Host, []Card, []Change, error) {
+	h, err := c.Discover()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cards := Cards(h)
+	if len(cards) == 0 {
+		return nil, nil, nil, fmt.Errorf("no card with a PCI function found under %s: nothing to lay out", h.DevRoot)
+	}
+	FillTotalVFs(h.DevRoot, cards)
+	changes, err := Plan(cards, l)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("layout %s refused, nothing changed:\n%w", l, err)
+	}
+	return h, cards, changes, nil
+}

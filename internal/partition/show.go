@@ -6,34 +6,20 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"time"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
-// Defaults of Config.
-const (
-	// DefaultSettle bounds the wait for the kernel and udev after one
-	// sriov_numvfs write.
-	DefaultSettle = 30 * time.Second
-	// pollInterval is how often the kernel's state and the users of a
-	// card are looked at again while waiting.
-	pollInterval = 100 * time.Millisecond
-	// waitInterval is how often a card in use is checked again (--wait).
-	waitInterval = time.Second
-)
-
-// Config says where the host is and how Show and Apply go about it.
+// Config says where the host is and how its cards' holders are found:
+// the read model's part of a configuration, which the writer (package
+// sriov) embeds in its own.
 type Config struct {
 	// DevRoot is where /dev, /proc and /sys are read (and sriov_numvfs
-	// written); DriverRoot where the driver's files are. Both default to /.
+	// written, by the writer); DriverRoot where the driver's files are.
+	// Both default to /.
 	DevRoot, DriverRoot string
-	// HostRoot is where the host's / is mounted (the CLI's --host-root,
-	// the installer's /host): the layout lock is below it (LockLayout).
-	// "": the dev root stands for the host's / and has the lock.
-	HostRoot string
 	// DiscoverOptions are added to every discovery (a fake host's node
 	// stater, the driver's architecture).
 	DiscoverOptions []discover.Option
@@ -49,62 +35,23 @@ type Config struct {
 	// PodResources is the client configuration (resource prefix, DRA
 	// driver, timeout).
 	PodResources podresources.Config
-	// Wait is how long Apply waits for a card in use to become free; 0
-	// refuses at once.
-	Wait time.Duration
-	// Settle bounds the wait for the kernel (and udev) to show the result
-	// of one write (default DefaultSettle).
-	Settle time.Duration
-	// IgnoreIncompleteScan lets Apply change cards although the scan of
-	// the processes holding them did not finish (out of time, or a
-	// process whose descriptors may not be read): the admin's override
-	// of `partition apply --ignore-incomplete-scan`, never set by the
-	// installer or a node label. Holders the scan did find still refuse.
-	IgnoreIncompleteScan bool
-	// DryRun plans and checks, and writes nothing.
-	DryRun bool
-	Log    logger.Interface
-	// AfterApply runs once the layout is applied, when something changed,
-	// with the host as discovered then (the CLI rewrites the CDI spec).
-	AfterApply func(*discover.Host) error
-
-	// hooks are the tests' seams in Apply.
-	hooks *applyHooks
+	Log          logger.Interface
 }
 
-// applyHooks run at fixed points of Apply, for the tests: beforeLock
-// between the first plan and the lock, beforeCard before the last check
-// of who holds a card and its first write.
-type applyHooks struct {
-	beforeLock func()
-	beforeCard func(addr string)
-}
-
-// lockRoot is the root the layout lock is below: the host root, else
-// the dev root.
-func (c Config) lockRoot() string {
-	if c.HostRoot != "" {
-		return c.HostRoot
-	}
-	return c.DevRoot
-}
-
-func (c Config) withDefaults() Config {
+// WithDefaults is c with its defaults filled in.
+func (c Config) WithDefaults() Config {
 	if c.DevRoot == "" {
 		c.DevRoot = "/"
 	}
 	if c.DriverRoot == "" {
 		c.DriverRoot = "/"
 	}
-	if c.Settle <= 0 {
-		c.Settle = DefaultSettle
-	}
 	c.Log = logger.OrDiscard(c.Log)
 	return c
 }
 
-// discover reads the host.
-func (c Config) discover() (*discover.Host, error) {
+// Discover reads the host.
+func (c Config) Discover() (*discover.Host, error) {
 	opts := append([]discover.Option{
 		discover.WithDevRoot(c.DevRoot),
 		discover.WithDriverRoot(c.DriverRoot),
@@ -115,8 +62,8 @@ func (c Config) discover() (*discover.Host, error) {
 
 // Show reads the node's cards, their layout and who uses them.
 func Show(ctx context.Context, c Config) (*Status, error) {
-	c = c.withDefaults()
-	h, err := c.discover()
+	c = c.WithDefaults()
+	h, err := c.Discover()
 	if err != nil {
 		return nil, err
 	}
@@ -129,21 +76,21 @@ func status(ctx context.Context, c Config, h *discover.Host) (*Status, error) {
 	if len(cards) == 0 {
 		return nil, fmt.Errorf("no card with a PCI function found under %s (%d device nodes): nothing to lay out", h.DevRoot, len(h.Devices))
 	}
-	c.fillTotalVFs(h.DevRoot, cards)
-	notes, _, err := findUsers(ctx, c, h, cards)
+	FillTotalVFs(h.DevRoot, cards)
+	notes, _, err := FindUsers(ctx, c, h, cards)
 	if err != nil {
 		return nil, err
 	}
-	s := &Status{Cards: cards, Layout: layoutOf(cards).String(), Notes: notes}
+	s := &Status{Cards: cards, Layout: LayoutOf(cards).String(), Notes: notes}
 	s.HandlesUsed, s.HandleLimit = Handles(cards)
 	return s, nil
 }
 
-// findUsers fills the InUse of cards: the processes holding their nodes
+// FindUsers fills the InUse of cards: the processes holding their nodes
 // and the containers the kubelet gave them to. It returns notes on what
 // could not be checked, and whether the process scan is incomplete (then
 // a card with no user found may still be held).
-func findUsers(ctx context.Context, c Config, h *discover.Host, cards []Card) ([]string, bool, error) {
+func FindUsers(ctx context.Context, c Config, h *discover.Host, cards []Card) ([]string, bool, error) {
 	for i := range cards {
 		cards[i].InUse = nil
 	}

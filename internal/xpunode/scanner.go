@@ -3,6 +3,7 @@ package xpunode
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -34,6 +35,11 @@ type ScannerConfig struct {
 	// "no CDI spec ... names XPU(s) 0,1: ": "they are Unhealthy", "they
 	// are tainted and cannot be prepared".
 	Unusable string
+	// Withheld returns the PCI addresses of the cards being laid out now
+	// (partition.LayingOut below the host root): their devices are not
+	// offered until it no longer names them (between the writes of a
+	// re-layout a card is whole and its VFs come and go). Nil: none.
+	Withheld func() ([]string, error)
 	// Log gets each condition once, when it appears or changes; nil
 	// discards.
 	Log logger.Interface
@@ -108,7 +114,7 @@ func (s *Scanner) Scan() Scan {
 		return Scan{Err: err, Devices: []Device{}}
 	}
 	s.note("discover", "", log.Warnf, "")
-	devs := DevicesOf(h)
+	devs := s.withhold(DevicesOf(h))
 	if len(devs) == 0 {
 		s.note("compute", fmt.Sprintf("%s: every XPU under %s is a physical function with SR-IOV VFs enabled and no VF node exists", s.cfg.Empty, h.DevRoot), log.Warnf, "")
 		return Scan{Host: h, Devices: devs}
@@ -150,6 +156,36 @@ func (s *Scanner) checkSpecs(h *discover.Host, devs []Device) map[string]bool {
 	}
 	s.note("stale", msg, log.Warnf, "")
 	return names
+}
+
+// withhold drops the devices of the cards being laid out (Withheld), with
+// a note while there are any. A list that cannot be trusted or read is
+// logged and withholds nothing: it is no reason to offer fewer devices.
+func (s *Scanner) withhold(devs []Device) []Device {
+	if s.cfg.Withheld == nil {
+		return devs
+	}
+	log := s.cfg.Log
+	cards, err := s.cfg.Withheld()
+	if err != nil {
+		s.note("withheld", fmt.Sprintf("the cards being laid out are not known, none withheld: %v", err), log.Warnf, "")
+		return devs
+	}
+	var held []string
+	kept := devs[:0:0]
+	for _, d := range devs {
+		if pci := d.XPU.PCI; pci != nil && (slices.Contains(cards, pci.Address) || slices.Contains(cards, pci.Parent)) {
+			held = append(held, d.ID)
+			continue
+		}
+		kept = append(kept, d)
+	}
+	msg := ""
+	if len(held) > 0 {
+		msg = fmt.Sprintf("XPU(s) %s withheld while their cards %s are laid out", strings.Join(held, ","), strings.Join(cards, ", "))
+	}
+	s.note("withheld", msg, log.Infof, "no card is being laid out: every XPU is offered again")
+	return kept
 }
 
 func firstLine(err error) string {

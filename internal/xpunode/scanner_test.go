@@ -1,6 +1,7 @@
 package xpunode
 
 import (
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -85,4 +86,41 @@ func TestScannerNoXPU(t *testing.T) {
 	}
 	require.Equal(t, 1, log.Count("warning: offering nothing: no Kunlun XPU found under"), log.String())
 	require.NotContains(t, log.String(), "no CDI spec", "no device, no spec needed")
+}
+
+// The devices of the cards being laid out are withheld (a VF by its PF, a
+// whole card by its own address) while Withheld names them, with one note
+// when it starts and one when it ends; a list that cannot be read
+// withholds nothing and says so.
+func TestScannerWithholdsCardsBeingLaidOut(t *testing.T) {
+	tree := fakehosttest.Build(t, fakehost.P800SRIOV())
+	log := &logtest.Recorder{}
+	var cards []string
+	var listErr error
+	s := NewScanner(ScannerConfig{
+		Discover:    func() (*discover.Host, error) { return discover.Discover(tree.DiscoverOptions()...) },
+		NoSpecCheck: true, Log: log,
+		Withheld: func() ([]string, error) { return cards, listErr },
+	})
+	ids := func() []string {
+		var out []string
+		for _, d := range s.Scan().Devices {
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	require.Equal(t, []string{"1", "2", "3"}, ids())
+	cards = []string{"0000:03:00.0"}
+	require.Equal(t, []string{"3"}, ids(), "the VFs of the card being laid out")
+	require.Equal(t, []string{"3"}, ids())
+	require.Equal(t, 1, log.Count("XPU(s) 1,2 withheld while their cards 0000:03:00.0 are laid out"))
+	cards = []string{"0000:83:00.0"}
+	require.Equal(t, []string{"1", "2"}, ids(), "a whole card by its own address")
+	cards = nil
+	require.Equal(t, []string{"1", "2", "3"}, ids())
+	require.Equal(t, 1, log.Count("every XPU is offered again"))
+	listErr = errors.New("the layout lock is not private to its owner")
+	cards = []string{"0000:03:00.0"}
+	require.Equal(t, []string{"1", "2", "3"}, ids(), "an untrusted list withholds nothing")
+	require.Equal(t, 1, log.Count("the cards being laid out are not known, none withheld: the layout lock is not private"))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/labels"
 	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 )
 
@@ -98,22 +99,24 @@ func (p *partitionOptions) build(hostRoot, devRoot, driverRoot, resourceName, sh
 	if err != nil {
 		return nil, fmt.Errorf("--config-file: %w", err)
 	}
-	cfg := partition.Config{
-		DevRoot:            path.Join(hostRoot, devRoot),
-		DriverRoot:         path.Join(hostRoot, driverRoot),
-		HostRoot:           hostRoot,
-		PodResourcesSocket: p.podResourcesSocket,
-		// Under a kubelet a missing socket is not "no pods": the
-		// kubelet is restarting or has another root directory.
-		RequirePodResources: true,
-		PodResources:        pr,
-		Log:                 log,
+	cfg := sriov.Config{
+		Config: partition.Config{
+			DevRoot:            path.Join(hostRoot, devRoot),
+			DriverRoot:         path.Join(hostRoot, driverRoot),
+			PodResourcesSocket: p.podResourcesSocket,
+			// Under a kubelet a missing socket is not "no pods": the
+			// kubelet is restarting or has another root directory.
+			RequirePodResources: true,
+			PodResources:        pr,
+			Log:                 log,
+		},
+		HostRoot: hostRoot,
 	}
 	parts := &nodeinstall.Partitions{
 		Layout:        p.parsed,
 		LabelInterval: p.labelInterval,
 		Apply: func(ctx context.Context, l partition.Layout) error {
-			_, err := partition.Apply(ctx, cfg, l)
+			_, err := sriov.Apply(ctx, cfg, l)
 			return err
 		},
 	}

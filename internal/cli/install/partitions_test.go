@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -131,7 +132,7 @@ func TestInstallRefusesACardOpenedMidApply(t *testing.T) {
 	logs, err := run(t, "install", "--once", "--hook-source", hook, "--host-root", tree.Root, "--hook-dir", "/opt/xpu-cdi/bin",
 		"--output", "/etc/cdi/baidu.com-xpu.yaml", "--pod-resources-socket", "", "--partition-layout", "all=4")
 	require.NoError(t, <-opened)
-	require.ErrorIs(t, err, partition.ErrInUse, logs)
+	require.ErrorIs(t, err, sriov.ErrInUse, logs)
 	require.ErrorContains(t, err, "("+second+"): card in use: opened during the apply by pid 4444 ("+fakehost.FakeProcessComm+") holding "+node)
 	require.Equal(t, 4, k.NumVFs(first))
 	require.Equal(t, 0, k.NumVFs(second))

@@ -14,6 +14,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
 
@@ -30,7 +31,7 @@ func TestApplyRewritesSpec(t *testing.T) {
 
 	out, logs, err := run(t, "apply", "--host-root", tree.Root, "--layout", "3=4", "--output", spec, "--json")
 	require.NoError(t, err, logs)
-	var rep partition.Report
+	var rep sriov.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Equal(t, []int{4}, rep.Cards[1].Writes)
 	require.Equal(t, 4, k.NumVFs("0000:83:00.0"))

@@ -1,6 +1,7 @@
 // Package partition is `xpu-cdi partition show` and `xpu-cdi partition
 // apply`: the SR-IOV partitions (VFs) of the node's cards, shown and laid
-// out (package internal/partition does the work).
+// out (packages internal/partition, the read model, and
+// internal/partition/sriov, the writer, do the work).
 package partition
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/elfso"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -63,7 +65,7 @@ func (k *kubelet) flags() []cli.Flag {
 // config fills the partition Config of the host flags and the kubelet's.
 func (k *kubelet) config(c *cli.Context, host *cmdflags.Host, log *logrus.Logger) (partition.Config, error) {
 	cfg := partition.Config{
-		DevRoot: host.DevRoot, DriverRoot: host.DriverRoot, HostRoot: host.HostRoot,
+		DevRoot: host.DevRoot, DriverRoot: host.DriverRoot,
 		PodResourcesSocket:  k.socket,
 		RequirePodResources: k.require,
 		PodResources:        podresources.Config{ResourcePrefix: k.resource, DRADriver: k.draDriver},
@@ -211,7 +213,7 @@ func newApplyCommand(log *logrus.Logger) *cli.Command {
 	flags = append(flags, o.src.flags()...)
 	flags = append(flags,
 		&cli.DurationFlag{Name: "wait", Usage: "when a card to change is in use, look again until it is free or `DURATION` has passed; default: refuse at once", EnvVars: []string{"XPU_CDI_PARTITION_WAIT"}, Destination: &o.wait},
-		&cli.DurationFlag{Name: "settle", Usage: "wait at most `DURATION` after each sriov_numvfs write for the kernel and udev to show the VFs", Value: partition.DefaultSettle, EnvVars: []string{"XPU_CDI_PARTITION_SETTLE"}, Destination: &o.settle},
+		&cli.DurationFlag{Name: "settle", Usage: "wait at most `DURATION` after each sriov_numvfs write for the kernel and udev to show the VFs", Value: sriov.DefaultSettle, EnvVars: []string{"XPU_CDI_PARTITION_SETTLE"}, Destination: &o.settle},
 		&cli.BoolFlag{Name: "dry-run", Usage: "check the layout and who uses the cards, print what would change, write nothing", Destination: &o.dryRun},
 		// No environment variable: an override of a safety check is typed
 		// for one run, never left in a unit file or a pod's environment.
@@ -271,15 +273,16 @@ func (o *applyOptions) run(c *cli.Context, log *logrus.Logger) error {
 		log.Infof("%s holds no layout: nothing to do", o.src.configFile)
 		return nil
 	}
-	cfg, err := o.kubelet.config(c, o.spec.Host(), log)
+	read, err := o.kubelet.config(c, o.spec.Host(), log)
 	if err != nil {
 		return err
 	}
+	cfg := sriov.Config{Config: read, HostRoot: o.spec.Host().HostRoot}
 	cfg.Wait, cfg.Settle, cfg.DryRun, cfg.IgnoreIncompleteScan = o.wait, o.settle, o.dryRun, o.ignoreScan
 	if o.spec.Output() != "" {
 		cfg.AfterApply = func(h *discover.Host) error { return o.spec.Write(h, log) }
 	}
-	rep, err := partition.Apply(c.Context, cfg, o.src.parsed)
+	rep, err := sriov.Apply(c.Context, cfg, o.src.parsed)
 	if rep != nil {
 		if o.json {
 			if perr := printJSON(c.App.Writer, rep); perr != nil {
@@ -359,7 +362,7 @@ func ints(v []int) string {
 }
 
 // printReport prints what apply did (or would do).
-func printReport(w io.Writer, r *partition.Report) error {
+func printReport(w io.Writer, r *sriov.Report) error {
 	verb := "changed"
 	if r.DryRun {
 		verb = "would change"

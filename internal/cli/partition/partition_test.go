@@ -15,6 +15,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cli/install"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 )
 
 func run(t *testing.T, args ...string) (string, string, error) {
@@ -79,7 +80,7 @@ func TestApplyCLI(t *testing.T) {
 	require.NoError(t, os.WriteFile(conf, []byte("# the node's\n0=3\n1=0\n"), 0o644))
 	out, _, err = run(t, "apply", "--host-root", root, "--config", conf, "--json")
 	require.NoError(t, err)
-	var rep partition.Report
+	var rep sriov.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.False(t, rep.Changed(), "already laid out")
 	require.Equal(t, "0=3,1=0", rep.Layout)

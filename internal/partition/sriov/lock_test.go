@@ -1,4 +1,4 @@
-package partition
+package sriov
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
@@ -62,13 +64,13 @@ func searchable(t *testing.T, root string) {
 // out. As root, the holder is uid 65534, which cannot even open the new
 // lock; as another user, the holder is another open file of the test.
 func TestLockOthersCannotHold(t *testing.T) {
-	tr := build(t, p800SRIOV())
+	tr := build(t, fakehosttest.P800SRIOVBoth())
 	lock, err := LockLayout(context.Background(), tr.Root, time.Second)
 	require.NoError(t, err)
 	require.Equal(t, tr.Path("/run/xpu-cdi/partition.lock"), lock.Path())
 	lock.Unlock()
 
-	oldObject, lockDir := tr.Path("/sys/bus/pci/devices"), tr.Path(LockDir)
+	oldObject, lockDir := tr.Path("/sys/bus/pci/devices"), tr.Path(partition.LockDir)
 	if os.Geteuid() == 0 {
 		searchable(t, tr.Root)
 		flockAsNobody(t, oldObject)
@@ -86,12 +88,12 @@ func TestLockOthersCannotHold(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), st.Mode().Perm())
 
-	require.NoError(t, os.Chmod(numVFsPath(t, tr, "0000:83:00.0"), 0o644))
+	require.NoError(t, os.Chmod(fakehosttest.NumVFsPath(t, tr, "0000:83:00.0"), 0o644))
 	c := config(tr)
 	c.Settle = 100 * time.Millisecond
 	var reached []string
 	c.hooks = &applyHooks{beforeCard: func(addr string) { reached = append(reached, addr) }}
-	l, _ := ParseLayout("3=2")
+	l, _ := partition.ParseLayout("3=2")
 	rep, err := Apply(context.Background(), c, l)
 	require.NotErrorIs(t, err, ErrLocked)
 	require.Equal(t, []string{"0000:83:00.0"}, reached, "the apply got past the lock")
@@ -102,21 +104,21 @@ func TestLockOthersCannotHold(t *testing.T) {
 // while another holds the lock: the installer's passes and the boot unit
 // do not wait. A dry run takes no lock either.
 func TestApplyNoOpTakesNoLock(t *testing.T) {
-	tr := build(t, p800SRIOV())
+	tr := build(t, fakehosttest.P800SRIOVBoth())
 	lock, err := LockLayout(context.Background(), tr.Root, time.Second)
 	require.NoError(t, err)
 	defer lock.Unlock()
 	c := config(tr)
 	c.Settle = 5 * time.Second
 	start := time.Now()
-	rep, err := Apply(context.Background(), c, Layout{{Selector: "0", VFs: 2}})
+	rep, err := Apply(context.Background(), c, partition.Layout{{Selector: "0", VFs: 2}})
 	require.NoError(t, err)
 	require.False(t, rep.Changed())
 	require.Less(t, time.Since(start), time.Second)
 
 	c.DryRun = true
 	start = time.Now()
-	rep, err = Apply(context.Background(), c, Layout{{Selector: "3", VFs: 2}})
+	rep, err = Apply(context.Background(), c, partition.Layout{{Selector: "3", VFs: 2}})
 	require.NoError(t, err)
 	require.True(t, rep.Changed())
 	require.Less(t, time.Since(start), time.Second)
@@ -125,30 +127,30 @@ func TestApplyNoOpTakesNoLock(t *testing.T) {
 // Apply plans again under the lock: a layout another apply made between
 // the first plan and the lock is seen, and nothing is written.
 func TestApplyPlansAgainUnderTheLock(t *testing.T) {
-	tr := build(t, p800SRIOV())
-	p3 := numVFsPath(t, tr, "0000:83:00.0")
+	tr := build(t, fakehosttest.P800SRIOVBoth())
+	p3 := fakehosttest.NumVFsPath(t, tr, "0000:83:00.0")
 	require.NoError(t, os.Chmod(p3, 0o644))
 	c := config(tr)
 	c.hooks = &applyHooks{
 		beforeLock: func() { require.NoError(t, os.WriteFile(p3, []byte("2\n"), 0o644)) },
 		beforeCard: func(addr string) { t.Errorf("%s written", addr) },
 	}
-	l, _ := ParseLayout("3=2")
+	l, _ := partition.ParseLayout("3=2")
 	rep, err := Apply(context.Background(), c, l)
 	require.NoError(t, err)
 	require.False(t, rep.Changed(), "the card has its count now")
 	require.Empty(t, rep.Cards[1].Writes)
 
 	// A layout that became impossible meanwhile is refused, unwritten.
-	tr = build(t, p800SRIOV())
-	total := filepath.Join(filepath.Dir(numVFsPath(t, tr, "0000:83:00.0")), "sriov_totalvfs")
+	tr = build(t, fakehosttest.P800SRIOVBoth())
+	total := filepath.Join(filepath.Dir(fakehosttest.NumVFsPath(t, tr, "0000:83:00.0")), "sriov_totalvfs")
 	require.NoError(t, os.Chmod(total, 0o644))
 	c = config(tr)
 	c.hooks = &applyHooks{beforeLock: func() { require.NoError(t, os.WriteFile(total, []byte("0\n"), 0o644)) }}
-	before := snapshot(t, tr)
+	before := fakehosttest.Snapshot(t, tr)
 	_, err = Apply(context.Background(), c, l)
 	require.ErrorContains(t, err, "the card has no SR-IOV")
-	require.Equal(t, before, snapshot(t, tr))
+	require.Equal(t, before, fakehosttest.Snapshot(t, tr))
 }
 
 // Waiting for the lock ends at the caller's bound (ErrLocked) or with its
@@ -185,12 +187,12 @@ func TestLockRefusesUnsafePaths(t *testing.T) {
 		want  string
 	}{
 		{"lock directory open to others", func(t *testing.T, root string) {
-			require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
-			require.NoError(t, os.Chmod(root+LockDir, 0o755))
+			require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
+			require.NoError(t, os.Chmod(root+partition.LockDir, 0o755))
 		}, "/run/xpu-cdi is mode 0755, open to other users"},
 		{"lock directory a link", func(t *testing.T, root string) {
 			require.NoError(t, os.MkdirAll(root+"/run", 0o755))
-			require.NoError(t, os.Symlink(t.TempDir(), root+LockDir))
+			require.NoError(t, os.Symlink(t.TempDir(), root+partition.LockDir))
 		}, "/run/xpu-cdi is not a directory (a link is not followed)"},
 		{"run a link", func(t *testing.T, root string) {
 			require.NoError(t, os.Symlink(t.TempDir(), root+"/run"))
@@ -200,32 +202,32 @@ func TestLockRefusesUnsafePaths(t *testing.T) {
 			require.NoError(t, unix.Chmod(root+"/run", 0o1777))
 		}, "/run is mode 1777: another user may replace xpu-cdi in it"},
 		{"lock file readable by others", func(t *testing.T, root string) {
-			require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
+			require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
 			require.NoError(t, os.WriteFile(LockPath(root), nil, 0o644))
 			require.NoError(t, os.Chmod(LockPath(root), 0o644))
-		}, LockDir + "/partition.lock is mode 0644, open to other users"},
+		}, partition.LockDir + "/partition.lock is mode 0644, open to other users"},
 		{"lock file a FIFO", func(t *testing.T, root string) {
-			require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
+			require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
 			require.NoError(t, unix.Mkfifo(LockPath(root), 0o600))
-		}, LockDir + "/partition.lock is not a regular file"},
+		}, partition.LockDir + "/partition.lock is not a regular file"},
 		{"lock file a hard link", func(t *testing.T, root string) {
-			require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
-			require.NoError(t, os.WriteFile(root+LockDir+"/other", nil, 0o600))
-			require.NoError(t, os.Link(root+LockDir+"/other", LockPath(root)))
-		}, LockDir + "/partition.lock has 2 links"},
+			require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
+			require.NoError(t, os.WriteFile(root+partition.LockDir+"/other", nil, 0o600))
+			require.NoError(t, os.Link(root+partition.LockDir+"/other", LockPath(root)))
+		}, partition.LockDir + "/partition.lock has 2 links"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			tc.setup(t, root)
 			_, err := LockLayout(context.Background(), root, time.Second)
-			require.ErrorIs(t, err, ErrUnsafeLock)
+			require.ErrorIs(t, err, partition.ErrUnsafeLock)
 			require.ErrorContains(t, err, root+tc.want)
 		})
 	}
 
 	t.Run("lock file a link", func(t *testing.T) {
 		root, outside := t.TempDir(), filepath.Join(t.TempDir(), "target")
-		require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
+		require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
 		require.NoError(t, os.Symlink(outside, LockPath(root)))
 		_, err := LockLayout(context.Background(), root, time.Second)
 		require.ErrorContains(t, err, LockPath(root))
@@ -235,10 +237,10 @@ func TestLockRefusesUnsafePaths(t *testing.T) {
 	t.Run("another user's directory", func(t *testing.T) {
 		testreq.Root(t, "chown to another user")
 		root := t.TempDir()
-		require.NoError(t, os.MkdirAll(root+LockDir, 0o700))
-		require.NoError(t, os.Chown(root+LockDir, nobody, nobody))
+		require.NoError(t, os.MkdirAll(root+partition.LockDir, 0o700))
+		require.NoError(t, os.Chown(root+partition.LockDir, nobody, nobody))
 		_, err := LockLayout(context.Background(), root, time.Second)
-		require.ErrorIs(t, err, ErrUnsafeLock)
+		require.ErrorIs(t, err, partition.ErrUnsafeLock)
 		require.ErrorContains(t, err, root+"/run/xpu-cdi is owned by uid 65534")
 	})
 
@@ -249,7 +251,7 @@ func TestLockRefusesUnsafePaths(t *testing.T) {
 		unix.Umask(old)
 		require.NoError(t, err)
 		defer lock.Unlock()
-		for p, mode := range map[string]os.FileMode{root + "/run": 0o755, root + LockDir: 0o700} {
+		for p, mode := range map[string]os.FileMode{root + "/run": 0o755, root + partition.LockDir: 0o700} {
 			st, err := os.Stat(p)
 			require.NoError(t, err)
 			require.Equal(t, mode, st.Mode().Perm(), p)
@@ -264,15 +266,15 @@ func TestLockRefusesUnsafePaths(t *testing.T) {
 // (here: right before the write, through the apply loop's seam) is
 // refused, naming the holder; nothing is written to it.
 func TestApplyRechecksCards(t *testing.T) {
-	tr := build(t, p800SRIOV())
-	before := snapshot(t, tr)
+	tr := build(t, fakehosttest.P800SRIOVBoth())
+	before := fakehosttest.Snapshot(t, tr)
 	c := config(tr)
 	c.hooks = &applyHooks{beforeCard: func(addr string) {
 		if addr == "0000:83:00.0" {
-			holdOpen(t, tr, 4300, 5, "python3", "/dev/xpu3")
+			fakehosttest.HoldOpen(t, tr, 4300, 5, "python3", "/dev/xpu3")
 		}
 	}}
-	l, _ := ParseLayout("3=2")
+	l, _ := partition.ParseLayout("3=2")
 	rep, err := Apply(context.Background(), c, l)
 	require.ErrorIs(t, err, ErrInUse)
 	require.ErrorContains(t, err, "card 3 (0000:83:00.0): card in use: opened during the apply by pid 4300 (python3) holding /dev/xpu3, not written")
@@ -280,11 +282,11 @@ func TestApplyRechecksCards(t *testing.T) {
 	require.Equal(t, 0, rep.Cards[1].After)
 	require.True(t, rep.Cards[1].Held)
 	require.NotEmpty(t, rep.Cards[1].Error)
-	require.Equal(t, before, snapshot(t, tr))
+	require.Equal(t, before, fakehosttest.Snapshot(t, tr))
 
 	// A pod given the card meanwhile (PodResources), likewise.
-	tr = build(t, p800SRIOV())
-	before = snapshot(t, tr)
+	tr = build(t, fakehosttest.P800SRIOVBoth())
+	before = fakehosttest.Snapshot(t, tr)
 	srv := podresourcestest.NewServer(nil)
 	c = config(tr)
 	c.PodResourcesSocket = podresourcestest.Serve(t, srv)
@@ -296,17 +298,17 @@ func TestApplyRechecksCards(t *testing.T) {
 	_, err = Apply(context.Background(), c, l)
 	require.ErrorIs(t, err, ErrInUse)
 	require.ErrorContains(t, err, "opened during the apply by pod ml/late container app holding /dev/xpu3")
-	require.Equal(t, before, snapshot(t, tr))
+	require.Equal(t, before, fakehosttest.Snapshot(t, tr))
 }
 
 // RequirePodResources: a missing socket is an error, not "no pods"
 // (where a kubelet always runs); without it, a note.
 func TestRequirePodResources(t *testing.T) {
-	tr := build(t, p800SRIOV())
-	before := snapshot(t, tr)
+	tr := build(t, fakehosttest.P800SRIOVBoth())
+	before := fakehosttest.Snapshot(t, tr)
 	c := config(tr)
 	c.PodResourcesSocket = filepath.Join(t.TempDir(), "kubelet.sock")
-	l, _ := ParseLayout("3=2")
+	l, _ := partition.ParseLayout("3=2")
 
 	c.DryRun = true
 	rep, err := Apply(context.Background(), c, l)
@@ -316,9 +318,9 @@ func TestRequirePodResources(t *testing.T) {
 
 	c.DryRun, c.RequirePodResources = false, true
 	_, err = Apply(context.Background(), c, l)
-	require.ErrorIs(t, err, ErrNoPodResources)
+	require.ErrorIs(t, err, partition.ErrNoPodResources)
 	require.ErrorContains(t, err, c.PodResourcesSocket)
-	require.Equal(t, before, snapshot(t, tr))
-	_, err = Show(context.Background(), c)
-	require.ErrorIs(t, err, ErrNoPodResources)
+	require.Equal(t, before, fakehosttest.Snapshot(t, tr))
+	_, err = partition.Show(context.Background(), c.Config)
+	require.ErrorIs(t, err, partition.ErrNoPodResources)
 }

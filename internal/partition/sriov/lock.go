@@ -1,4 +1,4 @@
-package partition
+package sriov
 
 import (
 	"context"
@@ -6,32 +6,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// The node's layout lock is the flock of LockFile in LockDir, below the
-// root that stands for the host's / ("/" on the host, the --host-root in
-// a container, a fake host's tree in the tests). The directory is the
-// caller's own (root's, on a real node) and mode 0700: no other user can
-// reach the file, so no other user can take or keep the lock. Every
-// process that lays the node out (the boot unit, the chart's installer
-// with the host's / at /host, a user's apply, the DRA driver cutting
-// cards) takes it; they share the host's /run.
-const (
-	LockDir  = "/run/xpu-cdi"
-	LockFile = "partition.lock"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 )
 
 // ErrLocked is wrapped by the error of LockLayout (and so of Apply) when
 // another holder kept the lock longer than the caller would wait.
 var ErrLocked = errors.New("another process is laying out this node's cards")
-
-// ErrUnsafeLock is wrapped by LockLayout's error when the lock's
-// directory or file is not the caller's own, private one: a lock another
-// user could open is a lock another user could hold.
-var ErrUnsafeLock = errors.New("the layout lock is not private to its owner")
 
 // Lock is the node's layout lock, held.
 type Lock struct {
@@ -42,9 +27,28 @@ type Lock struct {
 // Path is the lock file's path.
 func (l *Lock) Path() string { return l.path }
 
-// Unlock releases the lock. It may be called more than once.
+// Announce writes the PCI addresses of the cards the holder is about to
+// lay out into the lock file, for the device plugin and the DRA driver
+// to withhold them (partition.LayingOut) until Unlock empties it.
+func (l *Lock) Announce(addrs []string) error {
+	data := []byte(strings.Join(addrs, "\n") + "\n")
+	if err := unix.Ftruncate(l.fd, 0); err != nil {
+		return fmt.Errorf("naming the cards being laid out: %w", &os.PathError{Op: "truncate", Path: l.path, Err: err})
+	}
+	if n, err := unix.Pwrite(l.fd, data, 0); err != nil || n != len(data) {
+		if err == nil {
+			err = fmt.Errorf("short write (%d of %d bytes)", n, len(data))
+		}
+		return fmt.Errorf("naming the cards being laid out: %w", &os.PathError{Op: "write", Path: l.path, Err: err})
+	}
+	return nil
+}
+
+// Unlock empties the list of cards being laid out and releases the lock.
+// It may be called more than once.
 func (l *Lock) Unlock() {
 	if l != nil && l.fd >= 0 {
+		_ = unix.Ftruncate(l.fd, 0)
 		_ = unix.Close(l.fd)
 		l.fd = -1
 	}
@@ -52,20 +56,20 @@ func (l *Lock) Unlock() {
 
 // LockPath is the lock file of the host whose / is root.
 func LockPath(root string) string {
-	return filepath.Join(root, LockDir, LockFile)
+	return filepath.Join(root, partition.LockDir, partition.LockFile)
 }
 
 // LockLayout takes the node's layout lock: the lock every writer of a
 // card's sriov_numvfs on this node holds from its last look at the cards
 // to its last write (Apply takes it only when a card is to change, and
-// plans again under it). root is where the host's / is (see LockDir);
+// plans again under it). root is where the host's / is (see partition.LockDir);
 // wait bounds the wait for another holder (then ErrLocked), ctx cancels
 // it. The directory root/run and below it run/xpu-cdi are created when
 // missing (run 0755, xpu-cdi 0700, whatever the umask). No link is
 // followed below root; run must be a directory owned by root or the
 // caller that no one else may write, and run/xpu-cdi and the lock file
 // the caller's own, which no one else may read, write or search, else the
-// error wraps ErrUnsafeLock and names the path (then remove it: the next
+// error wraps partition.ErrUnsafeLock and names the path (then remove it: the next
 // lock creates it afresh). The caller of a real node is root, whose
 // /run/xpu-cdi no one else can open.
 func LockLayout(ctx context.Context, root string, wait time.Duration) (*Lock, error) {
@@ -109,10 +113,10 @@ func openLock(root string) (int, string, error) {
 	run := filepath.Join(root, "run")
 	runFD, err := openDirAt(rootFD, "run", run, 0o755, func(st *unix.Stat_t) error {
 		if st.Uid != 0 && st.Uid != euid {
-			return fmt.Errorf("%w: %s is owned by uid %d, not root", ErrUnsafeLock, run, st.Uid)
+			return fmt.Errorf("%w: %s is owned by uid %d, not root", partition.ErrUnsafeLock, run, st.Uid)
 		}
 		if st.Mode&0o022 != 0 {
-			return fmt.Errorf("%w: %s is mode %04o: another user may replace xpu-cdi in it", ErrUnsafeLock, run, st.Mode&0o7777)
+			return fmt.Errorf("%w: %s is mode %04o: another user may replace xpu-cdi in it", partition.ErrUnsafeLock, run, st.Mode&0o7777)
 		}
 		return nil
 	})
@@ -121,20 +125,20 @@ func openLock(root string) (int, string, error) {
 	}
 	defer func() { _ = unix.Close(runFD) }()
 
-	dir := filepath.Join(root, LockDir)
-	dirFD, err := openDirAt(runFD, filepath.Base(LockDir), dir, 0o700, func(st *unix.Stat_t) error {
-		return private(dir, st, euid)
+	dir := filepath.Join(root, partition.LockDir)
+	dirFD, err := openDirAt(runFD, filepath.Base(partition.LockDir), dir, 0o700, func(st *unix.Stat_t) error {
+		return partition.Private(dir, st, euid)
 	})
 	if err != nil {
 		return -1, "", err
 	}
 	defer func() { _ = unix.Close(dirFD) }()
 
-	path := filepath.Join(dir, LockFile)
+	path := filepath.Join(dir, partition.LockFile)
 	// O_NONBLOCK: a FIFO there does not hang the open (and is refused
-	// below); O_NOFOLLOW: a link is not followed. Read-only is enough
-	// for flock.
-	fd, err := unix.Openat(dirFD, LockFile, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o600)
+	// below); O_NOFOLLOW: a link is not followed. Read-write: the holder
+	// keeps the cards it lays out in the file (Announce).
+	fd, err := unix.Openat(dirFD, partition.LockFile, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return -1, "", &os.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -143,12 +147,12 @@ func openLock(root string) (int, string, error) {
 		_ = unix.Close(fd)
 		return -1, "", &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	err = private(path, &st, euid)
+	err = partition.Private(path, &st, euid)
 	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
-		err = fmt.Errorf("%w: %s is not a regular file", ErrUnsafeLock, path)
+		err = fmt.Errorf("%w: %s is not a regular file", partition.ErrUnsafeLock, path)
 	}
 	if err == nil && st.Nlink != 1 {
-		err = fmt.Errorf("%w: %s has %d links", ErrUnsafeLock, path, st.Nlink)
+		err = fmt.Errorf("%w: %s has %d links", partition.ErrUnsafeLock, path, st.Nlink)
 	}
 	if err != nil {
 		_ = unix.Close(fd)
@@ -178,7 +182,7 @@ func openDirAt(parent int, name, path string, mode uint32, check func(*unix.Stat
 		}
 	}
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-		return -1, fmt.Errorf("%w: %s is not a directory (a link is not followed)", ErrUnsafeLock, path)
+		return -1, fmt.Errorf("%w: %s is not a directory (a link is not followed)", partition.ErrUnsafeLock, path)
 	}
 	if err != nil {
 		return -1, &os.PathError{Op: "open", Path: path, Err: err}
@@ -193,16 +197,4 @@ func openDirAt(parent int, name, path string, mode uint32, check func(*unix.Stat
 		return -1, err
 	}
 	return fd, nil
-}
-
-// private checks that the caller owns path and no one else has any access
-// to it.
-func private(path string, st *unix.Stat_t, euid uint32) error {
-	if st.Uid != euid {
-		return fmt.Errorf("%w: %s is owned by uid %d, not by this process's uid %d: remove it", ErrUnsafeLock, path, st.Uid, euid)
-	}
-	if st.Mode&0o077 != 0 {
-		return fmt.Errorf("%w: %s is mode %04o, open to other users: remove it", ErrUnsafeLock, path, st.Mode&0o7777)
-	}
-	return nil
 }

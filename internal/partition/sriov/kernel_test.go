@@ -1,4 +1,4 @@
-package partition
+package sriov
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -43,23 +44,23 @@ func writes(k *fakehost.SRIOVKernel, pf string, from int) []string {
 
 func apply(t *testing.T, c Config, layout string) (*Report, error) {
 	t.Helper()
-	l, err := ParseLayout(layout)
+	l, err := partition.ParseLayout(layout)
 	require.NoError(t, err)
 	return Apply(context.Background(), c, l)
 }
 
 // cardOf returns the card at addr of a fresh discovery.
-func cardOf(t *testing.T, c Config, addr string) Card {
+func cardOf(t *testing.T, c Config, addr string) partition.Card {
 	t.Helper()
-	h, err := c.withDefaults().discover()
+	h, err := c.withDefaults().Discover()
 	require.NoError(t, err)
-	for _, card := range Cards(h) {
+	for _, card := range partition.Cards(h) {
 		if card.Address == addr {
 			return card
 		}
 	}
 	t.Fatalf("no card %s", addr)
-	return Card{}
+	return partition.Card{}
 }
 
 func TestFakeKernelApplyP800(t *testing.T) {
@@ -100,8 +101,8 @@ func TestFakeKernelApplyP800(t *testing.T) {
 		require.Len(t, k.Writes(), n)
 	}
 	require.Len(t, hosts, 3, "AfterApply once per change, not for the no-op applies")
-	require.Equal(t, "all=2", Current(hosts[0]).String())
-	require.Equal(t, "0=2,3=4", Current(hosts[1]).String())
+	require.Equal(t, "all=2", partition.Current(hosts[0]).String())
+	require.Equal(t, "0=2,3=4", partition.Current(hosts[1]).String())
 
 	// Both cards at once: each card's writes in order, one card after the other.
 	n := len(k.Writes())
@@ -231,9 +232,9 @@ func TestFakeKernelP800Quarters(t *testing.T) {
 	tr, _ := withKernel(t, fakehost.P800Quarters(), fakehost.SRIOVOptions{})
 	c := config(tr)
 	c.Settle = 10 * time.Second
-	h, err := c.withDefaults().discover()
+	h, err := c.withDefaults().Discover()
 	require.NoError(t, err)
-	cards := Cards(h)
+	cards := partition.Cards(h)
 	require.Len(t, cards, 2)
 	require.Equal(t, 4, cards[0].NumVFs)
 	layout := cards[0].Address + "=2," + cards[1].Address + "=4"
@@ -277,7 +278,7 @@ func TestFakeKernelCardOpenedMidApply(t *testing.T) {
 	require.Equal(t, 4, rep.Cards[0].After)
 	require.Equal(t, 0, rep.Cards[1].After)
 	require.Len(t, after, 1, "the spec follows the card that changed")
-	require.Equal(t, "0=4,3=0", Current(after[0]).String())
+	require.Equal(t, "0=4,3=0", partition.Current(after[0]).String())
 }
 
 // Another apply lays the card out between this apply's plan and its lock:

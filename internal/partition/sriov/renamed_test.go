@@ -1,4 +1,4 @@
-package partition
+package sriov
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources/podresourcestest"
 )
@@ -27,7 +28,7 @@ func TestInUseByRenamedResource(t *testing.T) {
 	}})
 	c := config(tr)
 	c.PodResourcesSocket = podresourcestest.Serve(t, srv)
-	l, err := ParseLayout("0=1")
+	l, err := partition.ParseLayout("0=1")
 	require.NoError(t, err)
 	c.DryRun = true
 
@@ -36,9 +37,9 @@ func TestInUseByRenamedResource(t *testing.T) {
 
 	c.PodResources, err = podresources.Config{}.WithSharingFile(file)
 	require.NoError(t, err)
-	s, err := Show(context.Background(), c)
+	s, err := partition.Show(context.Background(), c.Config)
 	require.NoError(t, err)
-	require.Equal(t, []User{{Node: "/dev/xpu3", Pod: "ts", Namespace: "ml", Container: "app"}}, s.Cards[0].InUse)
+	require.Equal(t, []partition.User{{Node: "/dev/xpu3", Pod: "ts", Namespace: "ml", Container: "app"}}, s.Cards[0].InUse)
 	_, err = Apply(context.Background(), c, l)
 	require.ErrorIs(t, err, ErrInUse)
 	require.ErrorContains(t, err, "pod ml/ts container app holding /dev/xpu3")

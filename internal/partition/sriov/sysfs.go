@@ -1,4 +1,4 @@
-package partition
+package sriov
 
 import (
 	"errors"
@@ -19,7 +19,6 @@ import (
 // The kernel's SR-IOV attributes of a PF (Documentation/ABI/testing/sysfs-bus-pci).
 const (
 	attrNumVFs   = "sriov_numvfs"
-	attrTotalVFs = "sriov_totalvfs"
 	virtfnPrefix = "virtfn"
 	maxAttr      = 64
 )
@@ -100,8 +99,9 @@ func checkAttr(st *unix.Stat_t) error {
 	return nil
 }
 
-// readInt reads a PF's numeric attribute.
-func (s *sysfs) readInt(addr, name string) (int, error) {
+// readNumVFs reads a PF's sriov_numvfs.
+func (s *sysfs) readNumVFs(addr string) (int, error) {
+	const name = attrNumVFs
 	fd, err := s.openAttr(addr, name, unix.O_RDONLY)
 	if err != nil {
 		return 0, err

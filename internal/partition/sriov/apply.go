@@ -1,4 +1,4 @@
-package partition
+package sriov
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -78,10 +79,10 @@ func (r *Report) Changed() bool {
 // card already at its count is not written. Once a card changed (also
 // when a later one failed), AfterApply runs with the new host. The report
 // says what was done, also with an error.
-func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
+func Apply(ctx context.Context, c Config, l partition.Layout) (*Report, error) {
 	c = c.withDefaults()
 	deadline := time.Now().Add(c.Wait)
-	h, cards, changes, err := c.plan(l)
+	h, cards, changes, err := c.Plan(l)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +113,7 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 		return rep, err
 	}
 	defer lock.Unlock()
-	if h, cards, changes, err = c.plan(l); err != nil {
+	if h, cards, changes, err = c.Plan(l); err != nil {
 		return rep, err
 	}
 	rep = newReport(l, cards, changes, c.DryRun)
@@ -134,6 +135,18 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 		return rep, err
 	}
 	defer sys.close()
+	// The cards to change are withheld from the device plugin's and the
+	// DRA driver's scans from now until the lock is released: between
+	// the writes a card is whole and its VFs come and go.
+	var changing []string
+	for _, ch := range changes {
+		if ch.From != ch.To {
+			changing = append(changing, ch.Card.Address)
+		}
+	}
+	if err := lock.Announce(changing); err != nil {
+		return rep, err
+	}
 	var failed error
 	for i, ch := range changes {
 		if ch.From == ch.To {
@@ -158,11 +171,11 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 	if failed != nil && slices.ContainsFunc(rep.Cards, func(r CardReport) bool { return r.After != r.Before }) {
 		failed = fmt.Errorf("%w (the cards before it are laid out as asked, the cards after it are as they were)", failed)
 	}
-	after, err := c.discover()
+	after, err := c.Discover()
 	if err != nil {
 		return rep, errors.Join(failed, fmt.Errorf("reading the node after the layout: %w", err))
 	}
-	rep.After = Current(after).String()
+	rep.After = partition.Current(after).String()
 	if c.AfterApply != nil && slices.ContainsFunc(rep.Cards, func(r CardReport) bool { return r.After != r.Before }) {
 		// The spec follows the cards, also when a later card failed.
 		if err := c.AfterApply(after); err != nil {
@@ -180,12 +193,12 @@ func Apply(ctx context.Context, c Config, l Layout) (*Report, error) {
 // wrapping ErrInUse that names them (or says the process scan did not
 // finish: a card not known to be free is not free).
 func (c Config) checkFree(ctx context.Context, addr string) error {
-	h, err := c.discover()
+	h, err := c.Discover()
 	if err != nil {
 		return fmt.Errorf("checking who holds the card before writing it: %w", err)
 	}
-	var one []Card
-	for _, card := range Cards(h) {
+	var one []partition.Card
+	for _, card := range partition.Cards(h) {
 		if card.Address == addr {
 			one = append(one, card)
 		}
@@ -193,7 +206,7 @@ func (c Config) checkFree(ctx context.Context, addr string) error {
 	if len(one) == 0 {
 		return fmt.Errorf("the card at %s is gone from %s: not written", addr, h.DevRoot)
 	}
-	notes, partial, err := findUsers(ctx, c, h, one)
+	notes, partial, err := partition.FindUsers(ctx, c.Config, h, one)
 	if err != nil {
 		return fmt.Errorf("checking who holds the card before writing it: %w", err)
 	}
@@ -213,74 +226,33 @@ func (c Config) checkFree(ctx context.Context, addr string) error {
 	return nil
 }
 
-// plan discovers the host and plans l on it.
-func (c Config) plan(l Layout) (*discover.Host, []Card, []Change, error) {
-	h, err := c.discover()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cards := Cards(h)
-	if len(cards) == 0 {
-		return nil, nil, nil, fmt.Errorf("no card with a PCI function found under %s: nothing to lay out", h.DevRoot)
-	}
-	c.fillTotalVFs(h.DevRoot, cards)
-	changes, err := Plan(cards, l)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("layout %s refused, nothing changed:\n%w", l, err)
-	}
-	return h, cards, changes, nil
-}
-
-// fillTotalVFs reads sriov_totalvfs of the cards whose PF has no node
-// (discovery read only the VFs, which do not carry it).
-func (c Config) fillTotalVFs(devRoot string, cards []Card) {
-	var sys *sysfs
-	for i := range cards {
-		if cards[i].Index >= 0 || cards[i].TotalVFs > 0 {
-			continue
-		}
-		if sys == nil {
-			s, err := openSysfs(devRoot)
-			if err != nil {
-				return
-			}
-			sys = s
-			defer sys.close()
-		}
-		if n, err := sys.readInt(cards[i].Address, attrTotalVFs); err == nil {
-			cards[i].TotalVFs = n
-			cards[i].Allowed = allowed(cards[i].Board, n)
-		}
-	}
-}
-
-func newReport(l Layout, cards []Card, changes []Change, dry bool) *Report {
-	rep := &Report{Layout: l.String(), Before: layoutOf(cards).String(), DryRun: dry}
-	after := make([]Card, len(cards))
+func newReport(l partition.Layout, cards []partition.Card, changes []partition.Change, dry bool) *Report {
+	rep := &Report{Layout: l.String(), Before: partition.LayoutOf(cards).String(), DryRun: dry}
+	after := make([]partition.Card, len(cards))
 	for i, ch := range changes {
 		rep.Cards = append(rep.Cards, CardReport{Index: ch.Card.Index, Address: ch.Card.Address, Before: ch.From, Want: ch.To, After: ch.From})
 		after[i] = ch.Card
 		after[i].NumVFs = ch.To
 	}
-	rep.HandlesUsed, rep.HandleLimit = Handles(after)
+	rep.HandlesUsed, rep.HandleLimit = partition.Handles(after)
 	rep.After = rep.Before
 	if dry {
-		rep.After = layoutOf(after).String()
+		rep.After = partition.LayoutOf(after).String()
 	}
 	return rep
 }
 
 // waitFree checks who holds the cards to change and, while any is held,
 // looks again (discovering and planning afresh) until deadline.
-func (c Config) waitFree(ctx context.Context, deadline time.Time, h *discover.Host, cards []Card, changes []Change, l Layout, rep *Report) (*discover.Host, []Card, []Change, error) {
+func (c Config) waitFree(ctx context.Context, deadline time.Time, h *discover.Host, cards []partition.Card, changes []partition.Change, l partition.Layout, rep *Report) (*discover.Host, []partition.Card, []partition.Change, error) {
 	for {
-		notes, partial, err := findUsers(ctx, c, h, cards)
+		notes, partial, err := partition.FindUsers(ctx, c.Config, h, cards)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		rep.Notes = notes
 		busy := busyCards(changes, cards)
-		if partial && slices.ContainsFunc(changes, func(ch Change) bool { return ch.From != ch.To }) {
+		if partial && slices.ContainsFunc(changes, func(ch partition.Change) bool { return ch.From != ch.To }) {
 			// A process the scan did not look at may hold a card to
 			// change: not known to be free is not free, unless the admin
 			// says otherwise.
@@ -306,14 +278,14 @@ func (c Config) waitFree(ctx context.Context, deadline time.Time, h *discover.Ho
 			return nil, nil, nil, ctx.Err()
 		case <-time.After(min(waitInterval, time.Until(deadline))):
 		}
-		if h, cards, changes, err = c.plan(l); err != nil {
+		if h, cards, changes, err = c.Plan(l); err != nil {
 			return nil, nil, nil, err
 		}
 	}
 }
 
 // busyCards names the cards to change that are held, with their users.
-func busyCards(changes []Change, cards []Card) []string {
+func busyCards(changes []partition.Change, cards []partition.Card) []string {
 	var out []string
 	for i, ch := range changes {
 		if ch.From == ch.To || len(cards[i].InUse) == 0 {
@@ -331,7 +303,7 @@ func busyCards(changes []Change, cards []Card) []string {
 // applyCard takes one card from ch.From to ch.To: 0 first when it has VFs,
 // then the new count, each write waited for. On failure the card is put
 // back to ch.From.
-func (c Config) applyCard(ctx context.Context, sys *sysfs, ch Change, r *CardReport) error {
+func (c Config) applyCard(ctx context.Context, sys *sysfs, ch partition.Change, r *CardReport) error {
 	addr := ch.Card.Address
 	err := c.setCount(ctx, sys, addr, ch.To, r)
 	if err == nil {
@@ -342,7 +314,7 @@ func (c Config) applyCard(ctx context.Context, sys *sysfs, ch Change, r *CardRep
 	r.Error = err.Error()
 	c.Log.Warnf("%s: %v; putting it back to %d VFs", ch.Card.Name(), err, ch.From)
 	if rerr := c.setCount(context.WithoutCancel(ctx), sys, addr, ch.From, r); rerr != nil {
-		now, _ := sys.readInt(addr, attrNumVFs)
+		now, _ := sys.readNumVFs(addr)
 		r.After = now
 		return fmt.Errorf("%w; putting it back to %d VFs failed too (it has %d now): %w", err, ch.From, now, rerr)
 	}
@@ -354,7 +326,7 @@ func (c Config) applyCard(ctx context.Context, sys *sysfs, ch Change, r *CardRep
 // first (the kernel refuses a nonzero count over another with EBUSY)
 // and then n, each write waited for.
 func (c Config) setCount(ctx context.Context, sys *sysfs, addr string, n int, r *CardReport) error {
-	cur, err := sys.readInt(addr, attrNumVFs)
+	cur, err := sys.readNumVFs(addr)
 	if err != nil {
 		return err
 	}
@@ -366,7 +338,7 @@ func (c Config) setCount(ctx context.Context, sys *sysfs, addr string, n int, r 
 		steps = []int{0, n}
 	}
 	for _, v := range steps {
-		h, err := c.discover()
+		h, err := c.Discover()
 		if err != nil {
 			return err
 		}
@@ -422,7 +394,7 @@ func (c Config) settle(ctx context.Context, sys *sysfs, addr string, n int, old 
 // settled returns nil when the PF at addr shows n VFs, else what is not
 // there yet.
 func (c Config) settled(sys *sysfs, addr string, n int, old []string) error {
-	cur, err := sys.readInt(addr, attrNumVFs)
+	cur, err := sys.readNumVFs(addr)
 	if err != nil {
 		return err
 	}
@@ -433,7 +405,7 @@ func (c Config) settled(sys *sysfs, addr string, n int, old []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := c.discover()
+	h, err := c.Discover()
 	if err != nil {
 		return err
 	}
