@@ -297,7 +297,7 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 		// Before the first slice: a card left half laid out by a driver
 		// that died is finished or put back (dynprepare.go).
 		d.mu.Lock()
-		err := d.finishLayouts(ctx)
+		_, err := d.finishLayouts(ctx)
 		d.mu.Unlock()
 		if err != nil {
 			d.o.Log.Errorf("finishing the re-layouts recorded as started (their cards are refused until they are): %v", err)

@@ -277,13 +277,15 @@ func (d *Driver) countOf(addr string) (int, bool) {
 // finishLayouts completes or rolls back the re-layouts recorded as
 // started: a card at its new count with every VF there keeps it, a card at
 // its old count stays, any other is put back to its old count. It returns
-// what could not be finished; those cards are refused until it can.
-func (d *Driver) finishLayouts(ctx context.Context) error {
+// whether it found any to finish, and what could not be finished; those
+// cards are refused until it can.
+func (d *Driver) finishLayouts(ctx context.Context) (bool, error) {
 	if err := d.layouts.load(); err != nil {
-		return err
+		return false, err
 	}
 	var errs []error
-	for _, rec := range d.layouts.started() {
+	started := d.layouts.started()
+	for _, rec := range started {
 		now, settled := d.countOf(rec.Card)
 		switch {
 		case settled && now == rec.To:
@@ -308,7 +310,7 @@ func (d *Driver) finishLayouts(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return len(started) > 0, errors.Join(errs...)
 }
 
 // idleCards returns, with idleWhole, the cards of devs (devices of a claim

@@ -52,15 +52,15 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		return nil, err
 	}
-	var unfinished error
 	if d.o.partitions == partitionsDynamic {
 		// A re-layout the driver did not finish (it died half way) is
 		// finished or put back before any claim is prepared; a card it
 		// cannot finish is refused (prepareDynamicDevice).
-		if unfinished = d.finishLayouts(ctx); unfinished != nil {
-			d.o.Log.Errorf("finishing the re-layouts recorded as started: %v", unfinished)
+		found, err := d.finishLayouts(ctx)
+		if err != nil {
+			d.o.Log.Errorf("finishing the re-layouts recorded as started: %v", err)
 		}
-		if unfinished != nil || len(d.layouts.recs) > 0 {
+		if found {
 			sc = d.scanner.Scan()
 			devs, h, names = sc.Devices, sc.Host, sc.Names
 		}
