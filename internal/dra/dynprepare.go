@@ -173,6 +173,9 @@ func describeCount(n int) string {
 func (d *Driver) prepareDynamicDevice(ctx context.Context, claim *resourceapi.ResourceClaim, r resourceapi.DeviceRequestAllocationResult, t slotTarget, h *discover.Host, names map[string]bool, earlier []preparedDevice) (string, error) {
 	addr := t.card.card.Address
 	self := claim.Namespace + "/" + claim.Name
+	if err := d.layouts.bad[addr]; err != nil {
+		return "", fmt.Errorf("card %s: %w: %w (check the card's layout, then remove the record)", addr, ErrLayoutUnfinished, err)
+	}
 	if rec := d.layouts.get(addr); rec != nil && rec.Phase == phaseStarted {
 		return "", fmt.Errorf("card %s: %w (from %d to %d VFs for claim %s): not touched until it is; see the driver's log", addr, ErrLayoutUnfinished, rec.From, rec.To, rec.Claim)
 	}

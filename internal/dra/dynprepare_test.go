@@ -403,3 +403,44 @@ func TestParseDynamicName(t *testing.T) {
 		}
 	}
 }
+
+// An unreadable layout record (garbage, an unknown phase, too large, a
+// link) keeps its card untouched, naming the file; the other cards go on.
+func TestDynamicPrepareBadRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(t *testing.T, path string)
+		want  string
+	}{
+		{"garbage", func(t *testing.T, path string) { require.NoError(t, os.WriteFile(path, []byte("{"), 0o600)) }, "parsing the layout record"},
+		{"unknown phase", func(t *testing.T, path string) {
+			require.NoError(t, os.WriteFile(path, []byte(`{"version":1,"phase":"Half","card":"0000:03:00.0","from":2,"to":4}`), 0o600))
+		}, `phase "Half"`},
+		{"another card's", func(t *testing.T, path string) {
+			require.NoError(t, os.WriteFile(path, []byte(`{"version":1,"phase":"PrepareCompleted","card":"0000:83:00.0","from":2,"to":4}`), 0o600))
+		}, `is of card "0000:83:00.0"`},
+		{"too large", func(t *testing.T, path string) {
+			require.NoError(t, os.WriteFile(path, make([]byte, maxLayoutRecord+1), 0o600))
+		}, "at most 4096"},
+		{"a link", func(t *testing.T, path string) {
+			other := filepath.Join(t.TempDir(), "rec.json")
+			require.NoError(t, os.WriteFile(other, []byte(`{"version":1,"phase":"PrepareCompleted","card":"0000:03:00.0","from":2,"to":4}`), 0o600))
+			require.NoError(t, os.Symlink(other, path))
+		}, "layout record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newDynFixture(t, fakehost.P800SRIOV())
+			path := filepath.Join(f.stateDir, layoutPrefix+card0+".json")
+			tc.write(t, path)
+			n := len(f.k.Writes())
+			_, err := prepareOne(t, f.d, claim("q", "xpu-0-q0"))
+			require.ErrorIs(t, err, ErrLayoutUnfinished)
+			require.ErrorContains(t, err, path)
+			require.ErrorContains(t, err, tc.want)
+			require.Empty(t, f.k.Writes()[n:])
+			require.Empty(t, f.d.Prepared())
+			_, err = prepareOne(t, f.d, claim("h", "xpu-1-h0"))
+			require.NoError(t, err)
+		})
+	}
+}

@@ -52,10 +52,13 @@ const (
 type layoutJournal struct {
 	dir  string
 	recs map[string]*layoutRecord
+	// bad are the cards whose record cannot be read, with why: what the
+	// driver last did to them is not known, so they are not touched.
+	bad map[string]error
 }
 
 func newLayoutJournal(dir string) *layoutJournal {
-	return &layoutJournal{dir: dir, recs: map[string]*layoutRecord{}}
+	return &layoutJournal{dir: dir, recs: map[string]*layoutRecord{}, bad: map[string]error{}}
 }
 
 func (j *layoutJournal) path(addr string) (string, error) {
@@ -74,26 +77,31 @@ func (j *layoutJournal) load() error {
 	if err != nil {
 		return fmt.Errorf("reading the claim state directory %s: %w", j.dir, err)
 	}
-	recs := map[string]*layoutRecord{}
+	recs, bad := map[string]*layoutRecord{}, map[string]error{}
 	for _, e := range entries {
 		addr, ok := strings.CutPrefix(strings.TrimSuffix(e.Name(), ".json"), layoutPrefix)
-		if !ok || !strings.HasSuffix(e.Name(), ".json") || !e.Type().IsRegular() || !discover.IsPCIAddress(addr) {
+		if !ok || !strings.HasSuffix(e.Name(), ".json") || !discover.IsPCIAddress(addr) {
 			continue
 		}
 		path := filepath.Join(j.dir, e.Name())
+		if !e.Type().IsRegular() {
+			bad[addr] = fmt.Errorf("layout record %s is not a regular file", path)
+			continue
+		}
 		rec, err := readLayoutRecord(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if err != nil {
-			return err
+		if err == nil && rec.Card != addr {
+			err = fmt.Errorf("layout record %s is of card %q", path, rec.Card)
 		}
-		if rec.Card != addr {
-			return fmt.Errorf("layout record %s is of card %q", path, rec.Card)
+		if err != nil {
+			bad[addr] = err
+			continue
 		}
 		recs[addr] = rec
 	}
-	j.recs = recs
+	j.recs, j.bad = recs, bad
 	return nil
 }
 
