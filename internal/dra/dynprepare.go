@@ -14,6 +14,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -223,8 +224,8 @@ func (d *Driver) prepareDynamicDevice(ctx context.Context, claim *resourceapi.Re
 	}
 	vendor, class := parser.ParseQualifier(d.o.Kind)
 	if !names[fn] {
-		return "", fmt.Errorf("%w: no spec of kind %s in %s names %s (a node spec with PCI-address names: %s)",
-			ErrNoSpec, d.o.Kind, strings.Join(d.scanner.SpecDirs(), ", "), parser.QualifiedName(vendor, class, fn), "xpu-cdi generate --device-name-strategy=index,pci")
+		return "", fmt.Errorf("%w: no spec of kind %s in %s names %s (dynamic mode needs the node spec's PCI-address names, which --device-name-strategy bdf gives and the default includes: %s)",
+			ErrNoSpec, d.o.Kind, strings.Join(d.scanner.SpecDirs(), ", "), parser.QualifiedName(vendor, class, fn), xpunode.SpecHint(d.o.Kind))
 	}
 	return parser.QualifiedName(vendor, class, fn), nil
 }
