@@ -318,37 +318,44 @@ func TestDynamicPrepareRestart(t *testing.T) {
 			}
 		}, 4, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newDynFixture(t, fakehost.P800SRIOV())
-			c := claim("q", "xpu-0-q2")
-			dying := f.driver(t, func(c *Config) { c.relayout = dieAfter(tc.die(t, f)) })
-			prepareDying(t, dying, c)
-			require.Equal(t, phaseStarted, f.record(t, card0).Phase)
-			require.Empty(t, dying.Prepared())
+		for _, atRun := range []bool{true, false} {
+			t.Run(tc.name+"/atRun="+strconv.FormatBool(atRun), func(t *testing.T) {
+				f := newDynFixture(t, fakehost.P800SRIOV())
+				c := claim("q", "xpu-0-q2")
+				dying := f.driver(t, func(c *Config) { c.relayout = dieAfter(tc.die(t, f)) })
+				prepareDying(t, dying, c)
+				require.Equal(t, phaseStarted, f.record(t, card0).Phase)
+				require.Empty(t, dying.Prepared())
 
-			// The restarted driver, at Run, before its first slice.
-			d := f.driver(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			pub, done := newRecorder(), make(chan error, 1)
-			go func() { done <- d.Run(ctx, pub) }()
-			pub.wait(t)
-			cancel()
-			require.NoError(t, <-done)
-			require.Equal(t, tc.after, f.k.NumVFs(card0), f.log.String())
-			rec := f.record(t, card0)
-			require.Equal(t, phaseCompleted, rec.Phase)
-			require.Equal(t, tc.rolledBack, rec.RolledBack)
-			card, settled := d.countOf(card0)
-			require.True(t, settled, "card 0 is between counts")
-			require.Equal(t, tc.after, card)
+				d := f.driver(t)
+				if atRun {
+					// The restarted driver, at Run, before its first
+					// slice.
+					ctx, cancel := context.WithCancel(context.Background())
+					pub, done := newRecorder(), make(chan error, 1)
+					go func() { done <- d.Run(ctx, pub) }()
+					pub.wait(t)
+					cancel()
+					require.NoError(t, <-done)
+					require.Equal(t, tc.after, f.k.NumVFs(card0), f.log.String())
+					rec := f.record(t, card0)
+					require.Equal(t, phaseCompleted, rec.Phase)
+					require.Equal(t, tc.rolledBack, rec.RolledBack)
+					card, settled := d.countOf(card0)
+					require.True(t, settled, "card 0 is between counts")
+					require.Equal(t, tc.after, card)
+				}
 
-			// The kubelet's retry.
-			ids, err := prepareOne(t, d, c)
-			require.NoError(t, err)
-			vfs, err := sriov.VirtFns(f.tree.Root, card0)
-			require.NoError(t, err)
-			require.Equal(t, []string{"baidu.com/xpu=" + vfs[2]}, ids)
-		})
+				// The kubelet's retry (for a driver not run yet, its
+				// first Prepare finishes the record first).
+				ids, err := prepareOne(t, d, c)
+				require.NoError(t, err, f.log.String())
+				vfs, err := sriov.VirtFns(f.tree.Root, card0)
+				require.NoError(t, err)
+				require.Equal(t, []string{"baidu.com/xpu=" + vfs[2]}, ids)
+				require.Equal(t, phaseCompleted, f.record(t, card0).Phase)
+			})
+		}
 	}
 }
 
