@@ -33,6 +33,8 @@ type Driver struct {
 	o       *Config
 	scanner *xpunode.Scanner
 	claims  *claimStore
+	// layouts records the re-layouts of dynamic mode (layoutjournal.go).
+	layouts *layoutJournal
 	m       *metrics
 
 	mu sync.Mutex
@@ -84,6 +86,7 @@ func New(cfg Config) (*Driver, error) {
 			Unusable: "they are tainted and cannot be prepared",
 		}),
 		claims:    claims,
+		layouts:   newLayoutJournal(o.StateDir),
 		changed:   make(chan struct{}),
 		changedAt: map[string]time.Time{},
 		fatal:     make(chan error, 1),
@@ -291,6 +294,16 @@ func (d *Driver) slicesOf(pool resourceslice.Pool, suffix string) []*resourceapi
 // reports a fatal error (see HandleError), which it returns: the process
 // should then end.
 func (d *Driver) Run(ctx context.Context, pub Publisher) error {
+	if d.o.partitions == partitionsDynamic {
+		// Before the first slice: a card left half laid out by a driver
+		// that died is finished or put back (dynprepare.go).
+		d.mu.Lock()
+		_, err := d.finishLayouts(ctx)
+		d.mu.Unlock()
+		if err != nil {
+			d.o.Log.Errorf("finishing the re-layouts recorded as started (their cards are refused until they are): %v", err)
+		}
+	}
 	d.Refresh()
 	if err := pub.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.NodeName, err)

@@ -1,12 +1,14 @@
 package dra
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/names"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
@@ -56,10 +58,21 @@ type Config struct {
 	// Log is the logger; the default discards everything.
 	Log logger.Interface
 
-	// partitions is how SR-IOV partitions are offered (dynamic.go).
-	// Dynamic mode publishes every partition but cannot prepare a slot
-	// yet, so no flag sets it.
+	// partitions is how SR-IOV partitions are offered (dynamic.go) and
+	// prepared (dynprepare.go). No flag sets it yet.
 	partitions partitionMode
+	// layout is the SR-IOV writer dynamic mode lays cards out with (its
+	// roots, PodResources socket, settle time; its AfterApply regenerates
+	// the node's CDI spec with PCI-address names). Nil: dynamic mode
+	// prepares only what the cards' layouts already have.
+	layout *sriov.Config
+	// idleWhole returns a card whose last claim is unprepared to whole
+	// (--idle-layout=whole); by default the layout stays, for the next
+	// claim of its size.
+	idleWhole bool
+	// relayout lays the card at addr out with n VFs (default: sriov.Apply
+	// with layout); the tests' seam for a driver that dies half way.
+	relayout func(ctx context.Context, addr string, n int) error
 }
 
 // withDefaults returns c with its defaults filled, or why c is unusable.
@@ -81,6 +94,9 @@ func (c Config) withDefaults() (*Config, error) {
 		o.Clock = time.Now
 	}
 	o.Log = logger.OrDiscard(o.Log)
+	if o.relayout == nil && o.layout != nil {
+		o.relayout = applyLayout(*o.layout)
+	}
 	if err := ValidateDriverName(o.DriverName); err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ var (
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	defer d.m.since(opPrepare, time.Now())
 	sc := d.scanner.Scan()
-	devs, h, names := sc.Devices, sc.Host, sc.Names
+	devs, h, offered := sc.Devices, sc.Host, sc.Names
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -53,8 +53,21 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		return nil, err
 	}
+	if d.o.partitions == partitionsDynamic {
+		// A re-layout the driver did not finish (it died half way) is
+		// finished or put back before any claim is prepared; a card it
+		// cannot finish is refused (prepareDynamicDevice).
+		found, err := d.finishLayouts(ctx)
+		if err != nil {
+			d.o.Log.Errorf("finishing the re-layouts recorded as started: %v", err)
+		}
+		if found {
+			sc = d.scanner.Scan()
+			devs, h, offered = sc.Devices, sc.Host, sc.Names
+		}
+	}
 	for _, claim := range claims {
-		res, err := d.prepare(claim, devs, h, names)
+		res, err := d.prepare(ctx, claim, devs, h, offered)
 		d.m.observeClaim(opPrepare, err)
 		if err != nil {
 			err = fmt.Errorf("%s %s/%s: %w", d.o.DriverName, claim.Namespace, claim.Name, err)
@@ -67,7 +80,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return out, nil
 }
 
-func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device, h *discover.Host, offered map[string]bool) (kubeletplugin.PrepareResult, error) {
+func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, devs []xpunode.Device, h *discover.Host, offered map[string]bool) (kubeletplugin.PrepareResult, error) {
 	if claim.Status.Allocation == nil {
 		return kubeletplugin.PrepareResult{}, ErrClaimNotAllocated
 	}
@@ -82,36 +95,31 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 	for _, dev := range devs {
 		byName[names.DRADevice(dev.Index)] = dev
 	}
-	vendor, class := parser.ParseQualifier(d.o.Kind)
 	rec := &preparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
 	var result kubeletplugin.PrepareResult
+	var dynamic map[string]slotTarget
+	if d.o.partitions == partitionsDynamic {
+		dynamic = dynamicTargets(h)
+	}
 	for _, r := range alloc.Results {
 		if r.Driver != d.o.DriverName {
 			continue
 		}
-		dev, ok := byName[r.Device]
-		if r.Pool != d.o.NodeName || !ok {
-			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s of pool %s: %w (node %s has: %s); the claim must be allocated again",
-				r.Request, r.Device, r.Pool, ErrNotOnNode, d.o.NodeName, deviceNames(devs))
-		}
-		if err := d.checkIdentity(r.Device, apiDevice(dev), claim.Status.Allocation); err != nil {
-			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w", r.Request, r.Device, err)
-		}
-		if !offered[dev.ID] {
-			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: no spec of kind %s in %s names %s (create it with: %s)",
-				r.Request, r.Device, ErrNoSpec, d.o.Kind, strings.Join(d.scanner.SpecDirs(), ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.Kind))
-		}
-		if taint, ok := d.taintOf(dev, h); ok && !tolerates(r.Tolerations, taint) {
-			return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w: %s (tainted %s=%s:%s, which the allocation does not tolerate)",
-				r.Request, r.Device, ErrDeviceUnhealthy, dev.Reason, taint.Key, taint.Value, taint.Effect)
-		}
 		admin := r.AdminAccess != nil && *r.AdminAccess
-		if !admin {
-			if other := d.claims.owner(r.Pool, r.Device, claim.UID); other != nil {
-				return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w %s until the kubelet unprepares that claim (a deleted pod's container may still run; the kubelet retries)", r.Request, r.Device, ErrDeviceInUse, other)
+		var cdi []string
+		if t, ok := dynamic[r.Device]; ok && r.Pool == d.o.NodeName {
+			name, err := d.prepareDynamicDevice(ctx, claim, r, t, h, offered, rec.Devices)
+			if err != nil {
+				return kubeletplugin.PrepareResult{}, fmt.Errorf("request %s: device %s: %w", r.Request, r.Device, err)
 			}
+			cdi = []string{name}
+		} else {
+			name, err := d.prepareStatic(claim, r, byName, devs, h, offered)
+			if err != nil {
+				return kubeletplugin.PrepareResult{}, err
+			}
+			cdi = []string{name}
 		}
-		cdi := []string{parser.QualifiedName(vendor, class, dev.ID)}
 		rec.Devices = append(rec.Devices, preparedDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, CDIDevices: cdi, AdminAccess: admin})
 		result.Devices = append(result.Devices, kubeletplugin.Device{
 			Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device, CDIDeviceIDs: cdi,
@@ -124,6 +132,35 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim, devs []xpunode.Device
 		d.o.Log.Infof("prepared claim %s (%s): %s", rec, rec.UID, describePrepared(rec))
 	}
 	return result, nil
+}
+
+// prepareStatic prepares one allocated device named after its /dev/xpuN
+// (static mode, and the cards dynamic mode cannot cut): its CDI device.
+func (d *Driver) prepareStatic(claim *resourceapi.ResourceClaim, r resourceapi.DeviceRequestAllocationResult, byName map[string]xpunode.Device, devs []xpunode.Device, h *discover.Host, offered map[string]bool) (string, error) {
+	vendor, class := parser.ParseQualifier(d.o.Kind)
+	dev, ok := byName[r.Device]
+	if r.Pool != d.o.NodeName || !ok {
+		return "", fmt.Errorf("request %s: device %s of pool %s: %w (node %s has: %s); the claim must be allocated again",
+			r.Request, r.Device, r.Pool, ErrNotOnNode, d.o.NodeName, deviceNames(devs))
+	}
+	if err := d.checkIdentity(r.Device, apiDevice(dev), claim.Status.Allocation); err != nil {
+		return "", fmt.Errorf("request %s: device %s: %w", r.Request, r.Device, err)
+	}
+	if !offered[dev.ID] {
+		return "", fmt.Errorf("request %s: device %s: %w: no spec of kind %s in %s names %s (create it with: %s)",
+			r.Request, r.Device, ErrNoSpec, d.o.Kind, strings.Join(d.scanner.SpecDirs(), ", "), parser.QualifiedName(vendor, class, dev.ID), xpunode.SpecHint(d.o.Kind))
+	}
+	if taint, ok := d.taintOf(dev, h); ok && !tolerates(r.Tolerations, taint) {
+		return "", fmt.Errorf("request %s: device %s: %w: %s (tainted %s=%s:%s, which the allocation does not tolerate)",
+			r.Request, r.Device, ErrDeviceUnhealthy, dev.Reason, taint.Key, taint.Value, taint.Effect)
+	}
+	admin := r.AdminAccess != nil && *r.AdminAccess
+	if !admin {
+		if other := d.claims.owner(r.Pool, r.Device, claim.UID); other != nil {
+			return "", fmt.Errorf("request %s: device %s: %w %s until the kubelet unprepares that claim (a deleted pod's container may still run; the kubelet retries)", r.Request, r.Device, ErrDeviceInUse, other)
+		}
+	}
+	return parser.QualifiedName(vendor, class, dev.ID), nil
 }
 
 func sameDevice(a, b preparedDevice) bool {
@@ -140,8 +177,10 @@ func tolerates(ts []resourceapi.DeviceToleration, taint resourceapi.DeviceTaint)
 }
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin: it forgets
-// the claims; one that is not prepared is not an error.
-func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+// the claims; one that is not prepared is not an error. In dynamic mode
+// the claim's slots are free again and its cards keep their layout, or,
+// with idleWhole, a card no claim holds any more is laid out whole.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	defer d.m.since(opUnprepare, time.Now())
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -161,6 +200,9 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 			d.o.Log.Errorf("unpreparing claim: %v", err)
 		} else if was != nil {
 			d.o.Log.Infof("unprepared claim %s (%s): %s", was, was.UID, describePrepared(was))
+			if d.o.partitions == partitionsDynamic {
+				d.idleCards(ctx, was.Devices)
+			}
 		}
 		out[c.UID] = err
 	}

@@ -102,7 +102,7 @@ func FindUsers(ctx context.Context, c Config, h *discover.Host, cards []Card) ([
 	for ci, users := range procs {
 		cards[ci].InUse = append(cards[ci].InUse, users...)
 	}
-	pods, note, err := listPods(ctx, c)
+	pods, note, err := listPods(ctx, c, h)
 	if err != nil {
 		return nil, false, err
 	}
@@ -142,7 +142,7 @@ var ErrNoPodResources = errors.New("no kubelet PodResources socket")
 // listPods asks the kubelet who holds which device; a socket that does not
 // exist gives a note, not an error (a host without a kubelet), unless
 // c.RequirePodResources.
-func listPods(ctx context.Context, c Config) (podresources.Owners, string, error) {
+func listPods(ctx context.Context, c Config, h *discover.Host) (podresources.Owners, string, error) {
 	if c.PodResourcesSocket == "" {
 		return nil, "", nil
 	}
@@ -152,7 +152,25 @@ func listPods(ctx context.Context, c Config) (podresources.Owners, string, error
 		}
 		return nil, fmt.Sprintf("no kubelet PodResources socket at %s: which pods hold the cards was not checked", c.PodResourcesSocket), nil
 	}
-	cl := podresources.New(c.PodResourcesSocket, c.PodResources)
+	// The DRA driver's dynamic mode names a partition's function by its
+	// PCI address in the claim's CDI devices.
+	cfg := c.PodResources
+	// An address several nodes share (a K200's power domains) maps to
+	// none of them: which one a container holds is not known.
+	cfg.Addresses = map[string]int{}
+	shared := map[string]bool{}
+	for _, d := range h.Devices {
+		if a := d.Address(); a != "" {
+			if _, dup := cfg.Addresses[a]; dup {
+				shared[a] = true
+			}
+			cfg.Addresses[a] = d.Index
+		}
+	}
+	for a := range shared {
+		delete(cfg.Addresses, a)
+	}
+	cl := podresources.New(c.PodResourcesSocket, cfg)
 	defer func() { _ = cl.Close() }()
 	owners, err := cl.List(ctx)
 	if err != nil {

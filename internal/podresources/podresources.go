@@ -74,6 +74,12 @@ type Config struct {
 	// gives it every XPU of the node to read without taking any. Empty:
 	// none.
 	Self types.NamespacedName
+	// Addresses maps the PCI address of a function to the N of its
+	// /dev/xpuN: a claim's CDI device KIND=ADDRESS (the DRA driver's
+	// answer in dynamic partition mode, whose device names, xpu-3-q2,
+	// name a card and a slot, not a node) holds that node. Nil: such CDI
+	// devices are not mapped.
+	Addresses map[string]int
 }
 
 // Client asks the kubelet which containers hold which XPUs. Kept by hand:
@@ -205,7 +211,8 @@ func (p *Client) Owners(resp *podresourcesapi.ListPodResourcesResponse) Owners {
 }
 
 // claimed are the XPUs a claim's device holds: the N of its device name
-// xpu-N and of its CDI devices KIND=N.
+// xpu-N and of its CDI devices KIND=N, and the node of the function of
+// its CDI devices KIND=ADDRESS (Config.Addresses).
 func (p *Client) claimed(cr *podresourcesapi.ClaimResource) []int {
 	var out []int
 	if n, ok := strings.CutPrefix(cr.GetDeviceName(), names.DRADevicePrefix); ok {
@@ -215,7 +222,11 @@ func (p *Client) claimed(cr *podresourcesapi.ClaimResource) []int {
 	}
 	for _, d := range cr.GetCdiDevices() {
 		if n, ok := strings.CutPrefix(d.GetName(), p.cfg.CDIKind+"="); ok {
-			if idx, ok := discover.ParseIndex(n); ok && !slices.Contains(out, idx) {
+			idx, ok := discover.ParseIndex(n)
+			if !ok {
+				idx, ok = p.cfg.Addresses[strings.ToLower(n)]
+			}
+			if ok && !slices.Contains(out, idx) {
 				out = append(out, idx)
 			}
 		}

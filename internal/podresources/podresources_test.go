@@ -103,3 +103,21 @@ func TestSelfHoldsNothing(t *testing.T) {
 	require.Equal(t, Owners{1: {{Namespace: "ml", Pod: "xpu-exporter-abcde", Container: "main", Claim: "mine", ClaimNamespace: "ml"}}}, got)
 	require.Len(t, New("", Config{}).Owners(resp)[0], 1, "without Self, the exporter's pod holds its claim's XPUs")
 }
+
+// A dynamic-mode claim names a card's slot (xpu-0-q2, no node) and the
+// VF's function by its PCI address in its CDI device: the address maps to
+// the VF's node through Config.Addresses, and maps to nothing without it.
+func TestSlotClaimsByAddress(t *testing.T) {
+	pod := podresourcestest.DRAPod("ml", "quarter", "main", "q", names.DRADriver, "xpu-0-q2")
+	pod.Containers[0].DynamicResources[0].ClaimResources[0].CdiDevices = []*podresourcesapi.CDIDevice{{Name: "baidu.com/xpu=0000:83:00.3"}}
+	sock := podresourcestest.Serve(t, podresourcestest.NewServer(&podresourcesapi.ListPodResourcesResponse{
+		PodResources: []*podresourcesapi.PodResources{pod},
+	}))
+	got, err := New(sock, Config{Timeout: 5 * time.Second, Addresses: map[string]int{"0000:83:00.3": 9}}).List(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, Owners{9: {{Namespace: "ml", Pod: "quarter", Container: "main", Claim: "q", ClaimNamespace: "ml"}}}, got)
+
+	got, err = New(sock, Config{Timeout: 5 * time.Second}).List(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
