@@ -18,6 +18,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
@@ -419,7 +420,7 @@ func TestDynamicPrepareBadRecord(t *testing.T) {
 		write func(t *testing.T, path string)
 		want  string
 	}{
-		{"garbage", func(t *testing.T, path string) { require.NoError(t, os.WriteFile(path, []byte("{"), 0o600)) }, "parsing the layout record"},
+		{"garbage", func(t *testing.T, path string) { require.NoError(t, os.WriteFile(path, []byte("{"), 0o600)) }, "reading the layout record: parsing "},
 		{"unknown phase", func(t *testing.T, path string) {
 			require.NoError(t, os.WriteFile(path, []byte(`{"version":1,"phase":"Half","card":"0000:03:00.0","from":2,"to":4}`), 0o600))
 		}, `phase "Half"`},
@@ -433,7 +434,7 @@ func TestDynamicPrepareBadRecord(t *testing.T) {
 			other := filepath.Join(t.TempDir(), "rec.json")
 			require.NoError(t, os.WriteFile(other, []byte(`{"version":1,"phase":"PrepareCompleted","card":"0000:03:00.0","from":2,"to":4}`), 0o600))
 			require.NoError(t, os.Symlink(other, path))
-		}, "layout record"},
+		}, fdio.ErrNotRegular.Error()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newDynFixture(t, fakehost.P800SRIOV())

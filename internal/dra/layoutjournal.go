@@ -1,7 +1,6 @@
 package dra
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,10 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
 	"github.com/xpu-cdi/xpu-cdi/internal/fdio"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -85,7 +82,7 @@ func (j *layoutJournal) load() error {
 		}
 		path := filepath.Join(j.dir, e.Name())
 		if !e.Type().IsRegular() {
-			bad[addr] = fmt.Errorf("layout record %s is not a regular file", path)
+			bad[addr] = fmt.Errorf("layout record %s: %w", path, fdio.ErrNotRegular)
 			continue
 		}
 		rec, err := readLayoutRecord(path)
@@ -106,15 +103,9 @@ func (j *layoutJournal) load() error {
 }
 
 func readLayoutRecord(path string) (*layoutRecord, error) {
-	// A regular file, no link followed, bounded: the directory is the
-	// driver's own, but a record is read as untrusted input all the same.
-	data, _, err := fdio.ReadFileAt(unix.AT_FDCWD, path, path, 0, maxLayoutRecord)
-	if err != nil {
-		return nil, fmt.Errorf("reading the layout record: %w", err)
-	}
 	var rec layoutRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("parsing the layout record %s: %w", path, err)
+	if err := readRecord(path, maxLayoutRecord, &rec); err != nil {
+		return nil, fmt.Errorf("reading the layout record: %w", err)
 	}
 	switch {
 	case rec.Version != layoutRecordVersion:
@@ -149,11 +140,7 @@ func (j *layoutJournal) put(rec *layoutRecord) error {
 		if err != nil {
 			return err
 		}
-		data, err := json.MarshalIndent(rec, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encoding the layout record of card %s: %w", rec.Card, err)
-		}
-		if err := atomicfile.WriteFile(path, append(data, '\n'), atomicfile.WithPerm(0o600)); err != nil {
+		if err := writeRecord(path, rec); err != nil {
 			return fmt.Errorf("recording the re-layout of card %s: %w", rec.Card, err)
 		}
 	}

@@ -254,6 +254,19 @@ func TestCorruptRecord(t *testing.T) {
 	require.True(t, f.log.Has("ignoring the unreadable claim record "+filepath.Join(f.stateDir, "uid-x.json")), f.log.String())
 }
 
+// A claim record is read bounded, like any input: one larger than
+// maxClaimRecord is not read whole but ignored with a warning, and the
+// driver goes on.
+func TestOversizedRecord(t *testing.T) {
+	f := newFixture(t, fakehost.P800x8())
+	big := append([]byte(`{"uid":"uid-x","padding":"`), make([]byte, maxClaimRecord)...)
+	require.NoError(t, os.WriteFile(filepath.Join(f.stateDir, "uid-x.json"), append(big, '"', '}'), 0o600))
+	d := f.driver(t)
+	require.Empty(t, d.Prepared())
+	require.True(t, f.log.Has("ignoring the unreadable claim record "+filepath.Join(f.stateDir, "uid-x.json")), f.log.String())
+	require.True(t, f.log.Has("too large"), f.log.String())
+}
+
 // The helper publishes the slice to the API server, owned by the node.
 func TestPublishThroughTheHelper(t *testing.T) {
 	f := newFixture(t, fakehost.R200SRIOV())

@@ -1,7 +1,6 @@
 package dra
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,7 +12,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/xpu-cdi/xpu-cdi/internal/atomicfile"
 	"github.com/xpu-cdi/xpu-cdi/pkg/logger"
 )
 
@@ -132,13 +130,9 @@ func mismatch(c *preparedClaim, uid string) error {
 }
 
 func readClaim(path string) (*preparedClaim, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	var c preparedClaim
-	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	if err := readRecord(path, maxClaimRecord, &c); err != nil {
+		return nil, err
 	}
 	switch {
 	case c.Version == 0:
@@ -189,11 +183,7 @@ func (s *claimStore) put(c *preparedClaim) error {
 		if err != nil {
 			return err
 		}
-		data, err := json.MarshalIndent(c, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encoding the record of claim %s: %w", c, err)
-		}
-		if err := atomicfile.WriteFile(path, append(data, '\n'), atomicfile.WithPerm(0o600)); err != nil {
+		if err := writeRecord(path, c); err != nil {
 			return fmt.Errorf("recording prepared claim %s: %w", c, err)
 		}
 	}
