@@ -61,10 +61,6 @@ func (e *allocError) Error() string              { return e.st.Err().Error() }
 func (e *allocError) GRPCStatus() *status.Status { return e.st }
 func (e *allocError) Unwrap() error              { return e.cause }
 
-// latencyBuckets are the buckets of the latency histograms, in seconds:
-// from 100 µs (an answer from memory) to 10 s (a kubelet deadline).
-var latencyBuckets = prometheus.ExponentialBucketsRange(0.0001, 10, 11)
-
 // metrics are the plugin's Prometheus metrics. Their labels are bounded:
 // resource is an advertised resource name (the configured name, its
 // partition sizes and sharing's renames), cause one of allocCauses or
@@ -75,9 +71,7 @@ type metrics struct {
 	allocErrors   *prometheus.CounterVec
 	allocDuration *prometheus.HistogramVec
 	registrations *prometheus.CounterVec
-	healthChanges *prometheus.CounterVec
-	relayouts     prometheus.Counter
-	tracker       xpunode.ChangeTracker
+	*xpunode.ScanMetrics
 }
 
 // newMetrics creates the metrics and registers them with reg (none when
@@ -99,47 +93,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		allocDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: MetricsNamespace, Name: "allocate_duration_seconds",
 			Help:    "Time to answer an Allocate call (refused ones too), by resource.",
-			Buckets: latencyBuckets,
+			Buckets: xpunode.LatencyBuckets,
 		}, []string{"resource"}),
 		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Name: "registrations_total",
 			Help: "Registrations with the kubelet (at start, after a kubelet restart, and for a partition size that appeared), by resource.",
 		}, []string{"resource"}),
-		healthChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "device_health_changes_total",
-			Help: "XPUs whose health changed between two reads of the host, by the health they changed to (Healthy, Unhealthy).",
-		}, []string{"health"}),
-		relayouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "relayouts_total",
-			Help: "Changes of the node's XPUs the plugin observed (a partition layout applied, a card cut or put back whole, a function gone or back); the plugin then advertises, and registers, what the node has.",
-		}),
+		ScanMetrics: xpunode.NewScanMetrics(MetricsNamespace, "plugin", "advertises, and registers, what the node has"),
 	}
-	// Both health series exist from the start, at 0.
-	m.healthChanges.WithLabelValues(xpunode.Healthy)
-	m.healthChanges.WithLabelValues(xpunode.Unhealthy)
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.allocations, m.allocated, m.allocErrors, m.allocDuration, m.registrations, m.healthChanges, m.relayouts} {
+	for _, c := range append([]prometheus.Collector{m.allocations, m.allocated, m.allocErrors, m.allocDuration, m.registrations}, m.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering the device plugin's metrics: %w", err)
 		}
 	}
 	return m, nil
-}
-
-// observeScan counts the health changes and re-layouts of a read of the
-// host (not of one that failed).
-func (m *metrics) observeScan(sc xpunode.Scan) {
-	if sc.Host == nil {
-		return
-	}
-	c := m.tracker.Observe(sc.Devices)
-	m.healthChanges.WithLabelValues(xpunode.Healthy).Add(float64(c.ToHealthy))
-	m.healthChanges.WithLabelValues(xpunode.Unhealthy).Add(float64(c.ToUnhealthy))
-	if c.Relayout {
-		m.relayouts.Inc()
-	}
 }
 
 // observeAllocate counts an Allocate call of resource that took since

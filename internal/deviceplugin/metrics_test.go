@@ -83,15 +83,15 @@ func TestMetricsThroughTheKubelet(t *testing.T) {
 	err = allocate("2")
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
 	require.Equal(t, 1.0, testutil.ToFloat64(p.m.allocErrors.WithLabelValues(res, "unhealthy_device")))
-	require.Equal(t, 1.0, testutil.ToFloat64(p.m.healthChanges.WithLabelValues("Unhealthy")))
+	require.Equal(t, 1.0, testutil.ToFloat64(p.m.HealthChanges.WithLabelValues("Unhealthy")))
 	require.NoError(t, os.WriteFile(state, []byte("RUNNING\n"), 0o666))
 	_, err = r.reg.WaitDevices(ctx, func(d []*pluginapi.Device) bool { return health(d)["2"] == pluginapi.Healthy })
 	require.NoError(t, err)
-	require.Equal(t, 1.0, testutil.ToFloat64(p.m.healthChanges.WithLabelValues("Healthy")))
+	require.Equal(t, 1.0, testutil.ToFloat64(p.m.HealthChanges.WithLabelValues("Healthy")))
 
 	require.Equal(t, uint64(5), histogramCount(t, reg, "xpu_device_plugin_allocate_duration_seconds", "resource", res), "every call, refused ones too")
 	require.Equal(t, 1.0, testutil.ToFloat64(p.m.registrations.WithLabelValues(res)))
-	require.Equal(t, 0.0, testutil.ToFloat64(p.m.relayouts), "a health change is not a re-layout")
+	require.Equal(t, 0.0, testutil.ToFloat64(p.m.Relayouts), "a health change is not a re-layout")
 	require.Equal(t, 3, testutil.CollectAndCount(p.m.allocErrors), "one series per cause seen, no device ID in a label")
 
 	problems, err := testutil.GatherAndLint(reg)
@@ -152,14 +152,14 @@ func TestMetricsRelayout(t *testing.T) {
 	require.NoError(t, err)
 	p.Refresh()
 	p.Refresh()
-	require.Equal(t, 0.0, testutil.ToFloat64(p.m.relayouts))
+	require.Equal(t, 0.0, testutil.ToFloat64(p.m.Relayouts))
 	mu.Lock()
 	tree = quarters
 	mu.Unlock()
 	fakehosttest.WriteSpec(t, quarters, specDir)
 	p.Refresh()
 	p.Refresh()
-	require.Equal(t, 1.0, testutil.ToFloat64(p.m.relayouts))
+	require.Equal(t, 1.0, testutil.ToFloat64(p.m.Relayouts))
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP xpu_device_plugin_relayouts_total Changes of the node's XPUs the plugin observed (a partition layout applied, a card cut or put back whole, a function gone or back); the plugin then advertises, and registers, what the node has.
 # TYPE xpu_device_plugin_relayouts_total counter

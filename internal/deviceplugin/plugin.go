@@ -131,7 +131,7 @@ func (p *Plugin) refresh(atStart bool) (bool, error) {
 	if p.o.HostObserver != nil {
 		p.o.HostObserver(sc.Host, sc.Err)
 	}
-	p.m.observeScan(sc)
+	p.m.Observe(sc)
 	g := group(p.o.PartitionStrategy, p.o.ResourceName, sc.Devices)
 	if p.o.PartitionStrategy == PartitionSingle {
 		if g.mixedSizes != "" && atStart {

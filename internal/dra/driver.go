@@ -163,7 +163,7 @@ func keepTime(taint resourceapi.DeviceTaint, prev []resourceapi.Device, name str
 // slice's devices changed.
 func (d *Driver) Refresh() bool {
 	sc := d.scanner.Scan()
-	d.m.observeScan(sc)
+	d.m.Observe(sc)
 	devs, h := sc.Devices, sc.Host
 	d.mu.Lock()
 	var built []resourceapi.Device

@@ -67,11 +67,6 @@ func refusalCause(err error) string {
 	}
 }
 
-// latencyBuckets are the buckets of the latency histogram, in seconds:
-// from 100 µs to 10 s (the kubelet's deadline for a Prepare call is 45 s,
-// but an XPU's Prepare reads the host and writes one small file).
-var latencyBuckets = prometheus.ExponentialBucketsRange(0.0001, 10, 11)
-
 // metrics are the driver's Prometheus metrics. Their labels are bounded:
 // operation is prepare or unprepare (create, update or delete for slice
 // writes), cause one of a fixed set, health Healthy or Unhealthy. No claim,
@@ -83,9 +78,7 @@ type metrics struct {
 	sliceWrites   *prometheus.CounterVec
 	sliceRefusals *prometheus.CounterVec
 	publishes     prometheus.Counter
-	healthChanges *prometheus.CounterVec
-	relayouts     prometheus.Counter
-	tracker       xpunode.ChangeTracker
+	*xpunode.ScanMetrics
 }
 
 // newMetrics creates the metrics and registers them with reg (none when
@@ -103,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: MetricsNamespace, Name: "operation_duration_seconds",
 			Help:    "Time to answer one NodePrepareResources or NodeUnprepareResources call of the kubelet (all its claims), by operation.",
-			Buckets: latencyBuckets,
+			Buckets: xpunode.LatencyBuckets,
 		}, []string{"operation"}),
 		sliceWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Name: "resourceslice_writes_total",
@@ -117,44 +110,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: MetricsNamespace, Name: "resourceslice_publishes_total",
 			Help: "Times the driver handed the node's ResourceSlices to the publisher: at start and whenever the devices changed.",
 		}),
-		healthChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "device_health_changes_total",
-			Help: "XPUs whose health changed between two reads of the host, by the health they changed to (Healthy, Unhealthy).",
-		}, []string{"health"}),
-		relayouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "relayouts_total",
-			Help: "Changes of the node's XPUs the driver observed (a partition layout applied, a card cut or put back whole, a function gone or back); the driver then publishes its ResourceSlice again.",
-		}),
+		ScanMetrics: xpunode.NewScanMetrics(MetricsNamespace, "driver", "publishes its ResourceSlice again"),
 	}
 	// The series a dashboard plots exist from the start, at 0.
 	for _, op := range []string{opPrepare, opUnprepare} {
 		m.claims.WithLabelValues(op)
 	}
-	m.healthChanges.WithLabelValues(xpunode.Healthy)
-	m.healthChanges.WithLabelValues(xpunode.Unhealthy)
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.claims, m.claimErrors, m.duration, m.sliceWrites, m.sliceRefusals, m.publishes, m.healthChanges, m.relayouts} {
+	for _, c := range append([]prometheus.Collector{m.claims, m.claimErrors, m.duration, m.sliceWrites, m.sliceRefusals, m.publishes}, m.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering the DRA driver's metrics: %w", err)
 		}
 	}
 	return m, nil
-}
-
-// observeScan counts the health changes and re-layouts of a read of the
-// host (not of one that failed).
-func (m *metrics) observeScan(sc xpunode.Scan) {
-	if sc.Host == nil {
-		return
-	}
-	c := m.tracker.Observe(sc.Devices)
-	m.healthChanges.WithLabelValues(xpunode.Healthy).Add(float64(c.ToHealthy))
-	m.healthChanges.WithLabelValues(xpunode.Unhealthy).Add(float64(c.ToUnhealthy))
-	if c.Relayout {
-		m.relayouts.Inc()
-	}
 }
 
 // observeClaim counts one claim of op, failed with err or not.
