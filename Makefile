@@ -59,7 +59,7 @@ test: deps ## Run every test: unit, end-to-end with real Podman/containerd/CRI-O
 DEMO_PKGS := ./cmd/xpu-cdi ./cmd/xpu-runtime-hook ./internal/cmd/xpu-fakehost
 demo-bin:
 	@mkdir -p $(ARCH_BINDIR)
-	$(GOBUILD) -o $(ARCH_BINDIR)/ $(DEMO_PKGS)
+	$(GOBUILD) $(ARCH_BINDIR)/ $(DEMO_PKGS)
 
 UNIT_PKGS := ./pkg/... ./internal/... ./cmd/... ./deployments/... ./docs/...
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# hack/gobuild.sh GOARCH OUTPUT PACKAGE: the one recipe of xpu-cdi's
-# binaries, used by make build, packaging/stage.sh and the end-to-end tests.
+# hack/gobuild.sh GOARCH OUTPUT PACKAGE [PACKAGE...]: the one recipe of
+# xpu-cdi's binaries, used by make build, make demo, packaging/stage.sh and
+# the end-to-end tests. With several packages, OUTPUT is a directory (ending
+# in /) and they are built in one go build: what they share compiles once.
 # Every binary is static (CGO_ENABLED=0): the hook and the shim run as root
 # next to untrusted images and must never start the dynamic loader.
 # urfave_cli_no_docs drops urfave/cli's man/markdown generator, whose init
@@ -11,11 +13,16 @@
 # Run from anywhere: PACKAGE is relative to the repository root.
 set -euo pipefail
 
-if [ $# -ne 3 ]; then
-	echo "usage: hack/gobuild.sh GOARCH OUTPUT PACKAGE" >&2
+if [ $# -lt 3 ]; then
+	echo "usage: hack/gobuild.sh GOARCH OUTPUT PACKAGE [PACKAGE...]" >&2
 	exit 2
 fi
-goarch=$1 output=$2 pkg=$3
+goarch=$1 output=$2
+shift 2
+if [ $# -gt 1 ] && [ "${output%/}" = "$output" ]; then
+	echo "hack/gobuild.sh: OUTPUT must be a directory ending in / for several packages, not $output" >&2
+	exit 2
+fi
 case $output in
 /*) ;;
 *) output=$PWD/$output ;;
@@ -27,4 +34,4 @@ if [ -n "${VERSION:-}" ]; then
 	ldflags="-s -w -X main.version=$VERSION -X main.commit=${COMMIT:-unknown}"
 fi
 exec env CGO_ENABLED=0 GOOS=linux GOARCH="$goarch" "${GO:-go}" build -trimpath -tags urfave_cli_no_docs \
-	-ldflags "$ldflags" -o "$output" "$pkg"
+	-ldflags "$ldflags" -o "$output" "$@"
