@@ -28,8 +28,10 @@ func TestMakeDemo(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	text := string(out)
-	// What the container printed comes after the podman step's header.
-	_, inside, found := strings.Cut(string(out), "==> podman run")
+	// What the container printed comes after the podman step's header
+	// ("==> [12.3 s] podman run ...": each header says how long the demo
+	// has run).
+	_, inside, found := strings.Cut(string(out), "s] podman run")
 	require.True(t, found, "%s", out)
 	// The demo host is a P800 with driver and XRE 5.x: nodes 195:N and
 	// xpuctrl 195:255, the XRE libraries in so/, a dynamic xpu-smi.
@@ -45,10 +47,16 @@ func TestMakeDemo(t *testing.T) {
 	require.Contains(t, text, "--device baidu.com/xpu-demo=0000:82:00.0")
 	require.Regexp(t, `(?m)^XPU_CDI_DEVICE_0=0000:82:00\.0$`, inside)
 	require.NotContains(t, inside, "=unknown")
-	// It builds the two binaries it runs, not the daemons.
-	require.Contains(t, text, "go build xpu-cdi ")
-	require.Contains(t, text, "go build xpu-runtime-hook ")
-	require.Equal(t, 2, strings.Count(text, "go build "), "%s", text)
+	// It builds what it runs in one go build (hack/gobuild.sh with three
+	// packages), not the daemons.
+	require.Equal(t, 1, strings.Count(text, "hack/gobuild.sh "), "%s", text)
+	require.Contains(t, text, "./cmd/xpu-cdi ./cmd/xpu-runtime-hook ./internal/cmd/xpu-fakehost\n")
+	for _, daemon := range []string{"xpu-device-plugin", "xpu-dra-driver", "xpu-exporter", "xpu-container-runtime"} {
+		require.NotContains(t, text, daemon)
+	}
+	// The spec is shown as a summary of its devices, not as its YAML.
+	require.Contains(t, text, "validate --summary")
+	require.NotContains(t, text, "cdiVersion:")
 	// info says why the host has no /proc/xpu, in a note, not as a problem.
 	require.Contains(t, string(out), "runtime library: /usr/local/xpu/so/libxpurt.so.2")
 	require.NotContains(t, string(out), "does not seem to be loaded")
