@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
@@ -321,7 +323,10 @@ func countSteps(cur, n int) []int {
 }
 
 // waitFree checks who holds the cards to change and, while any is held,
-// looks again (discovering and planning afresh) until deadline.
+// looks again (discovering and planning afresh) until deadline. Its loop
+// is its own, unlike settle's and LockLayout's (wait's pollers): its last
+// look is at the deadline itself, so that --wait DURATION waits all of
+// DURATION for a card freed just before it.
 func (c Config) waitFree(ctx context.Context, deadline time.Time, h *discover.Host, cards []partition.Card, changes []partition.Change, l partition.Layout, rep *Report) (*discover.Host, []partition.Card, []partition.Change, error) {
 	// The wait is reported once, with what it waits for, and then only
 	// when that changes.
@@ -469,19 +474,12 @@ func vfNodes(h *discover.Host, addr string) []string {
 // total when it ends.
 func (c Config) settle(ctx context.Context, sys *sysfs, name, addr string, n int, old []string) error {
 	start := time.Now()
-	deadline, next := start.Add(c.Settle), start.Add(c.progressEvery)
+	next := start.Add(c.progressEvery)
 	waited := false
-	for {
-		why := c.settled(sys, addr, n, old)
-		if why == nil {
-			if waited {
-				c.progress("%s: the kernel and udev show %d VFs after %s", name, n, since(start))
-			}
-			return nil
-		}
-		if !time.Now().Before(deadline) {
-			c.progress("%s: gave up waiting for %d VFs after %s: %v", name, n, since(start), why)
-			return fmt.Errorf("the kernel did not show %d VFs within %s: %w", n, c.Settle, why)
+	var why error
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, c.Settle, true, func(context.Context) (bool, error) {
+		if why = c.settled(sys, addr, n, old); why == nil {
+			return true, nil
 		}
 		switch {
 		case !waited:
@@ -491,12 +489,19 @@ func (c Config) settle(ctx context.Context, sys *sysfs, name, addr string, n int
 			c.progress("%s: still waiting for %d VFs after %s: %v", name, n, since(start), why)
 			next = next.Add(c.progressEvery)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pollInterval):
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		if waited {
+			c.progress("%s: the kernel and udev show %d VFs after %s", name, n, since(start))
 		}
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
+	c.progress("%s: gave up waiting for %d VFs after %s: %v", name, n, since(start), why)
+	return fmt.Errorf("the kernel did not show %d VFs within %s: %w", n, c.Settle, why)
 }
 
 // settled returns nil when the PF at addr shows n VFs, else what is not

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 )
@@ -62,9 +63,9 @@ func LockPath(root string) string {
 // LockLayout takes the node's layout lock: the lock every writer of a
 // card's sriov_numvfs on this node holds from its last look at the cards
 // to its last write (Apply takes it only when a card is to change, and
-// plans again under it). root is where the host's / is (see partition.LockDir);
-// wait bounds the wait for another holder (then ErrLocked), ctx cancels
-// it. The directory root/run and below it run/xpu-cdi are created when
+// plans again under it). root is where the host's / is (see
+// partition.LockDir); timeout bounds the wait for another holder (then
+// ErrLocked; 0: one try), ctx cancels it. The directory root/run and below it run/xpu-cdi are created when
 // missing (run 0755, xpu-cdi 0700, whatever the umask). No link is
 // followed below root; run must be a directory owned by root or the
 // caller that no one else may write, and run/xpu-cdi and the lock file
@@ -72,32 +73,31 @@ func LockPath(root string) string {
 // error wraps partition.ErrUnsafeLock and names the path (then remove it: the next
 // lock creates it afresh). The caller of a real node is root, whose
 // /run/xpu-cdi no one else can open.
-func LockLayout(ctx context.Context, root string, wait time.Duration) (*Lock, error) {
+func LockLayout(ctx context.Context, root string, timeout time.Duration) (*Lock, error) {
 	fd, path, err := openLock(root)
 	if err != nil {
 		return nil, fmt.Errorf("taking the layout lock: %w", err)
 	}
-	deadline := time.Now().Add(wait)
-	for {
+	err = wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(context.Context) (bool, error) {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return &Lock{fd: fd, path: path}, nil
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EINTR):
+			return false, nil
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			_ = unix.Close(fd)
-			return nil, fmt.Errorf("taking the layout lock: %w", &os.PathError{Op: "flock", Path: path, Err: err})
-		}
-		if !time.Now().Before(deadline) {
-			_ = unix.Close(fd)
-			return nil, fmt.Errorf("%w (%s held for more than %s): try again when it is done", ErrLocked, path, wait)
-		}
-		select {
-		case <-ctx.Done():
-			_ = unix.Close(fd)
-			return nil, ctx.Err()
-		case <-time.After(pollInterval):
-		}
+		return false, fmt.Errorf("taking the layout lock: %w", &os.PathError{Op: "flock", Path: path, Err: err})
+	})
+	switch {
+	case err == nil:
+		return &Lock{fd: fd, path: path}, nil
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case wait.Interrupted(err):
+		err = fmt.Errorf("%w (%s held for more than %s): try again when it is done", ErrLocked, path, timeout)
 	}
+	_ = unix.Close(fd)
+	return nil, err
 }
 
 // openLock opens (creating what is missing) root/run/xpu-cdi/partition.lock
