@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // KubernetesVersion is the version of the Kubernetes commands
@@ -393,7 +394,11 @@ func (c *Cluster) writePKI(t testing.TB) clusterPKI {
 	}
 	server := c.APIServerURL()
 	write := func(path, user string, cp certPair) string {
-		if err := writeFile(path, []byte(kubeconfig(server, ca.CertPath, user, cp))); err != nil {
+		data, err := kubeconfig(server, ca.CertPath, user, cp)
+		if err == nil {
+			err = writeFile(path, data)
+		}
+		if err != nil {
 			t.Fatalf("writing a kubeconfig: %v", err)
 		}
 		return path
@@ -406,27 +411,15 @@ func (c *Cluster) writePKI(t testing.TB) clusterPKI {
 }
 
 // kubeconfig is a kubeconfig for one user authenticating with a client
-// certificate.
-func kubeconfig(server, caPath, user string, cp certPair) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: xpu-e2e
-  cluster:
-    server: %[1]s
-    certificate-authority: %[2]s
-users:
-- name: %[3]s
-  user:
-    client-certificate: %[4]s
-    client-key: %[5]s
-contexts:
-- name: xpu-e2e
-  context:
-    cluster: xpu-e2e
-    user: %[3]s
-current-context: xpu-e2e
-`, server, caPath, user, cp.CertPath, cp.KeyPath)
+// certificate, the one context of cluster xpu-e2e.
+func kubeconfig(server, caPath, user string, cp certPair) ([]byte, error) {
+	const name = "xpu-e2e"
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: caPath}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: cp.CertPath, ClientKey: cp.KeyPath}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: user}
+	cfg.CurrentContext = name
+	return clientcmd.Write(*cfg)
 }
 
 // writeKubeletConfig writes the KubeletConfiguration: loopback only,

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func readCert(t *testing.T, path string) *x509.Certificate {
@@ -70,4 +71,21 @@ func TestClusterPKI(t *testing.T) {
 		block, _ := pem.Decode(data)
 		require.NotNil(t, block, path)
 	}
+}
+
+// A kubeconfig written by the harness is one client-go reads back as it
+// was meant: the server, the CA, the user's certificate and key, in the
+// current context.
+func TestKubeconfig(t *testing.T) {
+	data, err := kubeconfig("https://127.0.0.1:6443", "/pki/ca.crt", "admin", certPair{CertPath: "/pki/admin.crt", KeyPath: "/pki/admin.key"})
+	require.NoError(t, err)
+	cfg, err := clientcmd.Load(data)
+	require.NoError(t, err)
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	require.NotNil(t, ctx)
+	require.Equal(t, "admin", ctx.AuthInfo)
+	require.Equal(t, "https://127.0.0.1:6443", cfg.Clusters[ctx.Cluster].Server)
+	require.Equal(t, "/pki/ca.crt", cfg.Clusters[ctx.Cluster].CertificateAuthority)
+	require.Equal(t, "/pki/admin.crt", cfg.AuthInfos["admin"].ClientCertificate)
+	require.Equal(t, "/pki/admin.key", cfg.AuthInfos["admin"].ClientKey)
 }
