@@ -20,29 +20,9 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
+	xputestutil "github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
-
-// histogramCount is the number of observations of the histogram name with
-// the label resource=res in reg.
-func histogramCount(t *testing.T, reg prometheus.Gatherer, name, label, value string) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return 0
-}
 
 // TestMetricsThroughTheKubelet: Allocate calls of the test kubelet are
 // counted, the refused ones by cause; the latency histogram sees each; a
@@ -89,7 +69,7 @@ func TestMetricsThroughTheKubelet(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1.0, testutil.ToFloat64(p.m.HealthChanges.WithLabelValues("Healthy")))
 
-	require.Equal(t, uint64(5), histogramCount(t, reg, "xpu_device_plugin_allocate_duration_seconds", "resource", res), "every call, refused ones too")
+	require.Equal(t, uint64(5), xputestutil.HistogramCount(t, reg, "xpu_device_plugin_allocate_duration_seconds", "resource", res), "every call, refused ones too")
 	require.Equal(t, 1.0, testutil.ToFloat64(p.m.registrations.WithLabelValues(res)))
 	require.Equal(t, 0.0, testutil.ToFloat64(p.m.Relayouts), "a health change is not a re-layout")
 	require.Equal(t, 3, testutil.CollectAndCount(p.m.allocErrors), "one series per cause seen, no device ID in a label")

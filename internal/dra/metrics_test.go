@@ -23,29 +23,9 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	xputestutil "github.com/xpu-cdi/xpu-cdi/internal/testutil"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
-
-// histogramCount is the number of observations of the histogram name
-// whose label is value.
-func histogramCount(t *testing.T, reg prometheus.Gatherer, name, label, value string) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return 0
-}
 
 func withMetrics(reg prometheus.Registerer) func(*Config) {
 	return func(c *Config) { c.Metrics = reg }
@@ -78,8 +58,8 @@ func TestMetricsPrepareThroughTheHelper(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(m.claimErrors.WithLabelValues("prepare", "not_on_node")))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.claimErrors.WithLabelValues("prepare", "unhealthy_device")))
 	require.Equal(t, 3, testutil.CollectAndCount(m.claimErrors), "one series per cause seen")
-	require.Equal(t, uint64(5), histogramCount(t, reg, "xpu_dra_driver_operation_duration_seconds", "operation", "prepare"))
-	require.Equal(t, uint64(1), histogramCount(t, reg, "xpu_dra_driver_operation_duration_seconds", "operation", "unprepare"))
+	require.Equal(t, uint64(5), xputestutil.HistogramCount(t, reg, "xpu_dra_driver_operation_duration_seconds", "operation", "prepare"))
+	require.Equal(t, uint64(1), xputestutil.HistogramCount(t, reg, "xpu_dra_driver_operation_duration_seconds", "operation", "unprepare"))
 
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
