@@ -170,10 +170,10 @@ func (d *Driver) Refresh() bool {
 	var counters []resourceapi.CounterSet
 	var health []deviceHealth
 	var left []string
-	switch d.o.partitions {
-	case partitionsDynamic:
+	switch d.o.Partitions {
+	case PartitionsDynamic:
 		built, counters, health, left = d.buildDynamic(devs, h, d.api)
-	case partitionsStatic:
+	case PartitionsStatic:
 		built = d.build(devs, h, d.api)
 		for _, dev := range devs {
 			health = append(health, healthOf(names.DRADevice(dev.Index), dev))
@@ -192,7 +192,7 @@ func (d *Driver) Refresh() bool {
 	d.notes.Note(d.o.Log, "invalid", strings.Join(warnings, "; "), d.o.Log.Warnf, "every fact of the host is valid in the ResourceSlice again")
 	switch {
 	case same:
-	case d.o.partitions == partitionsDynamic:
+	case d.o.Partitions == PartitionsDynamic:
 		d.o.Log.Infof("publishing every partition of the SR-IOV cards in the ResourceSlices of node %s: %s", d.o.NodeName, describeDynamic(api, counters))
 	default:
 		d.o.Log.Infof("publishing %d XPU(s) in the ResourceSlice of node %s: %s", len(devs), d.o.NodeName, describe(devs))
@@ -294,7 +294,7 @@ func (d *Driver) slicesOf(pool resourceslice.Pool, suffix string) []*resourceapi
 // reports a fatal error (see HandleError), which it returns: the process
 // should then end.
 func (d *Driver) Run(ctx context.Context, pub Publisher) error {
-	if d.o.partitions == partitionsDynamic {
+	if d.o.Partitions == PartitionsDynamic {
 		// Before the first slice: a card left half laid out by a driver
 		// that died is finished or put back (dynprepare.go).
 		d.mu.Lock()

@@ -43,16 +43,16 @@ import (
 // A card without SR-IOV, without a PF node, or whose memory no source
 // tells is offered as in static mode.
 
-// partitionMode is how the driver offers SR-IOV partitions.
-type partitionMode int
+// PartitionMode is how the driver offers SR-IOV partitions.
+type PartitionMode int
 
 const (
-	// partitionsStatic offers the devices the host has now (the layout
+	// PartitionsStatic offers the devices the host has now (the layout
 	// `partition apply` made).
-	partitionsStatic partitionMode = iota
-	// partitionsDynamic offers every possible partition of every SR-IOV
+	PartitionsStatic PartitionMode = iota
+	// PartitionsDynamic offers every possible partition of every SR-IOV
 	// card, with shared counters and compatibility groups.
-	partitionsDynamic
+	PartitionsDynamic
 )
 
 // Names of the counters and counter sets of dynamic mode.

@@ -18,7 +18,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
 )
 
-func dynamicMode(c *Config) { c.partitions = partitionsDynamic }
+func dynamicMode(c *Config) { c.Partitions = PartitionsDynamic }
 
 // checkSliceLimits fails t where slices break a limit of the API server's
 // validation of ResourceSlices (k8s.io/api/resource/v1 constants; the

@@ -76,7 +76,7 @@ func (f *dynFixture) driver(t testing.TB, mods ...func(*Config)) *Driver {
 	cfg := Config{
 		NodeName: "node-1", Discover: discoverTree(f.tree), SpecDirs: []string{f.specDir},
 		StateDir: f.stateDir, Clock: testClock, Log: f.log, PollInterval: 20 * time.Millisecond,
-		partitions: partitionsDynamic, layout: &w,
+		Partitions: PartitionsDynamic, layout: &w,
 	}
 	for _, mod := range mods {
 		mod(&cfg)

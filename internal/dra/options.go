@@ -58,9 +58,9 @@ type Config struct {
 	// Log is the logger; the default discards everything.
 	Log logger.Interface
 
-	// partitions is how SR-IOV partitions are offered (dynamic.go) and
-	// prepared (dynprepare.go). No flag sets it yet.
-	partitions partitionMode
+	// Partitions is how SR-IOV partitions are offered (dynamic.go) and
+	// prepared (dynprepare.go); the zero value is PartitionsStatic.
+	Partitions PartitionMode
 	// layout is the SR-IOV writer dynamic mode lays cards out with (its
 	// roots, PodResources socket, settle time; its AfterApply regenerates
 	// the node's CDI spec with PCI-address names). Nil: dynamic mode

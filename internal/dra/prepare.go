@@ -53,7 +53,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		return nil, err
 	}
-	if d.o.partitions == partitionsDynamic {
+	if d.o.Partitions == PartitionsDynamic {
 		// A re-layout the driver did not finish (it died half way) is
 		// finished or put back before any claim is prepared; a card it
 		// cannot finish is refused (prepareDynamicDevice).
@@ -98,7 +98,7 @@ func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, 
 	rec := &preparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
 	var result kubeletplugin.PrepareResult
 	var dynamic map[string]slotTarget
-	if d.o.partitions == partitionsDynamic {
+	if d.o.Partitions == PartitionsDynamic {
 		dynamic = dynamicTargets(h)
 	}
 	for _, r := range alloc.Results {
@@ -200,7 +200,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			d.o.Log.Errorf("unpreparing claim: %v", err)
 		} else if was != nil {
 			d.o.Log.Infof("unprepared claim %s (%s): %s", was, was.UID, describePrepared(was))
-			if d.o.partitions == partitionsDynamic {
+			if d.o.Partitions == PartitionsDynamic {
 				d.idleCards(ctx, was.Devices)
 			}
 		}
