@@ -71,19 +71,14 @@ func (r *Root) OpenAt(p string, flags int) (int, error) {
 		return -1, err
 	}
 	rel := path.Clean("/" + p)
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
-	err = unix.ENOSYS
-	for i := 0; i < 16 && !r.fallback; i++ {
-		var fd int
-		if fd, err = unix.Openat2(int(root.Fd()), rel, &how); err == nil {
+	if !r.fallback {
+		fd, err := Openat2InRoot(int(root.Fd()), rel, flags, 0)
+		if err == nil {
 			return fd, nil
 		}
-		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-			break
+		if !errors.Is(err, ErrNoOpenat2) {
+			return -1, &os.PathError{Op: "open", Path: host, Err: err}
 		}
-	}
-	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
-		return -1, &os.PathError{Op: "open", Path: host, Err: err}
 	}
 	return r.openFallback(root, rel, host, flags)
 }

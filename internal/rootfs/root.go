@@ -49,8 +49,6 @@ func (r *Root) Path() string { return r.path }
 // Fd returns the root directory's file descriptor.
 func (r *Root) Fd() int { return int(r.f.Fd()) }
 
-const resolveFlags = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
-
 // ErrCrossesMount is returned (wrapped, with EXDEV) for a directory opened
 // for writing whose path crosses a mount point of the root's tree, or that
 // lies on another mount than the root.
@@ -141,20 +139,14 @@ func (r *Root) openat2Fd(unsafePath string, flags int) (int, error) {
 // openat2FdResolve is openat2Fd with more RESOLVE_ flags. The fallback
 // ignores them: openSameMount checks the mount itself.
 func (r *Root) openat2FdResolve(unsafePath string, flags int, resolve uint64) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveFlags | resolve}
-	err := error(unix.ENOSYS)
-	for i := 0; i < 16 && !r.fallback; i++ {
-		var fd int
-		fd, err = unix.Openat2(r.Fd(), unsafePath, &how)
+	if !r.fallback {
+		fd, err := fdio.Openat2InRoot(r.Fd(), unsafePath, flags, resolve)
 		if err == nil {
 			return fd, nil
 		}
-		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-			break
+		if !errors.Is(err, fdio.ErrNoOpenat2) {
+			return -1, &os.PathError{Op: "openat2", Path: unsafePath, Err: err}
 		}
-	}
-	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
-		return -1, &os.PathError{Op: "openat2", Path: unsafePath, Err: err}
 	}
 	f, err := r.openFallback(unsafePath, flags)
 	if err != nil {
