@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
@@ -88,39 +89,17 @@ func startKubelet(t *testing.T, dir string, c *harness.Containerd, extra ...stri
 	}
 	require.NoError(t, os.Mkdir(k.manifests, 0o755))
 	root := filepath.Join(dir, "root")
-	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-failCgroupV1: false
-failSwapOn: false
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-cgroupDriver: cgroupfs
-staticPodPath: %[1]q
-fileCheckFrequency: 1s
-syncFrequency: 5s
-address: 127.0.0.1
-port: %[2]d
-healthzBindAddress: 127.0.0.1
-healthzPort: %[3]d
-readOnlyPort: 0
-authentication:
-  anonymous:
-    enabled: true
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-containerRuntimeEndpoint: unix://%[4]s
-podLogsDir: %[5]q
-volumePluginDir: %[6]q
-evictionHard: {}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-resolvConf: ""
-`, k.manifests, k.port, k.healthz, c.Address, filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins"))
+	cfg := harness.KubeletConfig(harness.KubeletDirs{
+		StaticPods:    k.manifests,
+		PodLogs:       filepath.Join(dir, "pod-logs"),
+		VolumePlugins: filepath.Join(dir, "volume-plugins"),
+	}, k.port, k.healthz, "unix://"+c.Address)
+	// Standalone: no QoS or pod cgroups of its own.
+	cfg.CgroupsPerQOS = ptr.To(false)
+	data, err := harness.MarshalKubeletConfig(cfg)
+	require.NoError(t, err)
 	cfgPath := filepath.Join(dir, "kubelet.yaml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
+	require.NoError(t, os.WriteFile(cfgPath, data, 0o644))
 	logFile, err := os.Create(k.log)
 	require.NoError(t, err)
 

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
 )
 
 // KubernetesVersion is the version of the Kubernetes commands
@@ -88,7 +90,7 @@ type clusterOptions struct {
 	runtime      func(t testing.TB) CRI
 	featureGates []string
 	nodeLabels   []string
-	kubeletExtra string
+	kubeletEdits []func(*kubeletconfig.KubeletConfiguration)
 	controlPlane bool
 	flags        map[string][]string
 }
@@ -115,10 +117,10 @@ func WithNodeLabels(labels ...string) ClusterOption {
 	return func(o *clusterOptions) { o.nodeLabels = append(o.nodeLabels, labels...) }
 }
 
-// WithKubeletConfig appends YAML fields to the kubelet's
-// KubeletConfiguration; they must not repeat a field the harness writes.
-func WithKubeletConfig(yaml string) ClusterOption {
-	return func(o *clusterOptions) { o.kubeletExtra += yaml + "\n" }
+// WithKubeletConfig edits the kubelet's KubeletConfiguration after the
+// harness has filled it in (writeKubeletConfig), before it is written.
+func WithKubeletConfig(edit func(*kubeletconfig.KubeletConfiguration)) ClusterOption {
+	return func(o *clusterOptions) { o.kubeletEdits = append(o.kubeletEdits, edit) }
 }
 
 // WithControlPlaneOnly starts etcd, the API server, the controller manager
@@ -172,7 +174,7 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 			t.Fatalf("WithComponentFlags: unknown component %q", name)
 		}
 	}
-	if o.controlPlane && (len(o.nodeLabels) > 0 || o.kubeletExtra != "") {
+	if o.controlPlane && (len(o.nodeLabels) > 0 || len(o.kubeletEdits) > 0) {
 		t.Fatalf("WithControlPlaneOnly starts no kubelet: WithNodeLabels and WithKubeletConfig have nothing to configure")
 	}
 	tools := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"}
@@ -223,7 +225,7 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	gates := o.gateFlags()
 	env := []string{pathEnv(systemPath)}
 
-	cfgPath := c.writeKubeletConfig(t, pki, cgroupRoot, o.kubeletExtra)
+	cfgPath := c.writeKubeletConfig(t, pki, cgroupRoot, o.kubeletEdits)
 	kubeletArgs := append([]string{
 		"--config=" + cfgPath, "--kubeconfig=" + pki.kubeletKubeconfig,
 		"--root-dir=" + c.KubeletRootDir, "--cert-dir=" + filepath.Join(dir, "kubelet-certs"),
@@ -422,13 +424,13 @@ func kubeconfig(server, caPath, user string, cp certPair) ([]byte, error) {
 	return clientcmd.Write(*cfg)
 }
 
-// writeKubeletConfig writes the KubeletConfiguration: loopback only,
-// x509 client certificates of the cluster CA (the API server's for logs and
-// exec), cgroupfs as both engines use, the QoS and pod cgroups below
-// cgroupRoot, cgroup v1 allowed (this machine kind has it), no eviction and no image garbage collection (the test images
-// cannot be pulled again), and every directory it would put on the host
-// moved under Dir.
-func (c *Cluster) writeKubeletConfig(t testing.TB, pki clusterPKI, cgroupRoot, extra string) string {
+// writeKubeletConfig writes the KubeletConfiguration: KubeletConfig's
+// (loopback only, no eviction and no image garbage collection, every
+// directory under Dir) with x509 client certificates of the cluster CA and
+// no anonymous requests (the API server's certificate for logs and exec),
+// the serving certificate of the cluster PKI, and the QoS and pod cgroups
+// below cgroupRoot; then the test's WithKubeletConfig edits.
+func (c *Cluster) writeKubeletConfig(t testing.TB, pki clusterPKI, cgroupRoot string, edits []func(*kubeletconfig.KubeletConfiguration)) string {
 	t.Helper()
 	port := FreePort(t)
 	c.healthz = FreePort(t)
@@ -437,47 +439,27 @@ func (c *Cluster) writeKubeletConfig(t testing.TB, pki clusterPKI, cgroupRoot, e
 			t.Fatalf("creating %s: %v", d, err)
 		}
 	}
-	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-failCgroupV1: false
-failSwapOn: false
-cgroupDriver: cgroupfs
-cgroupsPerQOS: true
-cgroupRoot: %[1]q
-enforceNodeAllocatable: []
-staticPodPath: %[2]q
-fileCheckFrequency: 1s
-syncFrequency: 5s
-nodeStatusUpdateFrequency: 2s
-address: 127.0.0.1
-port: %[3]d
-healthzBindAddress: 127.0.0.1
-healthzPort: %[4]d
-readOnlyPort: 0
-tlsCertFile: %[5]q
-tlsPrivateKeyFile: %[6]q
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: false
-  x509:
-    clientCAFile: %[7]q
-authorization:
-  mode: AlwaysAllow
-containerRuntimeEndpoint: %[8]s
-podLogsDir: %[9]q
-volumePluginDir: %[10]q
-evictionHard: {}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-resolvConf: ""
-serializeImagePulls: false
-%[11]s`, cgroupRoot, c.StaticPodDir, port, c.healthz, pki.kubeletServing.CertPath, pki.kubeletServing.KeyPath,
-		c.ca.CertPath, c.Runtime.Endpoint(), filepath.Join(c.Dir, "pod-logs"), filepath.Join(c.Dir, "volume-plugins"), extra)
+	cfg := KubeletConfig(KubeletDirs{
+		StaticPods:    c.StaticPodDir,
+		PodLogs:       filepath.Join(c.Dir, "pod-logs"),
+		VolumePlugins: filepath.Join(c.Dir, "volume-plugins"),
+	}, port, c.healthz, c.Runtime.Endpoint())
+	cfg.CgroupsPerQOS = ptr.To(true)
+	cfg.CgroupRoot = cgroupRoot
+	cfg.NodeStatusUpdateFrequency = metav1.Duration{Duration: 2 * time.Second}
+	cfg.TLSCertFile, cfg.TLSPrivateKeyFile = pki.kubeletServing.CertPath, pki.kubeletServing.KeyPath
+	cfg.Authentication.Anonymous.Enabled = ptr.To(false)
+	cfg.Authentication.X509.ClientCAFile = c.ca.CertPath
+	cfg.SerializeImagePulls = ptr.To(false)
+	for _, edit := range edits {
+		edit(cfg)
+	}
+	data, err := MarshalKubeletConfig(cfg)
+	if err != nil {
+		t.Fatalf("configuring the kubelet: %v", err)
+	}
 	path := filepath.Join(c.Dir, "kubelet.yaml")
-	if err := writeFile(path, []byte(cfg)); err != nil {
+	if err := writeFile(path, data); err != nil {
 		t.Fatalf("configuring the kubelet: %v", err)
 	}
 	return path
