@@ -27,24 +27,6 @@ var clusterRuntimes = []struct {
 // podTimeout bounds how long a test waits for a pod on the test cluster.
 const podTimeout = 2 * time.Minute
 
-// sleeperPod is a hostNetwork busybox pod that prints a line and sleeps.
-func sleeperPod(name, image string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 0
-  containers:
-    - name: main
-      image: %[2]s
-      imagePullPolicy: Never
-      command: ["sh", "-c", "echo hello from %[1]s; exec sleep 2147483647"]
-`, name, image)
-}
-
 // TestClusterSmoke starts the private cluster (etcd, API server, controller
 // manager, scheduler, kubelet) on each CRI engine: the node is Ready, a
 // plain pod is scheduled and runs (its logs and exec go through the API
@@ -63,7 +45,7 @@ func TestClusterSmoke(t *testing.T) {
 			require.Contains(t, version, `"gitVersion": "`+harness.KubernetesVersion+`"`, "kubectl and the API server are stamped with the version")
 
 			image := c.BusyboxImage(t)
-			c.Apply(t, sleeperPod("plain", image))
+			c.ApplyObjects(t, sleeperPod("plain", image))
 			pod := c.WaitPodRunning(t, "default", "plain", podTimeout)
 			require.Equal(t, c.Node, pod.Spec.NodeName, "the scheduler bound the pod")
 			testutil.Eventually(t, func(t testing.TB) bool {

@@ -100,12 +100,12 @@ scrape_configs:
 	require.Eventually(t, func() bool { _, err := httpGet(promURL + "/-/ready"); return err == nil }, podTimeout, 250*time.Millisecond)
 
 	// One pod through the device plugin, one through a DRA claim.
-	d.Apply(t, limitsPod("xpu-plugin-pod", d.image, "baidu.com/xpu"))
+	d.ApplyObjects(t, limitsPod("xpu-plugin-pod", d.image, "baidu.com/xpu"))
 	d.WaitPodRunning(t, "default", "xpu-plugin-pod", podTimeout)
 	idx := xpusOf(t, d.Cluster, d.tree, "xpu-plugin-pod")
 	require.Len(t, idx, 1)
-	d.Apply(t, claimTemplate("one-other-xpu", 1, false, fmt.Sprintf(`device.attributes["xpu.baidu.com"].index != %d`, idx[0])))
-	d.Apply(t, xpuPod("xpu-dra-pod", d.image, "template:one-other-xpu"))
+	d.ApplyObjects(t, claimTemplate("one-other-xpu", 1, false, fmt.Sprintf(`device.attributes["xpu.baidu.com"].index != %d`, idx[0])))
+	d.ApplyObjects(t, xpuPod("xpu-dra-pod", d.image, "template:one-other-xpu"))
 	d.WaitPodRunning(t, "default", "xpu-dra-pod", podTimeout)
 
 	waitAtLeast := func(q string, want float64) {

@@ -27,13 +27,13 @@ func TestDRAChurn(t *testing.T) {
 	harness.RequiresRoot(t)
 	d := startDRA(t, clusterRuntimes[0].start)
 	d.waitSlice(t, func(devs []resourceapi.Device) bool { return len(devs) == 8 })
-	d.Apply(t, claimTemplate("churn", 1, false))
+	d.ApplyObjects(t, claimTemplate("churn", 1, false))
 	const rounds = 4
 	for round := range rounds {
 		names := make([]string, 8)
 		for i := range names {
 			names[i] = fmt.Sprintf("churn-%d-%d", round, i)
-			d.Apply(t, xpuPod(names[i], d.image, "template:churn"))
+			d.ApplyObjects(t, xpuPod(names[i], d.image, "template:churn"))
 		}
 		seen := map[int]string{}
 		for _, n := range names {

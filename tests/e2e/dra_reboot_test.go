@@ -30,10 +30,10 @@ import (
 // longer exists leaves no record.
 func TestDRADriverReboot(t *testing.T) {
 	d := startDRA(t, clusterRuntimes[0].start)
-	d.Apply(t, claimTemplate("keep", 1, false))
-	d.Apply(t, claimTemplate("gone", 1, false))
-	d.Apply(t, xpuPod("dra-keep", d.image, "template:keep"))
-	d.Apply(t, xpuPod("dra-gone", d.image, "template:gone"))
+	d.ApplyObjects(t, claimTemplate("keep", 1, false))
+	d.ApplyObjects(t, claimTemplate("gone", 1, false))
+	d.ApplyObjects(t, xpuPod("dra-keep", d.image, "template:keep"))
+	d.ApplyObjects(t, xpuPod("dra-gone", d.image, "template:gone"))
 	keep := d.WaitPodRunning(t, "default", "dra-keep", podTimeout)
 	d.WaitPodRunning(t, "default", "dra-gone", podTimeout)
 	idx := d.allocated(t, "dra-keep")

@@ -166,67 +166,6 @@ func (d *draCluster) driverPod(t testing.TB) *corev1.Pod {
 	return waitDaemonSetPod(t, d.Cluster, d.ds.Namespace, "app.kubernetes.io/name=xpu-dra-driver")
 }
 
-// claimTemplate is a ResourceClaimTemplate of count XPUs of the class, with
-// optional CEL selectors and a NUMA constraint.
-func claimTemplate(name string, count int, numa bool, selectors ...string) string {
-	s := fmt.Sprintf(`apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: %s
-  namespace: default
-spec:
-  spec:
-    devices:
-      requests:
-        - name: xpu
-          exactly:
-            deviceClassName: xpu.baidu.com
-            allocationMode: ExactCount
-            count: %d
-`, name, count)
-	if len(selectors) > 0 {
-		s += "            selectors:\n"
-		for _, sel := range selectors {
-			s += fmt.Sprintf("              - cel:\n                  expression: %q\n", sel)
-		}
-	}
-	if numa {
-		s += "      constraints:\n        - requests: [xpu]\n          matchAttribute: resource.kubernetes.io/numaNode\n"
-	}
-	return s
-}
-
-// xpuPod is a hostNetwork pod of the glibc image that sleeps, with its
-// claim from a template (claimFrom "template:NAME") or a claim
-// ("claim:NAME").
-func xpuPod(name, image, claimFrom string) string {
-	kind, ref, _ := strings.Cut(claimFrom, ":")
-	field := "resourceClaimTemplateName"
-	if kind == "claim" {
-		field = "resourceClaimName"
-	}
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 0
-  resourceClaims:
-    - name: xpu
-      %[3]s: %[4]s
-  containers:
-    - name: main
-      image: %[2]s
-      imagePullPolicy: Never
-      command: ["sleep", "2147483647"]
-      resources:
-        claims:
-          - name: xpu
-`, name, image, field, ref)
-}
-
 // allocated returns the device indices the pod's claim was allocated.
 func (d *draCluster) allocated(t testing.TB, podName string) []int {
 	t.Helper()
@@ -403,8 +342,8 @@ func TestDRADriver(t *testing.T) {
 				// the XPU is free for the next pod that asks for it.
 				d.deletePod(t, "train-one-xpu")
 				d.waitUnprepared(t, "train-one-xpu deleted")
-				d.Apply(t, claimTemplate("that-one", 1, false, fmt.Sprintf(`device.attributes["xpu.baidu.com"].index == %d`, idx[0])))
-				d.Apply(t, xpuPod("dra-next", img, "template:that-one"))
+				d.ApplyObjects(t, claimTemplate("that-one", 1, false, fmt.Sprintf(`device.attributes["xpu.baidu.com"].index == %d`, idx[0])))
+				d.ApplyObjects(t, xpuPod("dra-next", img, "template:that-one"))
 				d.WaitPodRunning(t, "default", "dra-next", podTimeout)
 				require.Equal(t, idx, d.allocated(t, "dra-next"))
 				d.deletePod(t, "dra-next")
@@ -413,8 +352,8 @@ func TestDRADriver(t *testing.T) {
 			t.Run("two XPUs on one NUMA node", func(t *testing.T) {
 				// Take xpu-0..2 first so that a NUMA-blind allocator would
 				// split the pair across nodes.
-				d.Apply(t, claimTemplate("three-low", 3, false, `device.attributes["xpu.baidu.com"].index < 3`))
-				d.Apply(t, xpuPod("dra-three", img, "template:three-low"))
+				d.ApplyObjects(t, claimTemplate("three-low", 3, false, `device.attributes["xpu.baidu.com"].index < 3`))
+				d.ApplyObjects(t, xpuPod("dra-three", img, "template:three-low"))
 				d.WaitPodRunning(t, "default", "dra-three", podTimeout)
 				d.Apply(t, example(t, "dra-two-xpus-one-numa.yaml", img))
 				d.WaitPodRunning(t, "default", "train-two-xpus", podTimeout)
@@ -429,8 +368,8 @@ func TestDRADriver(t *testing.T) {
 			t.Run("a CEL selector on the model", func(t *testing.T) {
 				d.Apply(t, example(t, "dra-p800.yaml", img))
 				d.WaitPodRunning(t, "default", "train-p800", podTimeout)
-				d.Apply(t, claimTemplate("r200", 1, false, `device.attributes["xpu.baidu.com"].model == "R200"`))
-				d.Apply(t, xpuPod("dra-r200", img, "template:r200"))
+				d.ApplyObjects(t, claimTemplate("r200", 1, false, `device.attributes["xpu.baidu.com"].model == "R200"`))
+				d.ApplyObjects(t, xpuPod("dra-r200", img, "template:r200"))
 				msg := d.waitPending(t, "dra-r200")
 				require.Contains(t, msg, "cannot allocate all claims", msg)
 				d.deletePod(t, "dra-r200")
@@ -452,8 +391,8 @@ func TestDRADriver(t *testing.T) {
 			})
 
 			t.Run("a request larger than what is free stays Pending", func(t *testing.T) {
-				d.Apply(t, claimTemplate("nine", 9, false))
-				d.Apply(t, xpuPod("dra-nine", img, "template:nine"))
+				d.ApplyObjects(t, claimTemplate("nine", 9, false))
+				d.ApplyObjects(t, xpuPod("dra-nine", img, "template:nine"))
 				msg := d.waitPending(t, "dra-nine")
 				require.Contains(t, msg, "cannot allocate all claims", msg)
 				d.deletePod(t, "dra-nine")
@@ -466,11 +405,11 @@ func TestDRADriver(t *testing.T) {
 				require.Equal(t, "xpu.baidu.com/unhealthy", devs[6].Taints[0].Key)
 				require.Equal(t, "ERROR", devs[6].Taints[0].Value)
 				require.Equal(t, resourceapi.DeviceTaintEffectNoSchedule, devs[6].Taints[0].Effect)
-				d.Apply(t, claimTemplate("six", 1, false, `device.attributes["xpu.baidu.com"].index == 6`))
-				d.Apply(t, xpuPod("dra-six", img, "template:six"))
+				d.ApplyObjects(t, claimTemplate("six", 1, false, `device.attributes["xpu.baidu.com"].index == 6`))
+				d.ApplyObjects(t, xpuPod("dra-six", img, "template:six"))
 				d.waitPending(t, "dra-six")
-				d.Apply(t, claimTemplate("eight", 8, false))
-				d.Apply(t, xpuPod("dra-eight", img, "template:eight"))
+				d.ApplyObjects(t, claimTemplate("eight", 8, false))
+				d.ApplyObjects(t, xpuPod("dra-eight", img, "template:eight"))
 				d.waitPending(t, "dra-eight")
 				d.deletePod(t, "dra-eight")
 				// It recovers: the taint goes and the waiting pod runs on it.
@@ -485,8 +424,8 @@ func TestDRADriver(t *testing.T) {
 				// The pods of the subtests before are gone; their claims
 				// are unprepared as the kubelet gets to them.
 				d.waitUnprepared(t, "the pods before deleted")
-				d.Apply(t, claimTemplate("stay", 1, false))
-				d.Apply(t, xpuPod("dra-stay", img, "template:stay"))
+				d.ApplyObjects(t, claimTemplate("stay", 1, false))
+				d.ApplyObjects(t, xpuPod("dra-stay", img, "template:stay"))
 				pod := d.WaitPodRunning(t, "default", "dra-stay", podTimeout)
 				idx := d.allocated(t, "dra-stay")
 				recs := d.records(t)
@@ -516,7 +455,7 @@ func TestDRADriver(t *testing.T) {
 			})
 
 			t.Run("baidu.com/xpu: 1 through the extended resource", func(t *testing.T) {
-				d.Apply(t, limitsPod("dra-extended", img, "baidu.com/xpu"))
+				d.ApplyObjects(t, limitsPod("dra-extended", img, "baidu.com/xpu"))
 				d.WaitPodRunning(t, "default", "dra-extended", podTimeout)
 				idx := d.allocated(t, "dra-extended")
 				require.Len(t, idx, 1)

@@ -72,8 +72,8 @@ func TestHelmExporterAdminAccess(t *testing.T) {
 	}
 
 	// A pod's claim for one XPU is still served and attributed.
-	c.Apply(t, claimTemplate("one-xpu", 1, false))
-	c.Apply(t, xpuPod("dra-one", busybox, "template:one-xpu"))
+	c.ApplyObjects(t, claimTemplate("one-xpu", 1, false))
+	c.ApplyObjects(t, xpuPod("dra-one", busybox, "template:one-xpu"))
 	c.WaitPodRunning(t, "default", "dra-one", podTimeout)
 	got := d.allocated(t, "dra-one")
 	require.Len(t, got, 1)

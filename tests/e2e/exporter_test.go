@@ -120,15 +120,15 @@ func TestExporterPrometheus(t *testing.T) {
 	require.NoError(t, fakehost.WriteXPUSMIState(d.tree.Root, state))
 
 	// A pod with one XPU of the device plugin.
-	d.Apply(t, limitsPod("xpu-plugin-pod", d.image, "baidu.com/xpu"))
+	d.ApplyObjects(t, limitsPod("xpu-plugin-pod", d.image, "baidu.com/xpu"))
 	d.WaitPodRunning(t, "default", "xpu-plugin-pod", podTimeout)
 	idx := xpusOf(t, d.Cluster, d.tree, "xpu-plugin-pod")
 	require.Len(t, idx, 1, "one XPU")
 	pluginIdx := idx[0]
 
 	// A pod with one XPU of a DRA claim, another one than the plugin's.
-	d.Apply(t, claimTemplate("one-other-xpu", 1, false, fmt.Sprintf(`device.attributes["xpu.baidu.com"].index != %d`, pluginIdx)))
-	d.Apply(t, xpuPod("xpu-dra-pod", d.image, "template:one-other-xpu"))
+	d.ApplyObjects(t, claimTemplate("one-other-xpu", 1, false, fmt.Sprintf(`device.attributes["xpu.baidu.com"].index != %d`, pluginIdx)))
+	d.ApplyObjects(t, xpuPod("xpu-dra-pod", d.image, "template:one-other-xpu"))
 	d.WaitPodRunning(t, "default", "xpu-dra-pod", podTimeout)
 	draIdx := d.allocated(t, "xpu-dra-pod")
 	require.Len(t, draIdx, 1)

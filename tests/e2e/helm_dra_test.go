@@ -64,8 +64,8 @@ func TestHelmChartDRA(t *testing.T) {
 			})
 
 			t.Run("claim for one XPU", func(t *testing.T) {
-				c.Apply(t, claimTemplate("one-xpu", 1, false))
-				c.Apply(t, xpuPod("dra-one", busybox, "template:one-xpu"))
+				c.ApplyObjects(t, claimTemplate("one-xpu", 1, false))
+				c.ApplyObjects(t, xpuPod("dra-one", busybox, "template:one-xpu"))
 				c.WaitPodRunning(t, "default", "dra-one", podTimeout)
 				got := d.allocated(t, "dra-one")
 				require.Len(t, got, 1)
@@ -76,7 +76,7 @@ func TestHelmChartDRA(t *testing.T) {
 			})
 
 			t.Run("extended resource", func(t *testing.T) {
-				c.Apply(t, limitsPod("dra-ext", busybox, "baidu.com/xpu"))
+				c.ApplyObjects(t, limitsPod("dra-ext", busybox, "baidu.com/xpu"))
 				c.WaitPodRunning(t, "default", "dra-ext", podTimeout)
 				got := d.allocated(t, "dra-ext")
 				require.Len(t, got, 1)

@@ -109,26 +109,6 @@ func nodeFiles(t testing.TB, dirs ...string) []string {
 	return out
 }
 
-func limitsPod(name, image, resourceName string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 0
-  containers:
-    - name: main
-      image: %[2]s
-      imagePullPolicy: Never
-      command: ["sleep", "2147483647"]
-      resources:
-        limits:
-          %[3]s: 1
-`, name, image, resourceName)
-}
-
 func waitAllocatable(t *testing.T, c *harness.Cluster, resourceName, want string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
@@ -307,7 +287,7 @@ func TestHelmChart(t *testing.T) {
 					c.WaitPodRunning(t, "default", name, podTimeout)
 					require.Equal(t, []int{0}, xpusOf(t, c, tree, name), "%s shares XPU 0", name)
 				}
-				c.Apply(t, limitsPod("shared-3", busybox, "baidu.com/xpu"))
+				c.ApplyObjects(t, limitsPod("shared-3", busybox, "baidu.com/xpu"))
 				pod := c.WaitPod(t, "default", "shared-3", podTimeout, func(p *corev1.Pod) bool {
 					for _, cond := range p.Status.Conditions {
 						if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && strings.Contains(cond.Message, "Insufficient baidu.com/xpu") {

@@ -35,7 +35,7 @@ func TestHelmUpgradeDRA(t *testing.T) {
 	ch.rel.install(t)
 	d := ch.draCluster()
 	d.waitSlice(t, func(devs []resourceapi.Device) bool { return len(devs) == 8 })
-	c.Apply(t, claimTemplate("one-xpu", 1, false))
+	c.ApplyObjects(t, claimTemplate("one-xpu", 1, false))
 	const selector = "app.kubernetes.io/name=xpu-dra-driver"
 	old := waitDaemonSetPod(t, c, "xpu-system", selector)
 
@@ -79,7 +79,11 @@ func TestHelmUpgradeDRA(t *testing.T) {
 		for i := range pods {
 			// Not Apply: this goroutine must not end the test.
 			path := filepath.Join(dir, fmt.Sprintf("pod-%d.yaml", i))
-			if err := os.WriteFile(path, []byte(xpuPod(fmt.Sprintf("dra-upgrade-%d", i), busybox, "template:one-xpu")), 0o600); err != nil {
+			data, err := harness.Manifest(xpuPod(fmt.Sprintf("dra-upgrade-%d", i), busybox, "template:one-xpu"))
+			if err == nil {
+				err = os.WriteFile(path, data, 0o600)
+			}
+			if err != nil {
 				t.Error(err)
 				return
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/tests/e2e/harness"
@@ -19,17 +20,15 @@ import (
 // author writes to forge the device plugin's volume-mounts grant.
 func (k *testKubelet) forgeryPod(t *testing.T, name, image, link string) {
 	t.Helper()
-	k.writeStaticPod(t, name, image, `
-      volumeMounts:
-        - name: grant
-          mountPath: /var/run/xpu-container-devices/all
-          readOnly: true
-`, fmt.Sprintf(`
-  volumes:
-    - name: grant
-      hostPath:
-        path: %q
-`, link))
+	k.writeStaticPod(t, testPod(name, image, asStaticPod, func(p *corev1.Pod) {
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{
+			Name: "grant", MountPath: "/var/run/xpu-container-devices/all", ReadOnly: true,
+		}}
+		p.Spec.Volumes = []corev1.Volume{{
+			Name:         "grant",
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: link}},
+		}}
+	}))
 }
 
 // TestKubeletHostPathForgery (docs/security.md, "A hostPath symlink to

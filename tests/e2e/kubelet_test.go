@@ -164,32 +164,16 @@ func startKubelet(t *testing.T, dir string, c *harness.Containerd, extra ...stri
 // staticPod writes a static pod whose container asks for xpus XPUs.
 func (k *testKubelet) staticPod(t *testing.T, name, image string, xpus int) {
 	t.Helper()
-	k.writeStaticPod(t, name, image, fmt.Sprintf(`
-      resources:
-        limits:
-          baidu.com/xpu: %d
-`, xpus), "")
+	k.writeStaticPod(t, testPod(name, image, asStaticPod, withLimit("baidu.com/xpu", int64(xpus))))
 }
 
-// writeStaticPod writes a static pod of one sleeping container, with
-// container (indented for its members) and pod (for the pod spec's) added.
-func (k *testKubelet) writeStaticPod(t *testing.T, name, image, container, pod string) {
+// writeStaticPod writes pod's manifest into the kubelet's static pod
+// directory.
+func (k *testKubelet) writeStaticPod(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
-	manifest := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  hostNetwork: true
-  restartPolicy: Never
-  containers:
-    - name: main
-      image: %[2]s
-      imagePullPolicy: Never
-      command: ["sleep", "2147483647"]
-%[3]s%[4]s`, name, image, strings.TrimPrefix(container, "\n"), strings.TrimPrefix(pod, "\n"))
-	require.NoError(t, os.WriteFile(filepath.Join(k.manifests, name+".yaml"), []byte(manifest), 0o644))
+	manifest, err := harness.Manifest(pod)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(k.manifests, pod.Name+".yaml"), manifest, 0o644))
 }
 
 // pod returns the kubelet's view of a static pod (GET /pods).

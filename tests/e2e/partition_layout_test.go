@@ -232,7 +232,7 @@ func TestPartitionApplyInUse(t *testing.T) {
 	rel.install(t)
 	waitAllocatable(t, c, "baidu.com/xpu", "2")
 
-	c.Apply(t, limitsPod("xpu-holder", busybox, "baidu.com/xpu"))
+	c.ApplyObjects(t, limitsPod("xpu-holder", busybox, "baidu.com/xpu"))
 	c.WaitPodRunning(t, "default", "xpu-holder", podTimeout)
 	idx := xpusOf(t, c, n.tree, "xpu-holder")
 	require.Len(t, idx, 1)

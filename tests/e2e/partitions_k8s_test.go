@@ -89,14 +89,14 @@ func TestDevicePluginPartitions(t *testing.T) {
 	waitAllocatable(t, c, "baidu.com/xpu-24gb", "4")
 	waitAllocatable(t, c, "baidu.com/xpu", "1")
 
-	c.Apply(t, limitsPod("quarter", image, "baidu.com/xpu-24gb"))
+	c.ApplyObjects(t, limitsPod("quarter", image, "baidu.com/xpu-24gb"))
 	c.WaitPodRunning(t, "default", "quarter", podTimeout)
 	idx := xpusOf(t, c, tree, "quarter")
 	require.Len(t, idx, 1, "exactly one XPU in the pod")
 	require.Contains(t, []int{1, 2, 3, 4}, idx[0], "a quarter of card 0000:03:00.0, not the PF (0) nor the whole card (5)")
 	require.Contains(t, logs(), fmt.Sprintf("allocated baidu.com/xpu-24gb %d (cdi-cri)", idx[0]))
 
-	c.Apply(t, limitsPod("whole", image, "baidu.com/xpu"))
+	c.ApplyObjects(t, limitsPod("whole", image, "baidu.com/xpu"))
 	c.WaitPodRunning(t, "default", "whole", podTimeout)
 	require.Equal(t, []int{5}, xpusOf(t, c, tree, "whole"), "baidu.com/xpu is the whole card")
 }
@@ -126,46 +126,27 @@ func TestDRAPartitionClaim(t *testing.T) {
 	require.Equal(t, "xpu-3", devs[2].Name)
 	require.NotContains(t, devs[2].Attributes, resourceapi.QualifiedName("partition"))
 
-	d.Apply(t, claimTemplate("whole-card", 1, false, `!("partition" in device.attributes["xpu.baidu.com"])`))
-	d.Apply(t, xpuPod("dra-whole", img, "template:whole-card"))
+	d.ApplyObjects(t, claimTemplate("whole-card", 1, false, `!("partition" in device.attributes["xpu.baidu.com"])`))
+	d.ApplyObjects(t, xpuPod("dra-whole", img, "template:whole-card"))
 	d.WaitPodRunning(t, "default", "dra-whole", podTimeout)
 	require.Equal(t, []int{3}, d.allocated(t, "dra-whole"))
 
-	d.Apply(t, claimTemplate("at-least-40gi", 1, false, `device.capacity["xpu.baidu.com"].memory.compareTo(quantity("40Gi")) >= 0`))
-	d.Apply(t, xpuPod("dra-40gi", img, "template:at-least-40gi"))
+	d.ApplyObjects(t, claimTemplate("at-least-40gi", 1, false, `device.capacity["xpu.baidu.com"].memory.compareTo(quantity("40Gi")) >= 0`))
+	d.ApplyObjects(t, xpuPod("dra-40gi", img, "template:at-least-40gi"))
 	d.WaitPodRunning(t, "default", "dra-40gi", podTimeout)
 	half := d.allocated(t, "dra-40gi")
 	require.Len(t, half, 1)
 	require.Contains(t, []int{1, 2}, half[0], "a 48 GB partition")
 	seesOnly(t, d, "dra-40gi", half[0])
 
-	d.Apply(t, `apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-half, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: xpu
-        exactly: {deviceClassName: xpu-48gb.baidu.com}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-quarter, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: xpu
-        exactly: {deviceClassName: xpu-24gb.baidu.com}
-`)
-	d.Apply(t, xpuPod("dra-half", img, "template:one-half"))
+	d.ApplyObjects(t, classClaimTemplate("one-half", "xpu-48gb.baidu.com"), classClaimTemplate("one-quarter", "xpu-24gb.baidu.com"))
+	d.ApplyObjects(t, xpuPod("dra-half", img, "template:one-half"))
 	d.WaitPodRunning(t, "default", "dra-half", podTimeout)
 	other := d.allocated(t, "dra-half")
 	require.Equal(t, []int{3 - half[0]}, other, "the other half")
 	seesOnly(t, d, "dra-half", other[0])
 
-	d.Apply(t, xpuPod("dra-quarter", img, "template:one-quarter"))
+	d.ApplyObjects(t, xpuPod("dra-quarter", img, "template:one-quarter"))
 	msg := d.waitPending(t, "dra-quarter")
 	require.Contains(t, msg, "cannot allocate all claims", msg)
 	for _, p := range []string{"dra-quarter", "dra-half", "dra-40gi", "dra-whole"} {

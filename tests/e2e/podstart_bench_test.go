@@ -33,12 +33,12 @@ func BenchmarkPodStart(b *testing.B) {
 	d := startDRA(b, clusterRuntimes[0].start)
 	// settle runs untimed after each pod's deletion, until the node is
 	// ready for the next one.
-	measure := func(b *testing.B, pod string, settle func()) {
+	measure := func(b *testing.B, pod func(name string) *corev1.Pod, settle func()) {
 		durations := make([]time.Duration, 0, b.N)
 		for i := 0; i < b.N; i++ {
 			name := fmt.Sprintf("start-%d", i)
 			start := time.Now()
-			d.Apply(b, fmt.Sprintf(pod, name))
+			d.ApplyObjects(b, pod(name))
 			d.WaitPodRunning(b, "default", name, podTimeout)
 			durations = append(durations, time.Since(start))
 			b.StopTimer()
@@ -58,24 +58,9 @@ func BenchmarkPodStart(b *testing.B) {
 		b.ReportMetric(ms(durations[(len(durations)*99)/100]), "p99-ms")
 	}
 
-	d.Apply(b, claimTemplate("bench-one", 1, false))
+	d.ApplyObjects(b, claimTemplate("bench-one", 1, false))
 	b.Run("dra", func(b *testing.B) {
-		measure(b, `apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 0
-  resourceClaims: [{name: xpu, resourceClaimTemplateName: bench-one}]
-  containers:
-    - name: main
-      image: `+d.image+`
-      imagePullPolicy: Never
-      command: ["sleep", "2147483647"]
-      resources: {claims: [{name: xpu}]}
-`, func() {
+		measure(b, func(name string) *corev1.Pod { return xpuPod(name, d.image, "template:bench-one") }, func() {
 			// A deleted pod's claim is unprepared by the kubelet after the
 			// pod object is gone; until then the driver refuses its XPU to
 			// another claim (the old container may still run) and the
@@ -92,21 +77,7 @@ spec:
 	d.MustKubectl(b, "delete", "deviceclass", "--all")
 	deployDevicePlugin(b, d)
 	b.Run("device-plugin", func(b *testing.B) {
-		measure(b, `apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 0
-  containers:
-    - name: main
-      image: `+d.image+`
-      imagePullPolicy: Never
-      command: ["sleep", "2147483647"]
-      resources: {limits: {baidu.com/xpu: 1}}
-`, func() {})
+		measure(b, func(name string) *corev1.Pod { return limitsPod(name, d.image, "baidu.com/xpu") }, func() {})
 	})
 }
 
