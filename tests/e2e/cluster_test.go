@@ -2,12 +2,12 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -55,26 +55,17 @@ func TestClusterSmoke(t *testing.T) {
 			require.True(t, r.Success(), r.String())
 			require.Equal(t, "exec-ok", strings.TrimSpace(r.Stdout))
 
-			c.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: smoke
-  namespace: default
-spec:
-  selector:
-    matchLabels: {app: smoke}
-  template:
-    metadata:
-      labels: {app: smoke}
-    spec:
-      hostNetwork: true
-      terminationGracePeriodSeconds: 0
-      containers:
-        - name: main
-          image: %s
-          imagePullPolicy: Never
-          command: ["sleep", "2147483647"]
-`, image))
+			labels := map[string]string{"app": "smoke"}
+			c.ApplyObjects(t, &appsv1.DaemonSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: "default"},
+				Spec: appsv1.DaemonSetSpec{
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec:       testPod("", image).Spec,
+					},
+				},
+			})
 			dsPod := waitDaemonSetPod(t, c, "default", "app=smoke")
 			require.Equal(t, c.Node, dsPod.Spec.NodeName)
 
