@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/testutil"
@@ -24,19 +20,6 @@ import (
 // network the test gives it.
 const draHealthAddress = "127.0.0.1:9509"
 
-// promValue is the value of the one series q answers, -1 while there is
-// none.
-func promValue(t testing.TB, base, q string) float64 {
-	t.Helper()
-	res := promQuery(t, base, q)
-	if len(res.Data.Result) != 1 {
-		return -1
-	}
-	v, err := strconv.ParseFloat(res.Data.Result[0].Value[1].(string), 64)
-	require.NoError(t, err)
-	return v
-}
-
 // TestDaemonsPrometheus runs the device plugin binary and the DRA driver's
 // DaemonSet (deployments/xpu-dra-driver.yaml) on the node of the test
 // cluster with a fake P800 host; a real Prometheus (Debian's) scrapes
@@ -48,8 +31,8 @@ func promValue(t testing.TB, base, q string) float64 {
 // either scrape; the daemons' dashboard queries run on that Prometheus.
 func TestDaemonsPrometheus(t *testing.T) {
 	harness.RequiresRoot(t)
-	prometheus := harness.RequiresTool(t, "prometheus")
-	promtool := harness.RequiresTool(t, "promtool")
+	harness.RequiresTool(t, "prometheus")
+	harness.RequiresTool(t, "promtool")
 	d := startDRA(t, func(t testing.TB) harness.CRI { return harness.NewContainerd(t) })
 	pluginAddress := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
 	plugin := startDevicePlugin(t, d.tree, harness.DevicePluginDir, "--vendor", d.vendor, "--cdi-spec-dir", d.SpecDir(), "--health-address", pluginAddress)
@@ -64,11 +47,7 @@ func TestDaemonsPrometheus(t *testing.T) {
 			scrape, err = httpGet("http://" + addr + "/metrics")
 			return err == nil
 		}, podTimeout, 250*time.Millisecond, "GET http://%s/metrics", addr)
-		check := exec.Command(promtool, "check", "metrics")
-		check.Stdin = strings.NewReader(scrape)
-		out, err := check.CombinedOutput()
-		require.NoError(t, err, "promtool check metrics of %s:\n%s", addr, out)
-		require.Empty(t, strings.TrimSpace(string(out)), "promtool check metrics of %s", addr)
+		promtoolCheckMetrics(t, scrape, addr)
 		series := 0
 		for _, line := range strings.Split(scrape, "\n") {
 			if strings.HasPrefix(line, "xpu_") {
@@ -78,26 +57,7 @@ func TestDaemonsPrometheus(t *testing.T) {
 		t.Logf("%s: %d xpu_ series, %d bytes", addr, series, len(scrape))
 	}
 
-	promPort := harness.FreePort(t)
-	promURL := "http://127.0.0.1:" + strconv.Itoa(promPort)
-	dir := t.TempDir()
-	config := filepath.Join(dir, "prometheus.yml")
-	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil, `global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: xpu-device-plugin
-    static_configs:
-      - targets: [%q]
-  - job_name: xpu-dra-driver
-    static_configs:
-      - targets: [%q]
-`, pluginAddress, draHealthAddress), 0o644))
-	out, err := exec.Command(promtool, "check", "config", config).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	startProcess(t, prometheus, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address=127.0.0.1:"+strconv.Itoa(promPort))
-	require.Eventually(t, func() bool { _, err := httpGet(promURL + "/-/ready"); return err == nil }, podTimeout, 250*time.Millisecond)
+	promURL := startPrometheus(t, staticScrapeJob("xpu-device-plugin", pluginAddress), staticScrapeJob("xpu-dra-driver", draHealthAddress))
 
 	// One pod through the device plugin, one through a DRA claim.
 	d.ApplyObjects(t, limitsPod("xpu-plugin-pod", d.image, "baidu.com/xpu"))
@@ -134,31 +94,13 @@ scrape_configs:
 
 	// The daemons' dashboard: every query evaluates, and those of what
 	// happened here give series.
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deployments", "helm", "xpu-cdi", "dashboards", "xpu-daemons.json"))
-	require.NoError(t, err)
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	require.NoError(t, json.Unmarshal(data, &dash))
-	ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
-	defer cancel()
-	for _, p := range dash.Panels {
-		for _, tg := range p.Targets {
-			q := strings.ReplaceAll(tg.Expr, "$instance", ".*")
-			res := promQuery(t, promURL, q)
-			if strings.Contains(q, "errors_total") || strings.Contains(q, "refusals_total") {
-				continue // nothing failed: no series
-			}
-			for len(res.Data.Result) == 0 && ctx.Err() == nil {
-				time.Sleep(500 * time.Millisecond)
-				res = promQuery(t, promURL, q)
-			}
-			require.NotEmpty(t, res.Data.Result, "panel %q: %s", p.Title, q)
+	deadline := time.Now().Add(podTimeout)
+	for _, q := range dashboardQueries(t, "xpu-daemons.json") {
+		if strings.Contains(q.Expr, "errors_total") || strings.Contains(q.Expr, "refusals_total") {
+			promQuery(t, promURL, q.Expr) // nothing failed: no series, but the query runs
+			continue
 		}
+		testutil.Eventually(t, func(t testing.TB) bool { return assert.NotEmpty(t, promQuery(t, promURL, q.Expr).Data.Result) },
+			time.Until(deadline), 500*time.Millisecond, "panel %q: %s", q.Panel, q.Expr)
 	}
 }

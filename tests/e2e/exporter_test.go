@@ -1,12 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -48,45 +43,6 @@ func startProcess(t *testing.T, name string, args ...string) *process {
 	return p
 }
 
-// httpGet returns the body of a 200 answer for u, or an error.
-func httpGet(u string) (string, error) {
-	resp, err := http.Get(u)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
-	}
-	return string(body), nil
-}
-
-// promResult is the answer of Prometheus' instant query API.
-type promResult struct {
-	Status string `json:"status"`
-	Error  string `json:"error"`
-	Data   struct {
-		Result []struct {
-			Metric map[string]string `json:"metric"`
-			Value  [2]any            `json:"value"`
-		} `json:"result"`
-	} `json:"data"`
-}
-
-func promQuery(t testing.TB, base, q string) promResult {
-	t.Helper()
-	body, err := httpGet(base + "/api/v1/query?query=" + url.QueryEscape(q))
-	require.NoError(t, err, q)
-	var r promResult
-	require.NoError(t, json.Unmarshal([]byte(body), &r), body)
-	require.Equal(t, "success", r.Status, "%s: %s", q, r.Error)
-	return r
-}
-
 // TestExporterPrometheus runs the xpu-exporter binary on the node of the
 // test cluster (as the host package's xpu-exporter.service does) against a
 // fake P800 host, with the real device plugin and the real DRA driver: one
@@ -102,8 +58,8 @@ func promQuery(t testing.TB, base, q string) promResult {
 // showed as held by the exporter pod, and so did the dashboard).
 func TestExporterPrometheus(t *testing.T) {
 	harness.RequiresRoot(t)
-	prometheus := harness.RequiresTool(t, "prometheus")
-	promtool := harness.RequiresTool(t, "promtool")
+	harness.RequiresTool(t, "prometheus")
+	harness.RequiresTool(t, "promtool")
 	d := startDRA(t, func(t testing.TB) harness.CRI { return harness.NewContainerd(t) })
 	plugin := startDevicePlugin(t, d.tree, harness.DevicePluginDir, "--vendor", d.vendor, "--cdi-spec-dir", d.SpecDir())
 	require.Eventually(t, func() bool { return strings.Contains(plugin.log.String(), "registered baidu.com/xpu") }, podTimeout, 250*time.Millisecond)
@@ -149,32 +105,11 @@ func TestExporterPrometheus(t *testing.T) {
 	require.Contains(t, scrape, `xpu_exporter_source_up{source="xpu-smi"} 1`)
 
 	// promtool's lint of the exposition: nothing to say.
-	check := exec.Command(promtool, "check", "metrics")
-	check.Stdin = strings.NewReader(scrape)
-	out, err := check.CombinedOutput()
-	require.NoError(t, err, "promtool check metrics:\n%s", out)
-	require.Empty(t, strings.TrimSpace(string(out)), "promtool check metrics")
+	promtoolCheckMetrics(t, scrape, "the exporter")
 
 	// A real Prometheus scraping the exporter every second.
-	promPort := harness.FreePort(t)
-	promURL := "http://127.0.0.1:" + strconv.Itoa(promPort)
-	dir := t.TempDir()
-	config := filepath.Join(dir, "prometheus.yml")
 	operatorJob, operatorConfig := operatorScrapeConfig(t, exporterPort)
-	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil, `global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: xpu
-    static_configs:
-      - targets: ["127.0.0.1:%d"]
-%s`, exporterPort, operatorConfig), 0o644))
-	check = exec.Command(promtool, "check", "config", config)
-	out, err = check.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	startProcess(t, prometheus, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address=127.0.0.1:"+strconv.Itoa(promPort))
-	require.Eventually(t, func() bool { _, err := httpGet(promURL + "/-/ready"); return err == nil }, podTimeout, 250*time.Millisecond)
+	promURL := startPrometheus(t, staticScrapeJob("xpu", "127.0.0.1:"+strconv.Itoa(exporterPort)), operatorConfig)
 
 	busOf := map[int]string{}
 	for _, dev := range d.tree.Devices {
@@ -252,28 +187,14 @@ scrape_configs:
 
 	// The dashboard's queries evaluate on Prometheus, and those of the
 	// metrics this host has give series.
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deployments", "helm", "xpu-cdi", "dashboards", "xpu-exporter.json"))
-	require.NoError(t, err)
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	require.NoError(t, json.Unmarshal(data, &dash))
 	deadline := time.Now().Add(podTimeout)
-	for _, p := range dash.Panels {
-		for _, tg := range p.Targets {
-			q := strings.ReplaceAll(tg.Expr, "$instance", ".*")
-			if strings.Contains(q, "xpu_health_info") {
-				promQuery(t, promURL, q) // every XPU is healthy: no series, but the query runs
-				continue
-			}
-			testutil.Eventually(t, func(t testing.TB) bool { return assert.NotEmpty(t, promQuery(t, promURL, q).Data.Result) },
-				time.Until(deadline), 500*time.Millisecond, "panel %q: %s", p.Title, q)
+	for _, q := range dashboardQueries(t, "xpu-exporter.json") {
+		if strings.Contains(q.Expr, "xpu_health_info") {
+			promQuery(t, promURL, q.Expr) // every XPU is healthy: no series, but the query runs
+			continue
 		}
+		testutil.Eventually(t, func(t testing.TB) bool { return assert.NotEmpty(t, promQuery(t, promURL, q.Expr).Data.Result) },
+			time.Until(deadline), 500*time.Millisecond, "panel %q: %s", q.Panel, q.Expr)
 	}
 }
 
@@ -288,8 +209,9 @@ const operatorPod = "xpu-exporter-e2e"
 // series namespace, service, pod, container, job (the Service's name) and
 // endpoint (the port's name). Kubernetes discovery's meta labels are the
 // static target's labels here, as the exporter runs on the node rather
-// than in a pod. It returns the job label and the YAML of the job.
-func operatorScrapeConfig(t *testing.T, port int) (string, string) {
+// than in a pod. It returns the job label and the job (a scrape_configs
+// entry).
+func operatorScrapeConfig(t *testing.T, port int) (string, map[string]any) {
 	t.Helper()
 	cmd := exec.Command(helmBinary(t), "template", "xpu", filepath.Join(moduleRoot(t), "deployments", "helm", "xpu-cdi"),
 		"--namespace", "xpu-system", "--kube-version", "1.37.2", "--show-only", "templates/exporter.yaml", "--set", "exporter.serviceMonitor.enabled=true")
@@ -328,35 +250,32 @@ func operatorScrapeConfig(t *testing.T, port int) (string, string) {
 	require.Len(t, sm.Spec.Endpoints, 1)
 	ep := sm.Spec.Endpoints[0]
 	job := fmt.Sprintf("serviceMonitor/%s/%s/0", sm.Metadata.Namespace, sm.Metadata.Name)
-	return service, fmt.Sprintf(`  - job_name: %q
-    honor_labels: %t
-    metrics_path: %q
-    static_configs:
-      - targets: ["127.0.0.1:%d"]
-        labels:
-          __meta_kubernetes_namespace: %q
-          __meta_kubernetes_service_name: %q
-          __meta_kubernetes_pod_name: %q
-          __meta_kubernetes_pod_container_name: xpu-exporter
-          __meta_kubernetes_endpoint_port_name: %q
-    relabel_configs:
-      - source_labels: [job]
-        target_label: __tmp_prometheus_job_name
-      - source_labels: [__meta_kubernetes_endpoint_port_name]
-        regex: %q
-        action: keep
-      - source_labels: [__meta_kubernetes_namespace]
-        target_label: namespace
-      - source_labels: [__meta_kubernetes_service_name]
-        target_label: service
-      - source_labels: [__meta_kubernetes_pod_name]
-        target_label: pod
-      - source_labels: [__meta_kubernetes_pod_container_name]
-        target_label: container
-      - source_labels: [__meta_kubernetes_service_name]
-        target_label: job
-        replacement: ${1}
-      - target_label: endpoint
-        replacement: %q
-`, job, ep.HonorLabels, ep.Path, port, sm.Metadata.Namespace, service, operatorPod, ep.Port, ep.Port, ep.Port)
+	relabel := func(source, target string) map[string]any {
+		return map[string]any{"source_labels": []string{source}, "target_label": target}
+	}
+	return service, map[string]any{
+		"job_name":     job,
+		"honor_labels": ep.HonorLabels,
+		"metrics_path": ep.Path,
+		"static_configs": []any{map[string]any{
+			"targets": []string{"127.0.0.1:" + strconv.Itoa(port)},
+			"labels": map[string]string{
+				"__meta_kubernetes_namespace":          sm.Metadata.Namespace,
+				"__meta_kubernetes_service_name":       service,
+				"__meta_kubernetes_pod_name":           operatorPod,
+				"__meta_kubernetes_pod_container_name": "xpu-exporter",
+				"__meta_kubernetes_endpoint_port_name": ep.Port,
+			},
+		}},
+		"relabel_configs": []any{
+			relabel("job", "__tmp_prometheus_job_name"),
+			map[string]any{"source_labels": []string{"__meta_kubernetes_endpoint_port_name"}, "regex": ep.Port, "action": "keep"},
+			relabel("__meta_kubernetes_namespace", "namespace"),
+			relabel("__meta_kubernetes_service_name", "service"),
+			relabel("__meta_kubernetes_pod_name", "pod"),
+			relabel("__meta_kubernetes_pod_container_name", "container"),
+			map[string]any{"source_labels": []string{"__meta_kubernetes_service_name"}, "target_label": "job", "replacement": "${1}"},
+			map[string]any{"target_label": "endpoint", "replacement": ep.Port},
+		},
+	}
 }
