@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -54,6 +55,29 @@ const (
 	// card, with shared counters and compatibility groups.
 	PartitionsDynamic
 )
+
+// ErrPartitionMode is wrapped by ParsePartitionMode's error.
+var ErrPartitionMode = errors.New("unknown partition mode")
+
+// PartitionModes are the names of the modes, as --partitions takes them.
+var PartitionModes = []string{"static", "dynamic"}
+
+// String is the mode's name, as --partitions takes it.
+func (m PartitionMode) String() string {
+	if int(m) >= 0 && int(m) < len(PartitionModes) {
+		return PartitionModes[m]
+	}
+	return "PartitionMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParsePartitionMode reads a mode's name (static, dynamic).
+func ParsePartitionMode(s string) (PartitionMode, error) {
+	i := slices.Index(PartitionModes, s)
+	if i < 0 {
+		return 0, fmt.Errorf("%w %q: give %s", ErrPartitionMode, s, strings.Join(PartitionModes, " or "))
+	}
+	return PartitionMode(i), nil
+}
 
 // Names of the counters and counter sets of dynamic mode.
 const (

@@ -317,10 +317,10 @@ func (d *Driver) finishLayouts(ctx context.Context) (bool, error) {
 	return len(started) > 0, errors.Join(errs...)
 }
 
-// idleCards returns, with idleWhole, the cards of devs (devices of a claim
+// idleCards returns, with IdleWhole, the cards of devs (devices of a claim
 // just unprepared) that no claim holds any more to whole.
 func (d *Driver) idleCards(ctx context.Context, devs []preparedDevice) {
-	if !d.o.idleWhole || d.o.relayout == nil {
+	if !d.o.IdleWhole || d.o.relayout == nil {
 		return
 	}
 	var cards []int

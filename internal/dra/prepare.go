@@ -179,7 +179,7 @@ func tolerates(ts []resourceapi.DeviceToleration, taint resourceapi.DeviceTaint)
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin: it forgets
 // the claims; one that is not prepared is not an error. In dynamic mode
 // the claim's slots are free again and its cards keep their layout, or,
-// with idleWhole, a card no claim holds any more is laid out whole.
+// with IdleWhole, a card no claim holds any more is laid out whole.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	defer d.m.since(opUnprepare, time.Now())
 	d.mu.Lock()
