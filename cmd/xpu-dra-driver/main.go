@@ -355,6 +355,8 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	cfg.PollInterval = o.kubelet.PollInterval
 	reg := daemon.NewRegistry(dra.MetricsNamespace, version, commit)
 	cfg.Metrics = reg
+	// The sweep of claims deleted while the driver was down reads them.
+	cfg.KubeClient = client
 	if o.mode == dra.PartitionsDynamic {
 		cfg.Layout = o.layout(log)
 	}

@@ -346,6 +346,43 @@ func (d *Driver) idleCards(ctx context.Context, devs []preparedDevice) {
 	}
 }
 
+// reconcile makes the cards' layouts and the recorded claims agree at
+// start, after finishLayouts and the sweep: a card that no claim holds
+// and that has VFs keeps them by default (the next claim of their size
+// takes them without a write), and with IdleWhole goes back to whole
+// (through the writer, so not while a process or a pod holds it). A
+// claim recorded on a slot whose card now has another count (laid out by
+// someone else while the driver was down) is logged: nothing it may
+// still use is touched. d.mu must be held.
+func (d *Driver) reconcile(ctx context.Context) {
+	sc := d.scanner.Scan()
+	if sc.Host == nil {
+		return
+	}
+	for _, dc := range dynamicCards(sc.Host) {
+		addr := dc.card.Address
+		if d.layouts.bad[addr] != nil {
+			continue
+		}
+		if rec := d.layouts.get(addr); rec != nil && rec.Phase == phaseStarted {
+			continue
+		}
+		holders := d.holdersOf(dc.ordinal, "", nil)
+		for _, h := range holders {
+			if h.count != dc.card.NumVFs {
+				d.o.Log.Warnf("card %s has %s, but claim %s is recorded with its device %s (%s): the card was laid out again while the driver was down; it is not touched until that claim is unprepared",
+					addr, describeCount(dc.card.NumVFs), h.claim, h.device, describeCount(h.count))
+			}
+		}
+		if len(holders) > 0 || dc.card.NumVFs == 0 || !d.o.IdleWhole || d.o.relayout == nil {
+			continue
+		}
+		if err := d.relayoutCard(ctx, "(idle at start: --idle-layout=whole)", "", addr, dc.card.NumVFs, 0); err != nil {
+			d.o.Log.Warnf("returning the idle card %s to whole at start: %v (it keeps its %d VFs)", addr, err, dc.card.NumVFs)
+		}
+	}
+}
+
 // applyLayout is the default relayout: sriov.Apply of the one card, with
 // its checks of who holds it, under the node's layout lock.
 func applyLayout(c sriov.Config) func(ctx context.Context, addr string, n int) error {
