@@ -263,7 +263,9 @@ func (o *options) layout(log *logrus.Logger) *sriov.Config {
 			PodResourcesSocket:  o.kubelet.PodResourcesSocket,
 			RequirePodResources: o.kubelet.PodResourcesSocket != "",
 			PodResources:        podresources.Config{DRADriver: o.kubelet.DRADriverName, CDIKind: kind},
-			Log:                 log,
+			// Its own claims' devices are cards and slots (xpu-3-q2).
+			DRADynamicNames: true,
+			Log:             log,
 		},
 		Progress: func(line string) { log.Info(line) },
 		AfterApply: func(h *discover.Host) error {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
@@ -71,39 +72,7 @@ func dynamicTargets(h *discover.Host) map[string]slotTarget {
 // parseDynamicName reads a dynamic device name: the card's ordinal, the
 // count (0 for the whole card) and the slot. false for any other name.
 func parseDynamicName(name string) (card, count, slot int, ok bool) {
-	rest, found := strings.CutPrefix(name, "xpu-")
-	if !found {
-		return 0, 0, 0, false
-	}
-	parts := strings.Split(rest, "-")
-	num := func(s string) (int, bool) {
-		n, err := strconv.Atoi(s)
-		return n, err == nil && n >= 0 && s == strconv.Itoa(n)
-	}
-	card, ok = num(parts[0])
-	if !ok {
-		return 0, 0, 0, false
-	}
-	switch {
-	case len(parts) == 1:
-		return card, 0, 0, true
-	case len(parts) == 2 && len(parts[1]) > 1 && (parts[1][0] == 'h' || parts[1][0] == 'q'):
-		count = 2
-		if parts[1][0] == 'q' {
-			count = 4
-		}
-		slot, ok = num(parts[1][1:])
-	case len(parts) == 3 && len(parts[1]) > 1 && parts[1][0] == 'v':
-		if count, ok = num(parts[1][1:]); ok {
-			slot, ok = num(parts[2])
-		}
-	default:
-		return 0, 0, 0, false
-	}
-	if !ok || slot >= count || SlotName(card, count, slot) != name {
-		return 0, 0, 0, false
-	}
-	return card, count, slot, true
+	return names.ParseDRAPartitionDevice(name)
 }
 
 // cardHolder is a prepared device of this driver on a card.
