@@ -192,7 +192,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	}
 	out := make(map[types.UID]error, len(claims))
 	for _, c := range claims {
-		_, err := d.forget(ctx, c.UID, "unprepared")
+		err := d.forget(ctx, c.UID, "unprepared")
 		d.m.observeClaim(opUnprepare, err)
 		if err != nil {
 			err = fmt.Errorf("%s %s: %w", d.o.DriverName, c, err)
@@ -203,23 +203,23 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return out, nil
 }
 
-// forget removes the record of the claim uid, as Unprepare does, and
-// returns it (nil when it was not recorded): in dynamic mode its slots
-// are free again and the idle policy applies to its cards. verb says
-// why, in the log. d.mu must be held.
-func (d *Driver) forget(ctx context.Context, uid types.UID, verb string) (*preparedClaim, error) {
+// forget removes the record of the claim uid, as Unprepare does (a claim
+// not recorded is no error): in dynamic mode its slots are free again
+// and the idle policy applies to its cards. verb says why, in the log.
+// d.mu must be held.
+func (d *Driver) forget(ctx context.Context, uid types.UID, verb string) error {
 	was := d.claims.get(uid)
 	if err := d.claims.remove(uid); err != nil {
-		return nil, err
+		return err
 	}
 	if was == nil {
-		return nil, nil
+		return nil
 	}
 	d.o.Log.Infof("%s claim %s (%s): %s", verb, was, was.UID, describePrepared(was))
 	if d.o.Partitions == PartitionsDynamic {
 		d.idleCards(ctx, was.Devices)
 	}
-	return was, nil
+	return nil
 }
 
 // HandleError implements kubeletplugin.DRAPlugin, as the helper library's

@@ -165,7 +165,7 @@ func (d *Driver) Sweep(ctx context.Context) ([]types.NamespacedName, error) {
 			delete(d.stale, rec.UID)
 			continue
 		}
-		if _, err := d.forget(ctx, rec.UID, "swept ("+describeStale(reason)+")"); err != nil {
+		if err := d.forget(ctx, rec.UID, "swept ("+describeStale(reason)+")"); err != nil {
 			errs = append(errs, fmt.Errorf("sweeping the record of claim %s: %w", rec.String(), err))
 			continue
 		}
