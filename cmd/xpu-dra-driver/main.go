@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"sigs.k8s.io/yaml"
 
@@ -26,6 +28,9 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/daemon"
 	"github.com/xpu-cdi/xpu-cdi/internal/dra"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
+	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
+	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
@@ -55,7 +60,19 @@ type options struct {
 	pluginDataDir string
 	registryDir   string
 	podUID        string
+	// partitions and idleLayout are --partitions and --idle-layout as
+	// given; mode and idleWhole what validate read from them.
+	partitions string
+	idleLayout string
+	mode       dra.PartitionMode
+	idleWhole  bool
 }
+
+// The values of --idle-layout.
+const (
+	idleKeep  = "keep"
+	idleWhole = "whole"
+)
 
 const description = `Publishes the node's Kunlun XPUs (found as xpu-cdi finds them: one device per /dev/xpuN
 that can run work, named xpu-N) in the node's ResourceSlice of driver --dra-driver-name, with
@@ -74,8 +91,18 @@ It waits for the kubelet's plugin registry, records prepared claims in --plugin-
 publishes an empty slice on a node without XPU instead of exiting. With --pod-uid (POD_UID) the
 old and the new driver of a rolling update answer side by side, sharing those records.
 
-  xpu-dra-driver print-slice --dev-root R --driver-root R [--node-name N]
-prints the ResourceSlice it would publish for a host, without a cluster.`
+With --partitions=dynamic it offers, instead of the devices the SR-IOV cards have now, every
+way each card can be cut: a counter set per card holding its memory, the whole card (xpu-N, N
+its place in PCI address order) and each VF slot of each count the board allows (xpu-N-h0..h1,
+xpu-N-q0..q3), each in the compatibility group of its count. A card is laid out at Prepare when
+no claim of this driver holds it and no process or pod (--pod-resources-socket) does, under the
+node lock of "xpu-cdi partition apply"; the node spec's devices are then rewritten. Unprepare
+frees the slot; --idle-layout=whole returns a card no claim holds any more to whole (default
+keep). At start it checks that the API server keeps the counters and groups, and exits naming
+the feature gates (DRADeviceCompatibilityGroups) of kube-apiserver and kube-scheduler when not.
+
+  xpu-dra-driver print-slice --dev-root R --driver-root R [--node-name N] [--partitions dynamic]
+prints the ResourceSlice(s) it would publish for a host, without a cluster.`
 
 func newApp(log *logrus.Logger) *cli.App {
 	o := &options{}
@@ -101,7 +128,7 @@ func newApp(log *logrus.Logger) *cli.App {
 		Commands: []*cli.Command{{
 			Name:      "print-slice",
 			Usage:     "print, as YAML, the ResourceSlice this node would publish (no cluster needed)",
-			UsageText: "xpu-dra-driver print-slice [--dev-root R] [--driver-root R] [--node-name N]",
+			UsageText: "xpu-dra-driver print-slice [--dev-root R] [--driver-root R] [--node-name N] [--partitions static|dynamic]",
 			Flags:     o.commonFlags(),
 			Before: func(*cli.Context) error {
 				if err := o.setLevel(log); err != nil {
@@ -131,7 +158,8 @@ func (o *options) commonFlags() []cli.Flag {
 		// names the driver took --dra-driver-name.
 		o.kubelet.DRADriverNameFlag("DRA driver name: the ResourceSlice's driver and the domain of the attributes", "driver-name"),
 		&cli.StringFlag{Name: "node-name", Usage: "the node (and pool) the slice is published for; print-slice defaults to the host name", EnvVars: []string{"NODE_NAME", "XPU_CDI_NODE_NAME"}, Destination: &o.nodeName},
-		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory checked for the node spec"),
+		o.specDirs.Flag("cdi-spec-dir", "CDI spec directory checked for the node spec (and, with --partitions=dynamic, the one whose node spec is rewritten after a card is laid out again)"),
+		&cli.StringFlag{Name: "partitions", Usage: "how SR-IOV partitions are offered, `MODE` static (the devices the cards' layouts have now, as xpu-cdi partition apply made them) or dynamic (every way each SR-IOV card can be cut, with shared counters and compatibility groups; a card is laid out at Prepare; needs the DRADeviceCompatibilityGroups gate of kube-apiserver and kube-scheduler)", Value: dra.PartitionsStatic.String(), EnvVars: []string{"XPU_CDI_PARTITIONS"}, Destination: &o.partitions},
 		o.level.Flag(),
 	)
 }
@@ -144,6 +172,8 @@ func (o *options) serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "plugin-registry-dir", Usage: "the kubelet's plugin registration `DIR`", Value: kubeletplugin.KubeletRegistryDir, EnvVars: []string{"XPU_CDI_PLUGIN_REGISTRY_DIR"}, Destination: &o.registryDir},
 		&cli.StringFlag{Name: "pod-uid", Usage: "the `UID` of the driver's pod (downward API metadata.uid): registers sockets of its own, so that during a DaemonSet's rolling update (maxSurge) the old and the new driver answer side by side (kubelet 1.33+); empty: one driver per node", EnvVars: []string{"POD_UID", "XPU_CDI_POD_UID"}, Destination: &o.podUID},
 		o.kubelet.HealthAddressFlag(cmdflags.DRADriverHealthAddress),
+		&cli.StringFlag{Name: "idle-layout", Usage: "with --partitions=dynamic, what becomes of a card whose last claim is unprepared, `POLICY` keep (its VFs stay, for the next claim of their size) or whole (laid out whole again); static mode lays out no card and refuses whole", Value: idleKeep, EnvVars: []string{"XPU_CDI_IDLE_LAYOUT"}, Destination: &o.idleLayout},
+		o.kubelet.PodResourcesSocketFlag("with --partitions=dynamic, the kubelet's PodResources `SOCKET`, asked which pods hold a card before it is laid out again (as xpu-cdi partition apply asks it); a socket that does not exist is an error then; \"\": processes only"),
 	}
 }
 
@@ -161,6 +191,11 @@ func (o *options) validate(serve bool) error {
 	if err := o.kind.Validate(); err != nil {
 		return err
 	}
+	mode, err := dra.ParsePartitionMode(o.partitions)
+	if err != nil {
+		return fmt.Errorf("--partitions (XPU_CDI_PARTITIONS): %w", err)
+	}
+	o.mode = mode
 	if err := dra.ValidateDriverName(o.kubelet.DRADriverName); err != nil {
 		return fmt.Errorf("--dra-driver-name: %w", err)
 	}
@@ -172,6 +207,16 @@ func (o *options) validate(serve bool) error {
 	}
 	if err := o.kubelet.ValidatePollInterval(); err != nil {
 		return err
+	}
+	switch o.idleLayout {
+	case idleKeep:
+	case idleWhole:
+		if o.mode != dra.PartitionsDynamic {
+			return fmt.Errorf("--idle-layout (XPU_CDI_IDLE_LAYOUT) %s needs --partitions=dynamic: with --partitions=%s the driver lays out no card", idleWhole, o.mode)
+		}
+		o.idleWhole = true
+	default:
+		return fmt.Errorf("--idle-layout (XPU_CDI_IDLE_LAYOUT) %q: give %s or %s", o.idleLayout, idleKeep, idleWhole)
 	}
 	if o.pluginDataDir == "" {
 		o.pluginDataDir = filepath.Join(kubeletplugin.KubeletPluginsDir, o.kubelet.DRADriverName)
@@ -197,7 +242,39 @@ func (o *options) driverConfig(log *logrus.Logger) dra.Config {
 			return o.host.Discover(nil)
 		},
 		// The dev root stands for the host's / (--host-root sets both).
-		Withheld: func() ([]string, error) { return partition.LayingOut(o.host.DevRoot) },
+		Withheld:   func() ([]string, error) { return partition.LayingOut(o.host.DevRoot) },
+		Partitions: o.mode,
+		IdleWhole:  o.idleWhole,
+	}
+}
+
+// layout is the SR-IOV writer of dynamic mode, configured as `xpu-cdi
+// partition apply` configures it: the dev root stands for the host's /
+// (it has the sysfs written and the node's layout lock), the in-use check
+// asks the PodResources socket (a missing one is an error: the driver
+// runs beside a kubelet) about this driver's claims and the device
+// plugin's resources, and once a card changed the node's CDI spec names
+// its new functions.
+func (o *options) layout(log *logrus.Logger) *sriov.Config {
+	kind, dirs, devRoot := o.kind.String(), o.specDirs.Dirs(), o.host.DevRoot
+	return &sriov.Config{
+		Config: partition.Config{
+			DevRoot: o.host.DevRoot, DriverRoot: o.host.DriverRoot,
+			PodResourcesSocket:  o.kubelet.PodResourcesSocket,
+			RequirePodResources: o.kubelet.PodResourcesSocket != "",
+			PodResources:        podresources.Config{DRADriver: o.kubelet.DRADriverName, CDIKind: kind},
+			// Its own claims' devices are cards and slots (xpu-3-q2).
+			DRADynamicNames: true,
+			Log:             log,
+		},
+		Progress: func(line string) { log.Info(line) },
+		AfterApply: func(h *discover.Host) error {
+			wrote, err := xpunode.RefreshSpecDevices(kind, dirs, devRoot, h)
+			if len(wrote) > 0 {
+				log.Infof("rewrote the devices of the node's CDI spec %s", strings.Join(wrote, ", "))
+			}
+			return err
+		},
 	}
 }
 
@@ -220,6 +297,21 @@ func (o *options) printSlice(c *cli.Context, log *logrus.Logger) error {
 		}
 	}
 	return nil
+}
+
+// checkGates is dynamic mode's check before anything is published: an
+// API server or a scheduler without the gates would drop or ignore what
+// dynamic mode offers. A *dra.GateError names the gates.
+func checkGates(ctx context.Context, d *dra.Driver, client kubernetes.Interface) error {
+	err := d.CheckDynamicGates(ctx, client)
+	var gate *dra.GateError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &gate):
+		return fmt.Errorf("--partitions=dynamic refused: %w", err)
+	}
+	return fmt.Errorf("--partitions=dynamic: checking that the API server keeps the shared counters and compatibility groups of dynamic partitions: %w", err)
 }
 
 // waitForDir returns when dir exists, saying once that it waits: the
@@ -265,9 +357,20 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	cfg.PollInterval = o.kubelet.PollInterval
 	reg := daemon.NewRegistry(dra.MetricsNamespace, version, commit)
 	cfg.Metrics = reg
+	// The sweep of claims deleted while the driver was down reads them.
+	cfg.KubeClient = client
+	if o.mode == dra.PartitionsDynamic {
+		cfg.Layout = o.layout(log)
+	}
 	d, err := dra.New(cfg)
 	if err != nil {
 		return err
+	}
+	if o.mode == dra.PartitionsDynamic {
+		if err := checkGates(ctx, d, client); err != nil {
+			return err
+		}
+		log.Infof("the API server keeps the shared counters and compatibility groups of dynamic partitions")
 	}
 	// Ready once the kubelet registered the plugin and the API server took
 	// its slices (the helper's RegistrationStatus is read unlocked, as the
@@ -306,7 +409,11 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	if o.podUID != "" {
 		rolling = "on, pod " + o.podUID
 	}
-	log.Infof("xpu-dra-driver %s: driver %s, node %s, CDI kind %s, plugin dir %s, dev root %s, rolling updates %s",
-		version, o.kubelet.DRADriverName, o.nodeName, o.kind.String(), o.pluginDataDir, o.host.DevRoot, rolling)
+	partitions := o.mode.String()
+	if o.mode == dra.PartitionsDynamic {
+		partitions += ", idle layout " + o.idleLayout
+	}
+	log.Infof("xpu-dra-driver %s: driver %s, node %s, CDI kind %s, plugin dir %s, dev root %s, rolling updates %s, partitions %s",
+		version, o.kubelet.DRADriverName, o.nodeName, o.kind.String(), o.pluginDataDir, o.host.DevRoot, rolling, partitions)
 	return d.Run(ctx, helper)
 }

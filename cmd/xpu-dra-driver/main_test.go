@@ -3,21 +3,30 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
+
+	"github.com/xpu-cdi/xpu-cdi/internal/dra"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
 	"github.com/xpu-cdi/xpu-cdi/internal/logtest"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
+	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
 )
 
 func run(t *testing.T, args ...string) (string, error) {
@@ -43,6 +52,10 @@ func TestHelpShowsFlagsAndEnv(t *testing.T) {
 		`(default: "/var/lib/kubelet/plugins_registry") [$XPU_CDI_PLUGIN_REGISTRY_DIR]`,
 		"xpu-cdi generate --output /etc/cdi/baidu.com-xpu.yaml", "print-slice",
 		"without memory or fault isolation",
+		`--partitions MODE`, `(default: "static") [$XPU_CDI_PARTITIONS]`,
+		`--idle-layout POLICY`, `(default: "keep") [$XPU_CDI_IDLE_LAYOUT]`,
+		"--pod-resources-socket SOCKET", "[$XPU_CDI_POD_RESOURCES_SOCKET]",
+		"--partitions=dynamic", "DRADeviceCompatibilityGroups",
 	} {
 		require.Contains(t, out, s)
 	}
@@ -60,13 +73,160 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--node-name", ""}, "--node-name (or NODE_NAME) is empty"},
 		{[]string{"--node-name", "n", "--log-level", "loud"}, "--log-level"},
 		{[]string{"print-slice", "--driver-name", "a_b"}, `--dra-driver-name: driver name "a_b"`},
+		{[]string{"--node-name", "n", "--partitions", "auto"}, `--partitions (XPU_CDI_PARTITIONS): unknown partition mode "auto": give static or dynamic`},
+		{[]string{"--node-name", "n", "--partitions", "Dynamic"}, `unknown partition mode "Dynamic": give static or dynamic`},
+		{[]string{"print-slice", "--node-name", "n", "--partitions", ""}, `--partitions (XPU_CDI_PARTITIONS): unknown partition mode ""`},
+		{[]string{"--node-name", "n", "--partitions", "dynamic", "--idle-layout", "free"}, `--idle-layout (XPU_CDI_IDLE_LAYOUT) "free": give keep or whole`},
+		{[]string{"--node-name", "n", "--idle-layout", "whole"}, "--idle-layout (XPU_CDI_IDLE_LAYOUT) whole needs --partitions=dynamic: with --partitions=static the driver lays out no card"},
 	} {
-		t.Run(tc.args[len(tc.args)-2], func(t *testing.T) {
+		t.Run(tc.args[len(tc.args)-2]+"="+tc.args[len(tc.args)-1], func(t *testing.T) {
 			t.Setenv("NODE_NAME", "")
-			_, err := run(t, tc.args...)
+			// Nothing starts: no API server is asked (none is
+			// configured), no plugin directory is made.
+			dataDir := filepath.Join(t.TempDir(), "plugin")
+			args := tc.args
+			if args[0] != "print-slice" {
+				args = append(args, "--plugin-data-dir", dataDir)
+			}
+			_, err := run(t, args...)
 			require.ErrorContains(t, err, tc.err)
+			require.NoDirExists(t, dataDir)
 		})
 	}
+}
+
+// The variables set what the flags set, and are checked alike.
+func TestPartitionEnv(t *testing.T) {
+	t.Setenv("XPU_CDI_PARTITIONS", "sometimes")
+	_, err := run(t, "--node-name", "n")
+	require.ErrorContains(t, err, `--partitions (XPU_CDI_PARTITIONS): unknown partition mode "sometimes"`)
+	require.ErrorIs(t, err, dra.ErrPartitionMode)
+
+	t.Setenv("XPU_CDI_PARTITIONS", "static")
+	t.Setenv("XPU_CDI_IDLE_LAYOUT", "whole")
+	_, err = run(t, "--node-name", "n")
+	require.ErrorContains(t, err, "whole needs --partitions=dynamic")
+}
+
+// validate reads the mode and the idle policy into what the driver is
+// configured with.
+func TestPartitionFlagsParsed(t *testing.T) {
+	for _, tc := range []struct {
+		description         string
+		partitions, idle    string
+		serve               bool
+		wantMode            dra.PartitionMode
+		wantWhole, wantSock bool
+	}{
+		{description: "defaults", partitions: "static", idle: "keep", serve: true, wantMode: dra.PartitionsStatic},
+		{description: "dynamic keeps", partitions: "dynamic", idle: "keep", serve: true, wantMode: dra.PartitionsDynamic, wantSock: true},
+		{description: "dynamic whole", partitions: "dynamic", idle: "whole", serve: true, wantMode: dra.PartitionsDynamic, wantWhole: true, wantSock: true},
+		{description: "print-slice dynamic", partitions: "dynamic", wantMode: dra.PartitionsDynamic},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			o := &options{nodeName: "n", partitions: tc.partitions, idleLayout: tc.idle, registryDir: "/r", pluginDataDir: "/p"}
+			o.kubelet.DRADriverName, o.kubelet.PollInterval, o.kubelet.PodResourcesSocket = "xpu.baidu.com", time.Second, "/s"
+			o.kind.Vendor, o.kind.Class = "baidu.com", "xpu"
+			require.NoError(t, o.validate(tc.serve))
+			cfg := o.driverConfig(nil)
+			require.Equal(t, tc.wantMode, cfg.Partitions)
+			require.Equal(t, tc.wantWhole, cfg.IdleWhole)
+			if tc.wantSock {
+				l := o.layout(logrus.New())
+				require.Equal(t, "/s", l.PodResourcesSocket)
+				require.True(t, l.RequirePodResources)
+				require.NotNil(t, l.AfterApply)
+			}
+		})
+	}
+}
+
+// At start in dynamic mode, an API server that drops the compatibility
+// groups stops the driver with the gates to turn on; one that cannot be
+// asked stops it too, saying what was checked.
+func TestCheckGates(t *testing.T) {
+	d, err := dra.New(dra.Config{NodeName: "n", Partitions: dra.PartitionsDynamic, Discover: func() (*discover.Host, error) { return nil, discover.ErrNoDevices }})
+	require.NoError(t, err)
+
+	c := fake.NewClientset()
+	c.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		s := a.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice).DeepCopy()
+		for i := range s.Spec.Devices {
+			for j := range s.Spec.Devices[i].ConsumesCounters {
+				s.Spec.Devices[i].ConsumesCounters[j].CompatibilityGroups = nil
+			}
+		}
+		return true, s, nil
+	})
+	err = checkGates(context.Background(), d, c)
+	var gate *dra.GateError
+	require.ErrorAs(t, err, &gate)
+	require.Equal(t, []string{dra.GateDeviceCompatibilityGroups}, gate.Gates)
+	require.ErrorContains(t, err, "--partitions=dynamic refused")
+	require.ErrorContains(t, err, "kube-apiserver and kube-scheduler with --feature-gates=DRADeviceCompatibilityGroups=true")
+
+	refused := errors.New("connection refused")
+	c = fake.NewClientset()
+	c.PrependReactor("create", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, refused })
+	err = checkGates(context.Background(), d, c)
+	require.ErrorIs(t, err, refused)
+	require.NotErrorAs(t, err, &gate)
+	require.ErrorContains(t, err, "checking that the API server keeps the shared counters and compatibility groups")
+
+	require.NoError(t, checkGates(context.Background(), d, fake.NewClientset()))
+}
+
+// print-slice --partitions=dynamic shows the dynamic offer of an 8-card
+// P800 host: the counter sets in slices of their own (8 cards and the
+// handle budget: 9 sets, two slices), then one slice of the 56 devices,
+// each card whole and in its halves and quarters.
+func TestPrintSliceDynamic(t *testing.T) {
+	testreq.Root(t, "discovery stats real device nodes, made with mknod")
+	tree := fakehosttest.Build(t, fakehost.P800x8SRIOV())
+	out, err := run(t, "print-slice", "--dev-root", tree.Root, "--driver-root", tree.Root, "--node-name", "gpu-7", "--cdi-spec-dir", t.TempDir(), "--partitions", "dynamic")
+	require.NoError(t, err)
+	docs := strings.Split(out, "---\n")
+	require.Len(t, docs, 3, out)
+	var sets []resourceapi.CounterSet
+	var devs []resourceapi.Device
+	for i, doc := range docs {
+		var s resourceapi.ResourceSlice
+		require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &s))
+		require.Equal(t, "gpu-7-xpu.baidu.com-"+strconv.Itoa(i), s.Name)
+		require.EqualValues(t, 3, s.Spec.Pool.ResourceSliceCount)
+		require.False(t, len(s.Spec.SharedCounters) > 0 && len(s.Spec.Devices) > 0, "slice %d holds both counter sets and devices", i)
+		sets = append(sets, s.Spec.SharedCounters...)
+		devs = append(devs, s.Spec.Devices...)
+	}
+	require.Len(t, sets, 9)
+	require.Equal(t, dra.CardCounterSet(0), sets[0].Name)
+	require.Equal(t, dra.HandleCounterSet, sets[8].Name)
+	require.Len(t, devs, 56)
+	byName := map[string]resourceapi.Device{}
+	for _, d := range devs {
+		byName[d.Name] = d
+	}
+	for card := range 8 {
+		whole := byName[dra.CardName(card)]
+		require.Len(t, whole.ConsumesCounters, 1, dra.CardName(card))
+		require.Equal(t, dra.CardCounterSet(card), whole.ConsumesCounters[0].CounterSet)
+		for n, slots := range map[int]int{2: 2, 4: 4} {
+			for slot := range slots {
+				name := dra.SlotName(card, n, slot)
+				d, ok := byName[name]
+				require.True(t, ok, "no device %s", name)
+				require.Equal(t, []string{dra.CompatibilityGroup(n)}, d.ConsumesCounters[0].CompatibilityGroups, name)
+				require.Equal(t, dra.HandleCounterSet, d.ConsumesCounters[1].CounterSet, name)
+			}
+		}
+	}
+	// Static mode on the same host: the 8 whole cards, no counters.
+	out, err = run(t, "print-slice", "--dev-root", tree.Root, "--driver-root", tree.Root, "--node-name", "gpu-7", "--cdi-spec-dir", t.TempDir())
+	require.NoError(t, err)
+	var s resourceapi.ResourceSlice
+	require.NoError(t, yaml.UnmarshalStrict([]byte(out), &s))
+	require.Len(t, s.Spec.Devices, 8)
+	require.Empty(t, s.Spec.SharedCounters)
 }
 
 // print-slice prints the slice of a fake host, decodable strictly as a

@@ -76,7 +76,7 @@ func (f *dynFixture) driver(t testing.TB, mods ...func(*Config)) *Driver {
 	cfg := Config{
 		NodeName: "node-1", Discover: discoverTree(f.tree), SpecDirs: []string{f.specDir},
 		StateDir: f.stateDir, Clock: testClock, Log: f.log, PollInterval: 20 * time.Millisecond,
-		Partitions: PartitionsDynamic, layout: &w,
+		Partitions: PartitionsDynamic, Layout: &w,
 	}
 	for _, mod := range mods {
 		mod(&cfg)
@@ -360,13 +360,13 @@ func TestDynamicPrepareRestart(t *testing.T) {
 	}
 }
 
-// With idleWhole, the card whose last claim is unprepared goes back to
+// With IdleWhole, the card whose last claim is unprepared goes back to
 // whole; by default it keeps its layout.
 func TestDynamicUnprepareIdle(t *testing.T) {
 	for _, whole := range []bool{false, true} {
-		t.Run("idleWhole="+strconv.FormatBool(whole), func(t *testing.T) {
+		t.Run("IdleWhole="+strconv.FormatBool(whole), func(t *testing.T) {
 			f := newDynFixture(t, fakehost.P800SRIOV())
-			d := f.driver(t, func(c *Config) { c.idleWhole = whole })
+			d := f.driver(t, func(c *Config) { c.IdleWhole = whole })
 			a, b := claim("a", "xpu-1-h0"), claim("b", "xpu-1-h1")
 			for _, c := range []*resourceapi.ResourceClaim{a, b} {
 				_, err := prepareOne(t, d, c)

@@ -2,10 +2,12 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
@@ -57,19 +59,29 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Log is the logger; the default discards everything.
 	Log logger.Interface
+	// KubeClient, when set, is how Run's sweep (sweep.go) reads the
+	// ResourceClaims of the recorded claims. Nil: no sweep.
+	KubeClient kubernetes.Interface
+	// SweepInterval is how often Run sweeps the records of claims the
+	// kubelet will not unprepare (default DefaultSweepInterval);
+	// SweepGrace how long a record is found stale before it is swept
+	// (default DefaultSweepGrace).
+	SweepInterval, SweepGrace time.Duration
 
 	// Partitions is how SR-IOV partitions are offered (dynamic.go) and
 	// prepared (dynprepare.go); the zero value is PartitionsStatic.
 	Partitions PartitionMode
-	// layout is the SR-IOV writer dynamic mode lays cards out with (its
-	// roots, PodResources socket, settle time; its AfterApply regenerates
-	// the node's CDI spec with PCI-address names). Nil: dynamic mode
-	// prepares only what the cards' layouts already have.
-	layout *sriov.Config
-	// idleWhole returns a card whose last claim is unprepared to whole
+	// Layout is the SR-IOV writer dynamic mode lays cards out with (its
+	// roots, PodResources socket, settle time; its AfterApply rewrites
+	// the node's CDI spec so that it names the new VFs by PCI address:
+	// xpunode.RefreshSpecDevices). Nil: dynamic mode prepares only what
+	// the cards' layouts already have. Static mode never uses it.
+	Layout *sriov.Config
+	// IdleWhole returns a card whose last claim is unprepared to whole
 	// (--idle-layout=whole); by default the layout stays, for the next
-	// claim of its size.
-	idleWhole bool
+	// claim of its size. Only dynamic mode lays cards out: with
+	// PartitionsStatic it is refused.
+	IdleWhole bool
 	// relayout lays the card at addr out with n VFs (default: sriov.Apply
 	// with layout); the tests' seam for a driver that dies half way.
 	relayout func(ctx context.Context, addr string, n int) error
@@ -90,15 +102,29 @@ func (c Config) withDefaults() (*Config, error) {
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
 	}
+	if o.SweepInterval <= 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	if o.SweepGrace <= 0 {
+		o.SweepGrace = DefaultSweepGrace
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
 	o.Log = logger.OrDiscard(o.Log)
-	if o.relayout == nil && o.layout != nil {
-		o.relayout = applyLayout(*o.layout)
+	if o.relayout == nil && o.Layout != nil {
+		o.relayout = applyLayout(*o.Layout)
 	}
 	if err := ValidateDriverName(o.DriverName); err != nil {
 		return nil, err
+	}
+	if o.IdleWhole && o.Partitions != PartitionsDynamic {
+		return nil, errors.New("idle cards returned to whole (--idle-layout=whole) needs dynamic partitions (--partitions=dynamic): in static mode the driver lays out no card")
+	}
+	switch o.Partitions {
+	case PartitionsStatic, PartitionsDynamic:
+	default:
+		return nil, fmt.Errorf("partition mode %d is neither static nor dynamic", o.Partitions)
 	}
 	if o.NodeName == "" {
 		return nil, fmt.Errorf("no node name: the ResourceSlice and its pool are named after the node (set NODE_NAME from spec.nodeName)")
