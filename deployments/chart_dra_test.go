@@ -203,3 +203,121 @@ func TestChartDRAWithDevicePlugin(t *testing.T) {
 }
 
 func mapKeys[V any](m map[string]V) []string { return slices.Collect(maps.Keys(m)) }
+
+// TestChartDRADynamic: dra.partitions.mode=dynamic gives the DRA driver's
+// pod, and only then, what cutting a card at Prepare takes: the mode and
+// the idle layout, the host's /sys read-write (sriov_numvfs), the host's
+// /run (the node's layout lock below /run/xpu-cdi), the kubelet's
+// PodResources socket, the CDI spec directories read-write (the node
+// spec's devices rewritten after a cut), and the capabilities and AppArmor
+// profile of the in-use check's scan of host processes, as the installer
+// has them with a static layout. Static mode's pod is the one the chart
+// always rendered (TestManifestsUpToDate holds it too).
+func TestChartDRADynamic(t *testing.T) {
+	static := func(t *testing.T, args ...string) *appsv1.DaemonSet {
+		t.Helper()
+		ds, _, _, _, _ := draParts(t, render(t, append(append([]string(nil), draOn...), args...)...))
+		return ds
+	}
+	def := static(t)
+	require.Equal(t, def, static(t, "--set", "dra.partitions.mode=static", "--set", "dra.partitions.idleLayout=keep"), "static, said or not, is one pod")
+	c := def.Spec.Template.Spec.Containers[0]
+	e := env(c)
+	for _, k := range []string{"XPU_CDI_PARTITIONS", "XPU_CDI_IDLE_LAYOUT", "XPU_CDI_POD_RESOURCES_SOCKET"} {
+		require.NotContains(t, e, k)
+	}
+	require.Empty(t, c.SecurityContext.Capabilities.Add, "static mode keeps no capability")
+	require.Nil(t, c.SecurityContext.AppArmorProfile)
+	for _, m := range c.VolumeMounts {
+		if m.Name != "plugins-registry" && m.Name != "plugin-data" {
+			require.True(t, m.ReadOnly, "static mode reads the host only: %s", m.MountPath)
+		}
+	}
+	require.NotContains(t, hostPaths(def), "/host/run")
+	require.False(t, def.Spec.Template.Spec.HostPID)
+
+	for _, tc := range []struct {
+		description string
+		set         []string
+		idle        string
+		kubelet     string // the kubelet's root directory
+		run         string // the host directory mounted at /host/run
+	}{
+		{"dynamic", nil, "keep", "/var/lib/kubelet", "/run"},
+		{"idle cards whole", []string{"dra.partitions.idleLayout=whole"}, "whole", "/var/lib/kubelet", "/run"},
+		{"another kubelet directory", []string{"host.kubeletDir=/data/kubelet/"}, "keep", "/data/kubelet", "/run"},
+		{"driver in a tree of its own", []string{"host.devRoot=/run/kunlun/driver", "host.driverRoot=/run/kunlun/driver"}, "keep", "/var/lib/kubelet", "/run/kunlun/driver/run"},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			args := append(append([]string(nil), draOn...), "--set", "dra.partitions.mode=dynamic")
+			for _, v := range tc.set {
+				args = append(args, "--set", v)
+			}
+			r := render(t, args...)
+			for name, ds := range r.daemonSets {
+				checkPod(t, ds, readsOf(t, name))
+			}
+			ds, _, _, _, _ := draParts(t, r)
+			pod := ds.Spec.Template.Spec
+			c := pod.Containers[0]
+			e := env(c)
+			require.Equal(t, "dynamic", e["XPU_CDI_PARTITIONS"])
+			require.Equal(t, tc.idle, e["XPU_CDI_IDLE_LAYOUT"])
+			require.Equal(t, tc.kubelet+"/pod-resources/kubelet.sock", e["XPU_CDI_POD_RESOURCES_SOCKET"])
+			require.Equal(t, "/host", e["XPU_CDI_DEV_ROOT"], "the lock is below the dev root, at /host/run/xpu-cdi")
+
+			// The in-use check reads other users' /proc/PID/fd through the
+			// host's /proc at /host/proc (no hostPID: that procfs is the
+			// host's), as the installer's does.
+			require.Equal(t, []string{"ALL"}, capabilities(c))
+			require.Equal(t, []corev1.Capability{"SYS_PTRACE", "DAC_READ_SEARCH"}, c.SecurityContext.Capabilities.Add)
+			require.Equal(t, corev1.AppArmorProfileTypeUnconfined, c.SecurityContext.AppArmorProfile.Type)
+			require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+			require.Nil(t, c.SecurityContext.Privileged)
+			require.False(t, pod.HostPID)
+
+			hp := hostPaths(ds)
+			require.Equal(t, tc.run, hp["/host/run"], "the layout lock's /run/xpu-cdi, which the driver creates 0700")
+			require.Equal(t, tc.kubelet+"/pod-resources", hp[tc.kubelet+"/pod-resources"])
+			mounts := map[string]corev1.VolumeMount{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.MountPath] = m
+			}
+			require.False(t, mounts["/host/sys"].ReadOnly, "sriov_numvfs is written")
+			require.False(t, mounts["/host/run"].ReadOnly, "the lock is taken")
+			require.True(t, mounts[tc.kubelet+"/pod-resources"].ReadOnly)
+			for _, p := range []string{"/host/dev", "/host/proc", "/host/usr/local"} {
+				require.True(t, mounts[p].ReadOnly, "%s stays read-only", p)
+			}
+			dirs := strings.Split(e["XPU_CDI_SPEC_DIRS"], ",")
+			require.NotEmpty(t, dirs)
+			for _, d := range dirs {
+				require.Contains(t, mounts, d)
+				require.False(t, mounts[d].ReadOnly, "the node spec's devices are rewritten after a cut")
+			}
+			for _, v := range pod.Volumes {
+				switch v.Name {
+				case "pod-resources":
+					require.Equal(t, corev1.HostPathDirectory, *v.HostPath.Type, "the kubelet's: not created by the driver")
+				case "host-run":
+					require.Equal(t, corev1.HostPathDirectoryOrCreate, *v.HostPath.Type)
+				}
+			}
+
+			// The exporter's admin-access claim would hold every device of
+			// the slice: it is privileged instead, as with a static layout.
+			for _, ct := range r.claimTemplates {
+				for _, req := range ct.Spec.Spec.Devices.Requests {
+					require.True(t, req.Exactly == nil || req.Exactly.AdminAccess == nil || !*req.Exactly.AdminAccess, "%s asks for admin access", ct.Name)
+				}
+			}
+			ex := r.daemonSets["xpu-exporter"].Spec.Template.Spec.Containers[0]
+			require.True(t, *ex.SecurityContext.Privileged)
+
+			// The installer keeps no layout and gets no Node access.
+			ie := env(r.daemonSets["xpu-cdi-installer"].Spec.Template.Spec.Containers[0])
+			require.NotContains(t, ie, "XPU_CDI_PARTITION_LAYOUT")
+			require.NotContains(t, ie, "XPU_CDI_PARTITION_NODE_LABEL")
+		})
+	}
+}

@@ -209,8 +209,8 @@ func checkPod(t *testing.T, ds *appsv1.DaemonSet, reads []string) {
 
 // checkKubeletMounts: of the kubelet's directories, the device plugin
 // mounts only device-plugins, the DRA driver only plugins_registry and its
-// own directory below plugins, the exporter only pod-resources, the
-// installer none (its / aside).
+// own directory below plugins (and pod-resources with dynamic partitions),
+// the exporter only pod-resources, the installer none (its / aside).
 func checkKubeletMounts(t *testing.T, ds *appsv1.DaemonSet) {
 	t.Helper()
 	var kubelet []string
@@ -224,7 +224,12 @@ func checkKubeletMounts(t *testing.T, ds *appsv1.DaemonSet) {
 	case "xpu-device-plugin":
 		require.Equal(t, []string{"device-plugins"}, kubelet, ds.Name)
 	case "xpu-dra-driver":
-		require.Equal(t, []string{"plugins_registry", e["XPU_CDI_DRA_DRIVER_NAME"]}, kubelet, ds.Name)
+		want := []string{"plugins_registry", e["XPU_CDI_DRA_DRIVER_NAME"]}
+		if e["XPU_CDI_PARTITIONS"] == "dynamic" {
+			// The in-use check of a cut asks PodResources.
+			want = append(want, "pod-resources")
+		}
+		require.Equal(t, want, kubelet, ds.Name)
 		for _, v := range ds.Spec.Template.Spec.Volumes {
 			if v.HostPath != nil && filepath.Base(v.HostPath.Path) == "plugins_registry" {
 				require.Equal(t, corev1.HostPathDirectory, *v.HostPath.Type, "the kubelet's registry: not created by the driver")
@@ -649,7 +654,7 @@ func TestChartOptions(t *testing.T) {
 func TestChartLint(t *testing.T) {
 	values := filepath.Join(t.TempDir(), "sharing.yaml")
 	require.NoError(t, os.WriteFile(values, []byte(sharingValues), 0o644))
-	for _, args := range [][]string{{}, {"-f", values}, {"--set", "installer.enabled=false"}, {"--set", "dra.enabled=true,devicePlugin.enabled=false"}} {
+	for _, args := range [][]string{{}, {"-f", values}, {"--set", "installer.enabled=false"}, {"--set", "dra.enabled=true,devicePlugin.enabled=false"}, {"--set", "dra.enabled=true,devicePlugin.enabled=false,dra.partitions.mode=dynamic,dra.partitions.idleLayout=whole"}} {
 		out, err := exec.Command(helm(t), append([]string{"lint", "--strict", "--kube-version", kubeVersion, chartDir}, args...)...).CombinedOutput()
 		require.NoError(t, err, "helm lint %v:\n%s", args, out)
 	}
@@ -732,6 +737,26 @@ func TestChartRefusesWhatBinariesRefuse(t *testing.T) {
 		{"a driver name beyond 63 characters", append([]string{"dra.driverName=" + strings.Repeat("x", 60) + ".baidu.com"}, strings.Split(draSet, ",")...), "/dra/driverName"},
 		{"API server port 70000", []string{"installer.apiServer.port=70000"}, "/installer/apiServer/port"},
 		{"DRA on Kubernetes 1.33", append([]string{"--kube-version=1.33.4"}, strings.Split(draSet, ",")...), "dra.enabled: the cluster (Kubernetes v1.33.4) does not serve resource.k8s.io/v1"},
+		// Dynamic partitions: the DRA driver cuts the cards, alone. The
+		// schema refuses each combination naming the key; where its
+		// validation is skipped, the chart says why.
+		{"a partition mode the driver lacks", append([]string{"dra.partitions.mode=mig"}, strings.Split(draSet, ",")...), "at '/dra/partitions/mode': value must be one of 'static', 'dynamic'"},
+		{"an idle layout the driver lacks", append([]string{"dra.partitions.mode=dynamic", "dra.partitions.idleLayout=half"}, strings.Split(draSet, ",")...), "at '/dra/partitions/idleLayout': value must be one of 'keep', 'whole'"},
+		{"dynamic", append([]string{"dra.partitions.mode=dynamic"}, strings.Split(draSet, ",")...), ""},
+		{"dynamic, idle cards whole", append([]string{"dra.partitions.mode=dynamic", "dra.partitions.idleLayout=whole"}, strings.Split(draSet, ",")...), ""},
+		{"dynamic without DRA", []string{"dra.partitions.mode=dynamic"}, "at '/dra/enabled': value must be true"},
+		{"dynamic without DRA, schema skipped", []string{"--skip-schema-validation", "dra.partitions.mode=dynamic"}, "dra.partitions.mode=dynamic without dra.enabled: dynamic partitions are cut by the DRA driver"},
+		{"dynamic with a layout", append([]string{"dra.partitions.mode=dynamic", "partitions.layout=all=2"}, strings.Split(draSet, ",")...), "at '/partitions/layout': value must be ''"},
+		{"dynamic with named layouts", append([]string{"dra.partitions.mode=dynamic", "partitions.layouts.halves=all=2"}, strings.Split(draSet, ",")...), "at '/partitions/layouts': maxProperties"},
+		{"dynamic with the node label", append([]string{"dra.partitions.mode=dynamic", "partitions.nodeLabel=true"}, strings.Split(draSet, ",")...), "at '/partitions/nodeLabel': value must be false"},
+		{"dynamic with a layout, schema skipped", append([]string{"--skip-schema-validation", "dra.partitions.mode=dynamic", "partitions.layout=all=2"}, strings.Split(draSet, ",")...), "dra.partitions.mode=dynamic with partitions.layout, partitions.layouts or partitions.nodeLabel: the DRA driver cuts each card"},
+		{"dynamic with the node label, schema skipped", append([]string{"--skip-schema-validation", "dra.partitions.mode=dynamic", "partitions.nodeLabel=true"}, strings.Split(draSet, ",")...), "and the installer's static layout would cut the same cards"},
+		{"a layout, the installer off, dynamic", append([]string{"dra.partitions.mode=dynamic", "partitions.layout=all=2", "installer.enabled=false"}, strings.Split(draSet, ",")...), "at '/partitions/layout': value must be ''"},
+		{"idle cards whole in static mode", append([]string{"dra.partitions.idleLayout=whole"}, strings.Split(draSet, ",")...), "at '/dra/partitions/idleLayout': value must be 'keep'"},
+		{"idle cards whole in static mode, schema skipped", append([]string{"--skip-schema-validation", "dra.partitions.idleLayout=whole"}, strings.Split(draSet, ",")...), "dra.partitions.idleLayout=whole with dra.partitions.mode=static: the idle layout is what the DRA driver does with a card it cut"},
+		{"dynamic with a spec that lacks PCI-address names", append([]string{"dra.partitions.mode=dynamic", "installer.deviceNameStrategies={index,serial}"}, strings.Split(draSet, ",")...), "installer.deviceNameStrategies=index,serial with dra.partitions.mode=dynamic: the DRA driver answers a prepared claim with the CDI name of the VF's PCI address"},
+		{"dynamic with PCI-address names", append([]string{"dra.partitions.mode=dynamic", "installer.deviceNameStrategies={bdf}"}, strings.Split(draSet, ",")...), ""},
+		{"dynamic with the exporter's admin-access claim", append([]string{"dra.partitions.mode=dynamic", "exporter.adminAccessClaim=true"}, strings.Split(draSet, ",")...), "exporter.adminAccessClaim=true with partitions.layout, partitions.nodeLabel or dra.partitions.mode=dynamic"},
 		{"device plugin on Kubernetes 1.33", []string{"--kube-version=1.33.4"}, ""},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
@@ -785,6 +810,14 @@ func TestChartNotes(t *testing.T) {
 	require.NotContains(t, n, "exporter")
 	require.NotContains(t, n, "Partitions:")
 	require.Contains(t, n, "Validate (a pod asking for one XPU through a ResourceClaim)")
+	require.NotContains(t, n, "Dynamic partitions")
+	n = notes("--set", "dra.enabled=true", "--set", "devicePlugin.enabled=false", "--set", "dra.partitions.mode=dynamic")
+	require.Contains(t, n, "Dynamic partitions: the DRA driver offers every way each SR-IOV card may be cut (xpu-N whole, xpu-N-hS halves, xpu-N-qS quarters)")
+	require.Contains(t, n, "an idle card keeps its VFs for the next claim of that size")
+	require.Contains(t, n, "kube-apiserver and kube-scheduler need --feature-gates=DRADeviceCompatibilityGroups=true")
+	require.NotContains(t, n, "Partitions: the installer")
+	n = notes("--set", "dra.enabled=true", "--set", "devicePlugin.enabled=false", "--set", "dra.partitions.mode=dynamic", "--set", "dra.partitions.idleLayout=whole")
+	require.Contains(t, n, "an idle card goes back to whole")
 }
 
 // TestChartPartitionLayouts: partitions.layouts becomes the installer's

@@ -137,7 +137,8 @@ func TestChartExporter(t *testing.T) {
 		for _, tc := range []struct{ set, err string }{
 			{"exporter.adminAccessClaim=true", "exporter.adminAccessClaim=true without dra.enabled"},
 			{dra + ",exporter.adminAccessClaim=true,exporter.privileged=true", "exporter.adminAccessClaim=true with exporter.privileged=true"},
-			{dra + ",exporter.adminAccessClaim=true,partitions.layout=all=2", "exporter.adminAccessClaim=true with partitions.layout or partitions.nodeLabel"},
+			{dra + ",exporter.adminAccessClaim=true,partitions.layout=all=2", "exporter.adminAccessClaim=true with partitions.layout, partitions.nodeLabel or dra.partitions.mode=dynamic"},
+			{dra + ",exporter.adminAccessClaim=true,dra.partitions.mode=dynamic", "exporter.adminAccessClaim=true with partitions.layout, partitions.nodeLabel or dra.partitions.mode=dynamic: the claim holds every XPU of the node"},
 			{dra + ",exporter.adminAccessClaim=true,dra.deviceClasses.all.enabled=false", "exporter.adminAccessClaim=true with dra.deviceClasses.all.enabled=false"},
 			{"exporter.adminAccessClaim=yes", "adminAccessClaim"},
 			{"exporter.privileged=maybe", "privileged"},
