@@ -35,7 +35,7 @@ TEST_TIMEOUT ?= 45m
 TESTREQ_STRICT := XPU_E2E_REQUIRE
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo-bin deps test unit unit-user e2e lint bench bench-scale demo image manifests clean
+.PHONY: help build demo-bin deps test unit unit-user e2e lint bench bench-scale bench-utilization demo image manifests clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -95,6 +95,19 @@ OUT   ?= bench
 bench-scale: ## Scheduling at scale on the real control plane with simulated XPU nodes (NODES=100,300,1000 PODS= CASES=a,b,... OUT=bench); root
 	XPU_SCALE_NODES=$(NODES) XPU_SCALE_PODS=$(PODS) XPU_SCALE_CASES=$(CASES) XPU_SCALE_OUT=$(abspath $(OUT)) \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestScale$$' -v ./bench/scale/
+
+# make bench-utilization: simulated nodes of 8 P800, jobs per load, the
+# trace's seed, the offered loads (1 = saturation), the jobs' mean duration
+# and the results directory (OUT, as bench-scale's).
+UTIL_NODES    ?= 8
+UTIL_JOBS     ?= 250
+UTIL_SEED     ?= 1
+UTIL_LOADS    ?= 0.7,1.3
+UTIL_DURATION ?= 10s
+bench-utilization: ## Memory-time utilisation of static layouts vs dynamic partitions on the real scheduler (UTIL_NODES=8 UTIL_JOBS=250 UTIL_SEED=1 UTIL_LOADS=0.7,1.3 UTIL_DURATION=10s OUT=bench); root
+	XPU_UTIL_NODES=$(UTIL_NODES) XPU_UTIL_JOBS=$(UTIL_JOBS) XPU_UTIL_SEED=$(UTIL_SEED) XPU_UTIL_LOADS=$(UTIL_LOADS) \
+		XPU_UTIL_DURATION=$(UTIL_DURATION) XPU_UTIL_OUT=$(abspath $(OUT)) \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestUtilization$$' -v ./bench/scale/
 
 demo: ## Build, create a demo Kunlun host in a temp dir, discover it, generate a spec and use it with Podman
 	hack/demo.sh

@@ -18,9 +18,13 @@ const (
 	ExtendedResource = corev1.ResourceName("baidu.com/xpu")
 	// DevicesPerNode is the XPU count of the fake P800 host of every node.
 	DevicesPerNode = 8
-	// PartitionsPerNode is what the partitioned host offers: 8 cards in
-	// 2 VFs each.
+	// PartitionsPerNode is how many 48 GiB partitions (case f) a node
+	// holds: 8 cards in 2 VFs each.
 	PartitionsPerNode = 16
+	// DynamicDevicesPerNode is what the driver's dynamic mode publishes
+	// for 8 SR-IOV P800: per card the whole card, 2 halves and 4
+	// quarters.
+	DynamicDevicesPerNode = 8 * (1 + 2 + 4)
 	// The classes of deployments/xpu-dra-deviceclasses.yaml the cases use.
 	classAll     = names.DRADriver
 	classKunlun3 = "kunlun3.xpu.baidu.com"
@@ -36,7 +40,8 @@ type Case struct {
 	// NodeCapacity: the nodes' status carries baidu.com/xpu (the device
 	// plugin's path); the other cases run on nodes without it.
 	NodeCapacity bool
-	// Partitioned: the slices come from the partitioned host.
+	// Partitioned: the slices are dynamic mode's (every partition of
+	// every SR-IOV card, with counters and compatibility groups).
 	Partitioned bool
 	// DevicesPerPod is how many devices one pod takes.
 	DevicesPerPod int
@@ -84,7 +89,7 @@ func cases() []Case {
 		},
 		{Letter: "e", Title: "DRA-backed extended resource baidu.com/xpu: 1 (extendedResourceName)", DRA: true, DevicesPerPod: 1},
 		{
-			Letter: "f", Title: "claim template, one 48 GiB partition by a memory selector (16 per node)", DRA: true, Partitioned: true, DevicesPerPod: 1,
+			Letter: "f", Title: "claim template, one 48 GiB partition by a memory selector, dynamic slices (56 devices + counters per node)", DRA: true, Partitioned: true, DevicesPerPod: 1,
 			Request: exactly(classAll, 1, `device.capacity["xpu.baidu.com"].memory.compareTo(quantity("48Gi")) == 0`),
 		},
 	}

@@ -13,6 +13,18 @@
 // cases a and b, which checks that every pod binds and that the report is
 // written, and asserts nothing about time.
 //
+// TestUtilization is make bench-utilization (utilization.go, trace.go): on
+// the same harness, a few nodes of 8 P800 each carry, in turn, the slices
+// the driver publishes for static layouts (a fake host laid out per card,
+// fakehost.Host.WithCardVFs, each layout one partition apply accepts) and
+// for dynamic mode; one seeded trace of whole, half and quarter jobs
+// (pods with a claim template asking for at least 96, 48 or 24 GiB) is
+// played against each: created at its arrival, deleted its duration after
+// its binding. It reports memory-time utilisation, jobs placed, waits and
+// the scheduler's CPU per pod. With no XPU_UTIL_* variable it is the small
+// run of CI (2 nodes, 20 jobs, one load), which checks that every policy
+// ran and placed jobs, and asserts no figure.
+//
 // What it does not do: it does not run pods (no NodePrepareResources), it
 // does not simulate kubelet heartbeats (the node lifecycle controller is
 // off, as in upstream's scheduler_perf), and the figures of one machine are

@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -22,11 +23,22 @@ import (
 const writers = 16
 
 // simNode is one simulated node: its driver (internal/dra, on a fake
-// host) and the slice last written for it.
+// host) and the slices last written for it, by name, with their pool's
+// generation.
 type simNode struct {
 	name   string
 	driver *dra.Driver
-	slice  *resourceapi.ResourceSlice
+	slices map[string]*resourceapi.ResourceSlice
+	gen    int64
+}
+
+// devices counts the devices of the node's slices.
+func (n *simNode) devices() int {
+	c := 0
+	for _, s := range n.slices {
+		c += len(s.Spec.Devices)
+	}
+	return c
 }
 
 // fleet is the simulated nodes of one cluster.
@@ -145,46 +157,70 @@ func (f *fleet) refresh() int {
 	return int(changed.Load())
 }
 
-// publish writes every node's slice as its driver builds it (Slice, the
-// object the ResourceSlice controller writes): created the first time,
-// updated after. It returns the API writes, retries after a conflict
-// included.
+// publish writes every node's slices as its driver builds them (Slices,
+// the objects the ResourceSlice controller writes): created the first
+// time, updated after, and those the driver no longer publishes deleted.
+// When the set of slices changes (static to dynamic mode: one slice to
+// three), the pool's generation goes up, as the controller does, so that
+// the scheduler never takes old and new slices for one pool. It returns
+// the API writes, retries after a conflict included.
 func (f *fleet) publish(ctx context.Context) (int, error) {
 	var writes atomic.Int64
 	err := forEach(len(f.nodes), func(i int) error {
 		n := f.nodes[i]
-		// A node of 8 or 16 XPUs fits one slice (the driver splits a pool
-		// only above 64 devices); the fleet keeps one object per node.
-		slices := n.driver.Slices()
-		if len(slices) != 1 {
-			return fmt.Errorf("node %s: the driver publishes %d slices, the fleet handles one per node", n.name, len(slices))
+		want := n.driver.Slices()
+		if n.slices == nil {
+			n.slices = map[string]*resourceapi.ResourceSlice{}
 		}
-		want := slices[0]
-		if n.slice == nil {
-			writes.Add(1)
-			s, err := f.client.ResourceV1().ResourceSlices().Create(ctx, want, metav1.CreateOptions{})
-			if err != nil {
-				return fmt.Errorf("creating the ResourceSlice of node %s: %w", n.name, err)
-			}
-			n.slice = s
-			return nil
+		same := len(want) == len(n.slices)
+		for _, w := range want {
+			_, ok := n.slices[w.Name]
+			same = same && ok
 		}
-		for {
-			next := n.slice.DeepCopy()
-			next.Spec = want.Spec
-			writes.Add(1)
-			s, err := f.client.ResourceV1().ResourceSlices().Update(ctx, next, metav1.UpdateOptions{})
-			if apierrors.IsConflict(err) {
-				if n.slice, err = f.client.ResourceV1().ResourceSlices().Get(ctx, want.Name, metav1.GetOptions{}); err == nil {
-					continue
+		if !same && len(n.slices) > 0 {
+			n.gen++
+		}
+		for _, w := range want {
+			w.Spec.Pool.Generation = n.gen
+			old, ok := n.slices[w.Name]
+			if !ok {
+				writes.Add(1)
+				s, err := f.client.ResourceV1().ResourceSlices().Create(ctx, w, metav1.CreateOptions{})
+				if err != nil {
+					return fmt.Errorf("creating ResourceSlice %s of node %s: %w", w.Name, n.name, err)
 				}
+				n.slices[w.Name] = s
+				continue
 			}
-			if err != nil {
-				return fmt.Errorf("updating the ResourceSlice of node %s: %w", n.name, err)
+			for {
+				next := old.DeepCopy()
+				next.Spec = w.Spec
+				writes.Add(1)
+				s, err := f.client.ResourceV1().ResourceSlices().Update(ctx, next, metav1.UpdateOptions{})
+				if apierrors.IsConflict(err) {
+					if old, err = f.client.ResourceV1().ResourceSlices().Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
+						continue
+					}
+				}
+				if err != nil {
+					return fmt.Errorf("updating ResourceSlice %s of node %s: %w", w.Name, n.name, err)
+				}
+				n.slices[w.Name] = s
+				break
 			}
-			n.slice = s
-			return nil
 		}
+		for name := range n.slices {
+			if slices.ContainsFunc(want, func(w *resourceapi.ResourceSlice) bool { return w.Name == name }) {
+				continue
+			}
+			writes.Add(1)
+			err := f.client.ResourceV1().ResourceSlices().Delete(ctx, name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting ResourceSlice %s of node %s: %w", name, n.name, err)
+			}
+			delete(n.slices, name)
+		}
+		return nil
 	})
 	return int(writes.Load()), err
 }

@@ -61,7 +61,7 @@ func TestScale(t *testing.T) {
 	p800 := newFakeHost(t, fakehost.P800Sysfs())
 	var vf *fakeHost
 	if slicesContainPartitioned(cfg.Cases) {
-		vf = newFakeHost(t, partitionedP800(t))
+		vf = newFakeHost(t, sriovP800x8())
 	}
 	for _, n := range cfg.Nodes {
 		t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) {
@@ -151,39 +151,33 @@ func (f *fakeHost) writeSpec(t *testing.T, healthy bool) {
 	require.NoError(t, cdispec.WriteFile(filepath.Join(f.specDir, "baidu.com-xpu.yaml"), &s, cdispec.FormatYAML))
 }
 
-func (f *fakeHost) driver(t *testing.T, node string) *dra.Driver {
+func (f *fakeHost) driver(t *testing.T, node string, mode dra.PartitionMode) *dra.Driver {
 	t.Helper()
 	d, err := dra.New(dra.Config{
-		NodeName: node,
-		SpecDirs: []string{f.specDir},
-		Discover: func() (*discover.Host, error) { return discover.Discover(f.tree.DiscoverOptions()...) },
+		NodeName:   node,
+		SpecDirs:   []string{f.specDir},
+		Partitions: mode,
+		Discover:   func() (*discover.Host, error) { return discover.Discover(f.tree.DiscoverOptions()...) },
 	})
 	require.NoError(t, err)
 	return d
-}
-
-// partitionedP800 is the P800x8 box (procfs with memory) with SR-IOV on
-// (sriov_totalvfs 4) and every card cut in halves as the fake SR-IOV
-// kernel cuts them (fakehost.Host.WithVFs): 2 VFs of 48 GiB each, the
-// public P800 1/2-card partitions, 16 compute devices.
-func partitionedP800(t *testing.T) fakehost.Host {
-	h := fakehost.P800x8()
-	h.Shape = "p800x8-2vf"
-	for i := range h.Devices {
-		h.Devices[i].TotalVFs = 4
-	}
-	h, err := h.WithVFs(2)
-	require.NoError(t, err)
-	return h
 }
 
 // runNodeCount starts a control plane, creates n simulated nodes with
 // their slices, runs the cases and the health change.
 func runNodeCount(t *testing.T, cfg Config, n int, p800, vf *fakeHost) []Result {
 	qps := fmt.Sprint(clientQPS)
-	c := harness.NewCluster(t, harness.WithControlPlaneOnly(),
+	opts := []harness.ClusterOption{
+		harness.WithControlPlaneOnly(),
 		harness.WithComponentFlags("kube-scheduler", "--kube-api-qps="+qps, "--kube-api-burst="+qps),
-		harness.WithComponentFlags("kube-controller-manager", "--kube-api-qps="+qps, "--kube-api-burst="+qps))
+		harness.WithComponentFlags("kube-controller-manager", "--kube-api-qps="+qps, "--kube-api-burst="+qps),
+	}
+	if vf != nil {
+		// Case f's dynamic slice: without the gate the API server drops
+		// compatibilityGroups and the scheduler ignores the devices.
+		opts = append(opts, harness.WithFeatureGates(compatibilityGate))
+	}
+	c := harness.NewCluster(t, opts...)
 	rc := rest.CopyConfig(c.Config)
 	rc.QPS, rc.Burst = clientQPS, clientQPS
 	client, err := kubernetes.NewForConfig(rc)
@@ -192,7 +186,7 @@ func runNodeCount(t *testing.T, cfg Config, n int, p800, vf *fakeHost) []Result 
 
 	f := &fleet{client: client}
 	for i := range n {
-		f.nodes = append(f.nodes, &simNode{name: NodeName(i), driver: p800.driver(t, NodeName(i))})
+		f.nodes = append(f.nodes, &simNode{name: NodeName(i), driver: p800.driver(t, NodeName(i), dra.PartitionsStatic)})
 	}
 	start := time.Now()
 	require.NoError(t, f.createNodes(ctx))
@@ -201,7 +195,7 @@ func runNodeCount(t *testing.T, cfg Config, n int, p800, vf *fakeHost) []Result 
 	require.NoError(t, err)
 	t.Logf("%d nodes Ready with their ResourceSlices in %s", n, time.Since(start).Round(time.Millisecond))
 	for _, nd := range f.nodes[:1] {
-		require.Len(t, nd.slice.Spec.Devices, DevicesPerNode, "the P800 host's slice")
+		require.Equal(t, DevicesPerNode, nd.devices(), "the P800 host's slice")
 	}
 
 	var results []Result
@@ -218,12 +212,12 @@ func runNodeCount(t *testing.T, cfg Config, n int, p800, vf *fakeHost) []Result 
 		}
 		if cs.Partitioned {
 			for _, nd := range f.nodes {
-				nd.driver = vf.driver(t, nd.name)
+				nd.driver = vf.driver(t, nd.name, dra.PartitionsDynamic)
 			}
 			require.Equal(t, n, f.refresh())
 			_, err := f.publish(ctx)
 			require.NoError(t, err)
-			require.Len(t, f.nodes[0].slice.Spec.Devices, PartitionsPerNode, "the partitioned host's slice")
+			require.Equal(t, DynamicDevicesPerNode, f.nodes[0].devices(), "the dynamic slices of 8 SR-IOV P800")
 		}
 		results = append(results, runCase(t, c, f, cs, cfg.Pods))
 	}

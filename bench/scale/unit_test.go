@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/api/resource"
+	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/dra"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 )
 
@@ -121,10 +122,11 @@ func TestReportWrite(t *testing.T) {
 }
 
 // The slices the simulated nodes get are the driver's for the fake hosts:
-// 8 P800s, and 16 partitions of 48 GiB; a spec without xpu0 taints xpu-0.
+// 8 P800s; dynamic mode's 56 devices on 9 counter sets (16 of them 48 GiB
+// halves); a static layout per card; a spec without xpu0 taints xpu-0.
 func TestSimulatedSlices(t *testing.T) {
 	p800 := newFakeHost(t, fakehost.P800Sysfs())
-	d := p800.driver(t, NodeName(7))
+	d := p800.driver(t, NodeName(7), dra.PartitionsStatic)
 	require.True(t, d.Refresh())
 	s := d.Slices()[0]
 	require.Equal(t, NodeName(7), *s.Spec.NodeName)
@@ -143,16 +145,38 @@ func TestSimulatedSlices(t *testing.T) {
 	require.True(t, d.Refresh())
 	require.Empty(t, d.Slices()[0].Spec.Devices[0].Taints)
 
-	vf := newFakeHost(t, partitionedP800(t))
-	d = vf.driver(t, NodeName(0))
+	whole := newFakeHost(t, sriovP800x8())
+	d = whole.driver(t, NodeName(0), dra.PartitionsDynamic)
 	require.True(t, d.Refresh())
-	s = d.Slices()[0]
-	require.Len(t, s.Spec.Devices, PartitionsPerNode)
-	for _, dev := range s.Spec.Devices {
-		require.Equal(t, "vf", *dev.Attributes["sriovRole"].StringValue, dev.Name)
-		mem := dev.Capacity["memory"].Value
-		require.Zero(t, mem.Cmp(resource.MustParse("48Gi")), dev.Name)
+	var devs []resourceapi.Device
+	sets, groups := 0, 0
+	for _, s := range d.Slices() {
+		devs = append(devs, s.Spec.Devices...)
+		sets += len(s.Spec.SharedCounters)
 	}
+	require.Len(t, devs, DynamicDevicesPerNode)
+	require.Equal(t, 8+1, sets, "a counter set per card and the handles'")
+	halves := 0
+	for _, dev := range devs {
+		for _, c := range dev.ConsumesCounters {
+			groups += len(c.CompatibilityGroups)
+		}
+		if capacityGiB(dev) == 48 {
+			halves++
+		}
+	}
+	require.Equal(t, PartitionsPerNode, halves)
+	require.Equal(t, 8*(2+4), groups, "every slot has its count's group")
+
+	cut, err := sriovP800x8().WithCardVFs(NodeLayout{0, 0, 2, 2, 4, 4, 4, 4})
+	require.NoError(t, err)
+	d = newFakeHost(t, cut).driver(t, NodeName(0), dra.PartitionsStatic)
+	require.True(t, d.Refresh())
+	bySize := map[int]int{}
+	for _, dev := range d.Slices()[0].Spec.Devices {
+		bySize[capacityGiB(dev)]++
+	}
+	require.Equal(t, map[int]int{96: 2, 48: 4, 24: 16}, bySize)
 }
 
 func TestEtcdDBSize(t *testing.T) {

@@ -690,18 +690,35 @@ func (h Host) newVFs(pf Device, n int) ([]Device, error) {
 // PF's sriov_numvfs, in the order of h.Devices: for hosts built already
 // laid out, such as benchmarks'.
 func (h Host) WithVFs(n int) (Host, error) {
+	counts := make([]int, len(sriovPFs(h)))
+	for i := range counts {
+		counts[i] = n
+	}
+	return h.WithCardVFs(counts)
+}
+
+// WithCardVFs is WithVFs with a count per card: the i-th SR-IOV PF of
+// h.Devices (TotalVFs > 0) gets counts[i] VFs, 0 leaving it whole. There
+// must be one count per SR-IOV PF. It does not apply the driver's handle
+// budget: that is partition.Plan's rule, for the caller to check.
+func (h Host) WithCardVFs(counts []int) (Host, error) {
+	pfs := sriovPFs(h)
+	if len(counts) != len(pfs) {
+		return Host{}, fmt.Errorf("fake host: %d VF counts for %d SR-IOV cards", len(counts), len(pfs))
+	}
 	out := cloneHost(h)
-	for _, pf := range h.Devices {
-		if pf.Function != FunctionPF || pf.TotalVFs == 0 {
-			continue
-		}
-		if n > pf.TotalVFs {
+	for i, pf := range pfs {
+		n := counts[i]
+		if n < 0 || n > pf.TotalVFs {
 			return Host{}, fmt.Errorf("fake host: %d VFs for %s, which has sriov_totalvfs %d", n, pf.BDF, pf.TotalVFs)
 		}
 		for _, d := range out.Devices {
 			if d.Function == FunctionVF && d.PhysFn == pf.BDF {
 				return Host{}, fmt.Errorf("fake host: %s has VFs already", pf.BDF)
 			}
+		}
+		if n == 0 {
+			continue
 		}
 		vfs, err := out.newVFs(pf, n)
 		if err != nil {
@@ -710,6 +727,17 @@ func (h Host) WithVFs(n int) (Host, error) {
 		out.Devices = append(out.Devices, vfs...)
 	}
 	return out, nil
+}
+
+// sriovPFs are the PFs of h with SR-IOV (TotalVFs > 0), in h.Devices order.
+func sriovPFs(h Host) []Device {
+	var pfs []Device
+	for _, d := range h.Devices {
+		if d.Function == FunctionPF && d.TotalVFs > 0 {
+			pfs = append(pfs, d)
+		}
+	}
+	return pfs
 }
 
 // vfMemoryMiB is the memory of each of n VFs of pf: the partition table's

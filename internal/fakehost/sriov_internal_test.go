@@ -99,3 +99,34 @@ func TestWithVFs(t *testing.T) {
 	_, err = cut.WithVFs(2)
 	require.ErrorContains(t, err, "has VFs already")
 }
+
+// WithCardVFs cuts each card by its own count, and refuses a count list
+// that does not name every SR-IOV card or asks more than a card allows.
+func TestWithCardVFs(t *testing.T) {
+	h := P800x8()
+	for i := range h.Devices {
+		h.Devices[i].TotalVFs = 4
+	}
+	cut, err := h.WithCardVFs([]int{0, 2, 4, 0, 0, 0, 0, 4})
+	require.NoError(t, err)
+	require.Len(t, h.Devices, 8, "h is not changed")
+	require.Len(t, cut.Devices, 8+2+4+4)
+	perPF := map[string][]Device{}
+	for _, d := range cut.Devices[8:] {
+		require.Equal(t, FunctionVF, d.Function)
+		perPF[d.PhysFn] = append(perPF[d.PhysFn], d)
+	}
+	require.Len(t, perPF, 3)
+	require.Len(t, perPF[h.Devices[1].BDF], 2)
+	require.Equal(t, 49152, perPF[h.Devices[1].BDF][0].MemoryMiB)
+	require.Len(t, perPF[h.Devices[2].BDF], 4)
+	require.Equal(t, 24576, perPF[h.Devices[2].BDF][0].MemoryMiB)
+	require.Len(t, perPF[h.Devices[7].BDF], 4)
+
+	_, err = h.WithCardVFs([]int{2, 2})
+	require.ErrorContains(t, err, "2 VF counts for 8 SR-IOV cards")
+	_, err = h.WithCardVFs([]int{0, 0, 0, 0, 0, 0, 0, 5})
+	require.ErrorContains(t, err, "sriov_totalvfs 4")
+	_, err = h.WithCardVFs([]int{0, 0, 0, 0, 0, 0, 0, -1})
+	require.ErrorContains(t, err, "-1 VFs")
+}
