@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/dra"
@@ -53,12 +52,9 @@ func p800Cards(n int) fakehost.Host {
 // dynNode is the test cluster's node with the fake SR-IOV host and the
 // driver in dynamic mode running on the host.
 type dynNode struct {
-	*harness.Cluster
-	tree    *fakehost.Tree
-	kernel  *fakehost.SRIOVKernel
-	image   string
-	vendor  string
-	dataDir string
+	// draCluster has no DaemonSet: the driver runs on the host.
+	*draCluster
+	kernel *fakehost.SRIOVKernel
 	// bin and args are the driver's command line; driver is the running
 	// one.
 	bin    string
@@ -82,7 +78,7 @@ func startDynamic(t *testing.T, n int, extra ...string) *dynNode {
 func startDynamicWith(t *testing.T, n int, kernel fakehost.SRIOVOptions, extra ...string) *dynNode {
 	t.Helper()
 	harness.RequiresRoot(t)
-	d := &dynNode{tree: FakeHost(t, p800Cards(n))}
+	d := &dynNode{draCluster: &draCluster{tree: FakeHost(t, p800Cards(n))}}
 	d.kernel = fakehosttest.StartSRIOV(t, d.tree, kernel)
 	d.Cluster = harness.NewCluster(t, harness.WithClusterRuntime(clusterRuntimes[0].start), harness.WithFeatureGates(dynamicGate))
 	d.vendor = harness.UniqueVendor(t)
@@ -306,56 +302,6 @@ func (d *dynNode) writesTo(card int) []string {
 		}
 	}
 	return out
-}
-
-// records are the driver's claim records (not its layout records,
-// layout-ADDRESS.json).
-func (d *dynNode) records(t testing.TB) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(d.dataDir, "claims"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".json") && !strings.HasPrefix(e.Name(), "layout-") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
-// deletePod deletes a pod and waits until it is gone.
-func (d *dynNode) deletePod(t testing.TB, name string) {
-	t.Helper()
-	zero := int64(0)
-	err := d.Client.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	require.NoError(t, err)
-	testutil.Eventually(t, func(t testing.TB) bool {
-		_, err := d.Client.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
-		return assert.True(t, apierrors.IsNotFound(err), "pod %s still there", name)
-	}, podTimeout, 250*time.Millisecond)
-}
-
-// waitPending waits until the scheduler said why the pod cannot be placed
-// and returns its message.
-func (d *dynNode) waitPending(t testing.TB, name string) string {
-	t.Helper()
-	var msg string
-	d.WaitPod(t, "default", name, podTimeout, func(p *corev1.Pod) bool {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				msg = c.Message
-				return true
-			}
-		}
-		return false
-	})
-	return msg
 }
 
 // events are the messages of the pod's Warning events.
