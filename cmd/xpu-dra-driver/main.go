@@ -263,7 +263,9 @@ func (o *options) layout(log *logrus.Logger) *sriov.Config {
 			PodResourcesSocket:  o.kubelet.PodResourcesSocket,
 			RequirePodResources: o.kubelet.PodResourcesSocket != "",
 			PodResources:        podresources.Config{DRADriver: o.kubelet.DRADriverName, CDIKind: kind},
-			Log:                 log,
+			// Its own claims' devices are cards and slots (xpu-3-q2).
+			DRADynamicNames: true,
+			Log:             log,
 		},
 		Progress: func(line string) { log.Info(line) },
 		AfterApply: func(h *discover.Host) error {
@@ -355,6 +357,8 @@ func (o *options) serve(ctx context.Context, log *logrus.Logger) error {
 	cfg.PollInterval = o.kubelet.PollInterval
 	reg := daemon.NewRegistry(dra.MetricsNamespace, version, commit)
 	cfg.Metrics = reg
+	// The sweep of claims deleted while the driver was down reads them.
+	cfg.KubeClient = client
 	if o.mode == dra.PartitionsDynamic {
 		cfg.Layout = o.layout(log)
 	}

@@ -13,6 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/names"
@@ -57,6 +58,8 @@ type Driver struct {
 	// published is set once Run handed the slices to the publisher.
 	publishErr error
 	published  bool
+	// stale are the records the sweep found stale, since when and why.
+	stale map[types.UID]staleSince
 	// fatal carries the first error HandleError got that the helper
 	// library does not mark recoverable: Run returns it.
 	fatal chan error
@@ -304,6 +307,14 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 			d.o.Log.Errorf("finishing the re-layouts recorded as started (their cards are refused until they are): %v", err)
 		}
 	}
+	// The claims deleted while the driver was down are found now and
+	// swept once their grace has passed (sweep.go).
+	d.sweep(ctx)
+	if d.o.Partitions == PartitionsDynamic {
+		d.mu.Lock()
+		d.reconcile(ctx)
+		d.mu.Unlock()
+	}
 	d.Refresh()
 	if err := pub.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publishing the ResourceSlice of node %s: %w", d.o.NodeName, err)
@@ -314,6 +325,8 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 	d.mu.Unlock()
 	t := time.NewTicker(d.o.PollInterval)
 	defer t.Stop()
+	sweep := time.NewTicker(d.o.SweepInterval)
+	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -321,6 +334,8 @@ func (d *Driver) Run(ctx context.Context, pub Publisher) error {
 		case err := <-d.fatal:
 			return err
 		case <-t.C:
+		case <-sweep.C:
+			d.sweep(ctx)
 		}
 		if d.Refresh() {
 			if err := pub.PublishResources(ctx, d.Resources()); err != nil {

@@ -3,6 +3,7 @@ package dra
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,20 +101,13 @@ func CardCounterSet(card int) string { return "card-" + strconv.Itoa(card) }
 func CompatibilityGroup(n int) string { return "vfs-" + strconv.Itoa(n) }
 
 // CardName is the device name of the whole card n (its place in PCI
-// address order).
-func CardName(card int) string { return "xpu-" + strconv.Itoa(card) }
+// address order): names.DRACardDevice.
+func CardName(card int) string { return names.DRACardDevice(card) }
 
 // SlotName is the device name of VF slot (0-based) of card n (its place
-// in PCI address order) when the card is cut into count VFs.
-func SlotName(card, count, slot int) string {
-	switch count {
-	case 2:
-		return CardName(card) + "-h" + strconv.Itoa(slot)
-	case 4:
-		return CardName(card) + "-q" + strconv.Itoa(slot)
-	}
-	return CardName(card) + "-v" + strconv.Itoa(count) + "-" + strconv.Itoa(slot)
-}
+// in PCI address order) when the card is cut into count VFs:
+// names.DRASlotDevice.
+func SlotName(card, count, slot int) string { return names.DRASlotDevice(card, count, slot) }
 
 // vfModelSuffix is what discovery appends to a PF's model for its VFs
 // ("P800 VF").
@@ -149,12 +143,10 @@ func healthOf(name string, dev xpunode.Device) deviceHealth {
 // dynamicCards returns the cards of h that dynamic mode offers.
 func dynamicCards(h *discover.Host) []dynamicCard {
 	var out []dynamicCard
-	cards := partition.Cards(h)
-	slices.SortFunc(cards, func(a, b partition.Card) int { return strings.Compare(a.Address, b.Address) })
-	for ordinal, c := range cards {
-		if c.Index < 0 || len(c.Allowed) < 2 {
-			continue
-		}
+	cards := partition.DynamicCards(h)
+	ordinals := slices.Sorted(maps.Keys(cards))
+	for _, ordinal := range ordinals {
+		c := cards[ordinal]
 		d := h.Device(c.Index)
 		if d == nil {
 			continue

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
+	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 	"github.com/xpu-cdi/xpu-cdi/internal/xpunode"
@@ -71,39 +72,7 @@ func dynamicTargets(h *discover.Host) map[string]slotTarget {
 // parseDynamicName reads a dynamic device name: the card's ordinal, the
 // count (0 for the whole card) and the slot. false for any other name.
 func parseDynamicName(name string) (card, count, slot int, ok bool) {
-	rest, found := strings.CutPrefix(name, "xpu-")
-	if !found {
-		return 0, 0, 0, false
-	}
-	parts := strings.Split(rest, "-")
-	num := func(s string) (int, bool) {
-		n, err := strconv.Atoi(s)
-		return n, err == nil && n >= 0 && s == strconv.Itoa(n)
-	}
-	card, ok = num(parts[0])
-	if !ok {
-		return 0, 0, 0, false
-	}
-	switch {
-	case len(parts) == 1:
-		return card, 0, 0, true
-	case len(parts) == 2 && len(parts[1]) > 1 && (parts[1][0] == 'h' || parts[1][0] == 'q'):
-		count = 2
-		if parts[1][0] == 'q' {
-			count = 4
-		}
-		slot, ok = num(parts[1][1:])
-	case len(parts) == 3 && len(parts[1]) > 1 && parts[1][0] == 'v':
-		if count, ok = num(parts[1][1:]); ok {
-			slot, ok = num(parts[2])
-		}
-	default:
-		return 0, 0, 0, false
-	}
-	if !ok || slot >= count || SlotName(card, count, slot) != name {
-		return 0, 0, 0, false
-	}
-	return card, count, slot, true
+	return names.ParseDRAPartitionDevice(name)
 }
 
 // cardHolder is a prepared device of this driver on a card.
@@ -342,6 +311,43 @@ func (d *Driver) idleCards(ctx context.Context, devs []preparedDevice) {
 		}
 		if err := d.relayoutCard(ctx, "(idle: --idle-layout=whole)", "", dc.card.Address, dc.card.NumVFs, 0); err != nil {
 			d.o.Log.Warnf("returning the idle card %s to whole: %v (it keeps its %d VFs)", dc.card.Address, err, dc.card.NumVFs)
+		}
+	}
+}
+
+// reconcile makes the cards' layouts and the recorded claims agree at
+// start, after finishLayouts and the sweep: a card that no claim holds
+// and that has VFs keeps them by default (the next claim of their size
+// takes them without a write), and with IdleWhole goes back to whole
+// (through the writer, so not while a process or a pod holds it). A
+// claim recorded on a slot whose card now has another count (laid out by
+// someone else while the driver was down) is logged: nothing it may
+// still use is touched. d.mu must be held.
+func (d *Driver) reconcile(ctx context.Context) {
+	sc := d.scanner.Scan()
+	if sc.Host == nil {
+		return
+	}
+	for _, dc := range dynamicCards(sc.Host) {
+		addr := dc.card.Address
+		if d.layouts.bad[addr] != nil {
+			continue
+		}
+		if rec := d.layouts.get(addr); rec != nil && rec.Phase == phaseStarted {
+			continue
+		}
+		holders := d.holdersOf(dc.ordinal, "", nil)
+		for _, h := range holders {
+			if h.count != dc.card.NumVFs {
+				d.o.Log.Warnf("card %s has %s, but claim %s is recorded with its device %s (%s): the card was laid out again while the driver was down; it is not touched until that claim is unprepared",
+					addr, describeCount(dc.card.NumVFs), h.claim, h.device, describeCount(h.count))
+			}
+		}
+		if len(holders) > 0 || dc.card.NumVFs == 0 || !d.o.IdleWhole || d.o.relayout == nil {
+			continue
+		}
+		if err := d.relayoutCard(ctx, "(idle at start: --idle-layout=whole)", "", addr, dc.card.NumVFs, 0); err != nil {
+			d.o.Log.Warnf("returning the idle card %s to whole at start: %v (it keeps its %d VFs)", addr, err, dc.card.NumVFs)
 		}
 	}
 }

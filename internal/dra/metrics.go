@@ -78,6 +78,7 @@ type metrics struct {
 	sliceWrites   *prometheus.CounterVec
 	sliceRefusals *prometheus.CounterVec
 	publishes     prometheus.Counter
+	swept         *prometheus.CounterVec
 	*xpunode.ScanMetrics
 }
 
@@ -110,16 +111,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: MetricsNamespace, Name: "resourceslice_publishes_total",
 			Help: "Times the driver handed the node's ResourceSlices to the publisher: at start and whenever the devices changed.",
 		}),
+		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Name: "swept_claims_total",
+			Help: "Records of prepared claims the driver forgot because the kubelet will not unprepare them, by reason: the ResourceClaim deleted, recreated (another UID), deallocated, not_on_node (no device of this driver on this node), unreserved (reserved for no pod).",
+		}, []string{"reason"}),
 		ScanMetrics: xpunode.NewScanMetrics(MetricsNamespace, "driver", "publishes its ResourceSlice again"),
 	}
 	// The series a dashboard plots exist from the start, at 0.
 	for _, op := range []string{opPrepare, opUnprepare} {
 		m.claims.WithLabelValues(op)
 	}
+	for _, r := range staleReasons {
+		m.swept.WithLabelValues(r)
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.claims, m.claimErrors, m.duration, m.sliceWrites, m.sliceRefusals, m.publishes}, m.Collectors()...) {
+	for _, c := range append([]prometheus.Collector{m.claims, m.claimErrors, m.duration, m.sliceWrites, m.sliceRefusals, m.publishes, m.swept}, m.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering the DRA driver's metrics: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
@@ -58,6 +59,14 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Log is the logger; the default discards everything.
 	Log logger.Interface
+	// KubeClient, when set, is how Run's sweep (sweep.go) reads the
+	// ResourceClaims of the recorded claims. Nil: no sweep.
+	KubeClient kubernetes.Interface
+	// SweepInterval is how often Run sweeps the records of claims the
+	// kubelet will not unprepare (default DefaultSweepInterval);
+	// SweepGrace how long a record is found stale before it is swept
+	// (default DefaultSweepGrace).
+	SweepInterval, SweepGrace time.Duration
 
 	// Partitions is how SR-IOV partitions are offered (dynamic.go) and
 	// prepared (dynprepare.go); the zero value is PartitionsStatic.
@@ -92,6 +101,12 @@ func (c Config) withDefaults() (*Config, error) {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
+	}
+	if o.SweepInterval <= 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	if o.SweepGrace <= 0 {
+		o.SweepGrace = DefaultSweepGrace
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now

@@ -192,21 +192,34 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	}
 	out := make(map[types.UID]error, len(claims))
 	for _, c := range claims {
-		was := d.claims.get(c.UID)
-		err := d.claims.remove(c.UID)
+		err := d.forget(ctx, c.UID, "unprepared")
 		d.m.observeClaim(opUnprepare, err)
 		if err != nil {
 			err = fmt.Errorf("%s %s: %w", d.o.DriverName, c, err)
 			d.o.Log.Errorf("unpreparing claim: %v", err)
-		} else if was != nil {
-			d.o.Log.Infof("unprepared claim %s (%s): %s", was, was.UID, describePrepared(was))
-			if d.o.Partitions == PartitionsDynamic {
-				d.idleCards(ctx, was.Devices)
-			}
 		}
 		out[c.UID] = err
 	}
 	return out, nil
+}
+
+// forget removes the record of the claim uid, as Unprepare does (a claim
+// not recorded is no error): in dynamic mode its slots are free again
+// and the idle policy applies to its cards. verb says why, in the log.
+// d.mu must be held.
+func (d *Driver) forget(ctx context.Context, uid types.UID, verb string) error {
+	was := d.claims.get(uid)
+	if err := d.claims.remove(uid); err != nil {
+		return err
+	}
+	if was == nil {
+		return nil
+	}
+	d.o.Log.Infof("%s claim %s (%s): %s", verb, was, was.UID, describePrepared(was))
+	if d.o.Partitions == PartitionsDynamic {
+		d.idleCards(ctx, was.Devices)
+	}
+	return nil
 }
 
 // HandleError implements kubeletplugin.DRAPlugin, as the helper library's

@@ -36,6 +36,63 @@ const DRADevicePrefix = "xpu-"
 // ResourceSlice: xpu-N.
 func DRADevice(index int) string { return DRADevicePrefix + strconv.Itoa(index) }
 
+// DRACardDevice is the name of a whole card in the DRA driver's dynamic
+// partition mode: xpu-N, N the card's place in PCI address order among
+// the node's cards (not a /dev/xpuN), which neither a re-layout nor a new
+// numbering of the nodes at boot changes.
+func DRACardDevice(card int) string { return DRADevicePrefix + strconv.Itoa(card) }
+
+// DRASlotDevice is the name of VF slot (0-based) of card (as
+// DRACardDevice) cut into count VFs: xpu-3-h1 (halves), xpu-3-q2
+// (quarters), xpu-3-v3-0 for a count without a short name.
+func DRASlotDevice(card, count, slot int) string {
+	switch count {
+	case 2:
+		return DRACardDevice(card) + "-h" + strconv.Itoa(slot)
+	case 4:
+		return DRACardDevice(card) + "-q" + strconv.Itoa(slot)
+	}
+	return DRACardDevice(card) + "-v" + strconv.Itoa(count) + "-" + strconv.Itoa(slot)
+}
+
+// ParseDRAPartitionDevice reads a name of DRACardDevice (count 0) or
+// DRASlotDevice; false for any other name.
+func ParseDRAPartitionDevice(name string) (card, count, slot int, ok bool) {
+	rest, found := strings.CutPrefix(name, DRADevicePrefix)
+	if !found {
+		return 0, 0, 0, false
+	}
+	parts := strings.Split(rest, "-")
+	num := func(s string) (int, bool) {
+		n, err := strconv.Atoi(s)
+		return n, err == nil && n >= 0 && s == strconv.Itoa(n)
+	}
+	card, ok = num(parts[0])
+	if !ok {
+		return 0, 0, 0, false
+	}
+	switch {
+	case len(parts) == 1:
+		return card, 0, 0, true
+	case len(parts) == 2 && len(parts[1]) > 1 && (parts[1][0] == 'h' || parts[1][0] == 'q'):
+		count = 2
+		if parts[1][0] == 'q' {
+			count = 4
+		}
+		slot, ok = num(parts[1][1:])
+	case len(parts) == 3 && len(parts[1]) > 1 && parts[1][0] == 'v':
+		if count, ok = num(parts[1][1:]); ok {
+			slot, ok = num(parts[2])
+		}
+	default:
+		return 0, 0, 0, false
+	}
+	if !ok || slot >= count || DRASlotDevice(card, count, slot) != name {
+		return 0, 0, 0, false
+	}
+	return card, count, slot, true
+}
+
 // PartitionSizeName is the short name of a partition size, as resource
 // names, labels and DeviceClasses carry it: 49152 MiB is "48gb", 5120 MiB
 // "5gb" (GiB, written gb as the vendor's and HAMi's names do); "" for 0.

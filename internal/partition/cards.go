@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/names"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -168,6 +169,23 @@ func Cards(h *discover.Host) []Card {
 		out = append(out, *c)
 	}
 	slices.SortFunc(out, compareCards)
+	return out
+}
+
+// DynamicCards returns the cards the DRA driver's dynamic partition mode
+// may cut (with a PF node, and a VF count the board allows) by their
+// number in its device names (names.DRACardDevice): their place in PCI
+// address order among all the node's cards, which neither a re-layout nor
+// a new numbering of the nodes at boot changes.
+func DynamicCards(h *discover.Host) map[int]Card {
+	cards := Cards(h)
+	slices.SortFunc(cards, func(a, b Card) int { return strings.Compare(a.Address, b.Address) })
+	out := map[int]Card{}
+	for ordinal, c := range cards {
+		if c.Index >= 0 && len(c.Allowed) >= 2 {
+			out[ordinal] = c
+		}
+	}
 	return out
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/xpu-cdi/xpu-cdi/internal/podresources"
 	"github.com/xpu-cdi/xpu-cdi/pkg/discover"
@@ -35,7 +37,12 @@ type Config struct {
 	// PodResources is the client configuration (resource prefix, DRA
 	// driver, timeout).
 	PodResources podresources.Config
-	Log          logger.Interface
+	// DRADynamicNames says that the DRA driver (PodResources.DRADriver)
+	// offers dynamic partitions, whose device names are cards and slots
+	// (xpu-3, xpu-3-q2), not /dev/xpuN: the check of who holds a card
+	// reads them so (podresources.Config.DynamicCards).
+	DRADynamicNames bool
+	Log             logger.Interface
 }
 
 // WithDefaults is c with its defaults filled in.
@@ -170,6 +177,9 @@ func listPods(ctx context.Context, c Config, h *discover.Host) (podresources.Own
 	for a := range shared {
 		delete(cfg.Addresses, a)
 	}
+	if c.DRADynamicNames {
+		cfg.DynamicCards = dynamicNodes(h)
+	}
 	cl := podresources.New(c.PodResourcesSocket, cfg)
 	defer func() { _ = cl.Close() }()
 	owners, err := cl.List(ctx)
@@ -177,4 +187,22 @@ func listPods(ctx context.Context, c Config, h *discover.Host) (podresources.Own
 		return nil, "", fmt.Errorf("asking the kubelet which pods hold the cards (--pod-resources-socket %s): %w", c.PodResourcesSocket, err)
 	}
 	return owners, "", nil
+}
+
+// dynamicNodes are the nodes of the cards the DRA driver's dynamic mode
+// cuts, by their number in its device names (DynamicCards), the VFs in
+// virtfn order: the order of their PCI addresses, as the routing IDs of
+// SR-IOV VFs grow with their number.
+func dynamicNodes(h *discover.Host) map[int]podresources.CardNodes {
+	out := map[int]podresources.CardNodes{}
+	for ordinal, c := range DynamicCards(h) {
+		vfs := slices.Clone(c.VFs)
+		slices.SortFunc(vfs, func(a, b VF) int { return strings.Compare(a.Address, b.Address) })
+		n := podresources.CardNodes{PF: c.Index}
+		for _, v := range vfs {
+			n.VFs = append(n.VFs, v.Index)
+		}
+		out[ordinal] = n
+	}
+	return out
 }

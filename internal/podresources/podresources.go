@@ -80,6 +80,22 @@ type Config struct {
 	// name a card and a slot, not a node) holds that node. Nil: such CDI
 	// devices are not mapped.
 	Addresses map[string]int
+	// DynamicCards, when not nil, says that the DRA driver names its
+	// devices as its dynamic partition mode does: xpu-N is the card at
+	// place N in PCI address order, not /dev/xpuN, and xpu-N-h1, xpu-N-q2
+	// its VF slots (names.ParseDRAPartitionDevice). It maps each card
+	// that mode cuts, by that place, to its nodes now. A device name of a
+	// place it does not have is read as xpu-N for /dev/xpuN (a card the
+	// mode cannot cut, offered by its node as in static mode).
+	DynamicCards map[int]CardNodes
+}
+
+// CardNodes are the nodes of one card: the N of its PF's /dev/xpuN (-1
+// when it has none) and of its VFs', in virtfn order (the order of their
+// PCI addresses).
+type CardNodes struct {
+	PF  int
+	VFs []int
 }
 
 // Client asks the kubelet which containers hold which XPUs. Kept by hand:
@@ -215,7 +231,9 @@ func (p *Client) Owners(resp *podresourcesapi.ListPodResourcesResponse) Owners {
 // its CDI devices KIND=ADDRESS (Config.Addresses).
 func (p *Client) claimed(cr *podresourcesapi.ClaimResource) []int {
 	var out []int
-	if n, ok := strings.CutPrefix(cr.GetDeviceName(), names.DRADevicePrefix); ok {
+	if idx, ok := p.dynamicDevice(cr.GetDeviceName()); ok {
+		out = append(out, idx...)
+	} else if n, ok := strings.CutPrefix(cr.GetDeviceName(), names.DRADevicePrefix); ok {
 		if idx, ok := discover.ParseIndex(n); ok {
 			out = append(out, idx)
 		}
@@ -232,6 +250,34 @@ func (p *Client) claimed(cr *podresourcesapi.ClaimResource) []int {
 		}
 	}
 	return out
+}
+
+// dynamicDevice returns the nodes a device name of the dynamic partition
+// mode holds (Config.DynamicCards): a slot, the VF at its place when the
+// card has its count; the whole card, or a slot of a count the card no
+// longer has (the claim's VF is gone), the card's PF (its VFs when it
+// has no PF node): the card is held either way. false when the name
+// is not one of a card that mode cuts.
+func (p *Client) dynamicDevice(name string) ([]int, bool) {
+	if p.cfg.DynamicCards == nil {
+		return nil, false
+	}
+	card, count, slot, ok := names.ParseDRAPartitionDevice(name)
+	if !ok {
+		return nil, false
+	}
+	c, ok := p.cfg.DynamicCards[card]
+	if !ok {
+		return nil, false
+	}
+	switch {
+	case count > 0 && len(c.VFs) == count:
+		return []int{c.VFs[slot]}, true
+	case c.PF < 0:
+		// No PF node to stand for the card: its VFs do.
+		return slices.Clone(c.VFs), true
+	}
+	return []int{c.PF}, true
 }
 
 // ours reports whether a device plugin resource name is the prefix, or the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -120,4 +121,40 @@ func TestSlotClaimsByAddress(t *testing.T) {
 	got, err = New(sock, Config{Timeout: 5 * time.Second}).List(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, got)
+}
+
+// With Config.DynamicCards, dynamic-mode device names are read as cards
+// and slots: xpu-1 is the card at place 1 (its PF's node), not /dev/xpu1;
+// xpu-0-h1 the second VF of card 0 while it has 2; a slot of a count the
+// card no longer has holds the card's PF (its VFs without one); a place
+// that is no card of the mode is xpu-N for /dev/xpuN.
+func TestDynamicDeviceNames(t *testing.T) {
+	cards := map[int]CardNodes{0: {PF: 0, VFs: []int{1, 2}}, 1: {PF: 3}, 2: {PF: -1, VFs: []int{7, 8}}}
+	for _, tc := range []struct {
+		device string
+		cards  map[int]CardNodes
+		want   []int
+	}{
+		{"xpu-1", cards, []int{3}},
+		{"xpu-0-h1", cards, []int{2}},
+		{"xpu-0-q3", cards, []int{0}},
+		{"xpu-2-h0", cards, []int{7}},
+		{"xpu-2-q0", cards, []int{7, 8}},
+		{"xpu-5", cards, []int{5}},
+		{"xpu-0-h5", cards, nil},
+		{"xpu-1", nil, []int{1}},
+		{"xpu-0-h1", nil, nil},
+	} {
+		t.Run(tc.device+"/dynamic="+strconv.FormatBool(tc.cards != nil), func(t *testing.T) {
+			resp := &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
+				podresourcestest.DRAPod("ml", "p", "main", "c", names.DRADriver, tc.device),
+			}}
+			got := New("", Config{DynamicCards: tc.cards}).Owners(resp)
+			want := Owners{}
+			for _, idx := range tc.want {
+				want[idx] = []Owner{{Namespace: "ml", Pod: "p", Container: "main", Claim: "c", ClaimNamespace: "ml"}}
+			}
+			require.Equal(t, want, got)
+		})
+	}
 }

@@ -256,3 +256,38 @@ func TestApplyCardWithoutPFNode(t *testing.T) {
 	_, err = Apply(context.Background(), c2, partition.Layout{{Selector: "0", VFs: 2}})
 	require.ErrorContains(t, err, "0=2: no such card on this node (cards: 1 0000:5e:00.0, 0000:3b:00.0)")
 }
+
+// The DRA driver's dynamic mode names its devices by card and slot: the
+// whole card xpu-1 is the card at place 1 in PCI address order (its PF is
+// /dev/xpu3 here), not /dev/xpu1 (a VF of card 0), and the slot xpu-0-h1
+// is card 0's second VF, /dev/xpu2. Read so, the in-use check neither
+// refuses card 0 for the whole-card claim nor misses its holders; the
+// same names read as static ones are /dev/xpuN.
+func TestInUseByDynamicClaims(t *testing.T) {
+	tr := build(t, fakehost.P800SRIOV())
+	srv := podresourcestest.NewServer(&podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
+		podresourcestest.DRAPod("team", "whole", "main", "card", names.DRADriver, "xpu-1"),
+		podresourcestest.DRAPod("team", "half", "main", "vf", names.DRADriver, "xpu-0-h1"),
+	}})
+	c := config(tr)
+	c.PodResourcesSocket = podresourcestest.Serve(t, srv)
+	c.DRADynamicNames = true
+	s, err := partition.Show(context.Background(), c.Config)
+	require.NoError(t, err)
+	require.Equal(t, "0000:03:00.0", s.Cards[0].Address)
+	require.Equal(t, []partition.User{{Node: "/dev/xpu2", Pod: "half", Namespace: "team", Container: "main", Claim: "vf"}}, s.Cards[0].InUse)
+	require.Equal(t, []partition.User{{Node: "/dev/xpu3", Pod: "whole", Namespace: "team", Container: "main", Claim: "card"}}, s.Cards[1].InUse)
+
+	// Card 1 is held: a layout of it is refused, naming the pod.
+	l, _ := partition.ParseLayout("0000:83:00.0=2")
+	_, err = Apply(context.Background(), c, l)
+	require.ErrorIs(t, err, ErrInUse)
+	require.ErrorContains(t, err, "pod team/whole container main claim card holding /dev/xpu3")
+
+	// Static names: xpu-1 is /dev/xpu1, and xpu-0-h1 no node.
+	c.DRADynamicNames = false
+	s, err = partition.Show(context.Background(), c.Config)
+	require.NoError(t, err)
+	require.Equal(t, []partition.User{{Node: "/dev/xpu1", Pod: "whole", Namespace: "team", Container: "main", Claim: "card"}}, s.Cards[0].InUse)
+	require.Empty(t, s.Cards[1].InUse)
+}
