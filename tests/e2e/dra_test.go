@@ -240,7 +240,8 @@ type recordDevice struct {
 
 // records are the claim records in the driver's data directory, but those
 // of admin-access claims only (the chart's exporter holds one on every
-// XPU, which takes none from the pods).
+// XPU, which takes none from the pods), and not the layout records of
+// dynamic mode (layout-ADDRESS.json, one per card it laid out).
 func (d *draCluster) records(t testing.TB) []string {
 	t.Helper()
 	dir := filepath.Join(d.dataDir, "claims")
@@ -251,6 +252,9 @@ func (d *draCluster) records(t testing.TB) []string {
 	require.NoError(t, err)
 	var out []string
 	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "layout-") {
+			continue
+		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if os.IsNotExist(err) {
 			continue // unprepared meanwhile
