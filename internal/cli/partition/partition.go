@@ -303,6 +303,10 @@ func (o *applyOptions) run(c *cli.Context, log *logrus.Logger) error {
 			return errors.Join(err, perr)
 		}
 	}
+	if errors.Is(err, sriov.ErrInUse) && o.wait == 0 {
+		// The writer, which the DRA driver shares, names no flag.
+		return fmt.Errorf("%w (--wait DURATION waits for the cards to be free)", err)
+	}
 	return hint(err)
 }
 

@@ -92,7 +92,7 @@ func TestApplyCLI(t *testing.T) {
 	require.NoError(t, os.WriteFile(tree.Path("/proc/4242/comm"), []byte("python3\n"), 0o644))
 	require.NoError(t, os.Symlink(tree.Path("/dev/xpu3"), tree.Path("/proc/4242/fd/5")))
 	_, _, err = run(t, "apply", "--host-root", root, "--layout", "0=1", "--dry-run")
-	require.ErrorContains(t, err, "card in use, nothing changed (--wait DURATION waits for it): card 0 (0000:3b:00.0) is held by pid 4242 (python3) holding /dev/xpu3")
+	require.ErrorContains(t, err, "card in use, nothing changed: card 0 (0000:3b:00.0) is held by pid 4242 (python3) holding /dev/xpu3 (--wait DURATION waits for the cards to be free)")
 	out, _, err = run(t, "show", "--host-root", root)
 	require.NoError(t, err)
 	require.Contains(t, out, "pid 4242 (python3) holding /dev/xpu3")

@@ -359,7 +359,7 @@ func (c Config) waitFree(ctx context.Context, deadline time.Time, h *discover.Ho
 			if c.Wait > 0 {
 				return nil, nil, nil, fmt.Errorf("%w after waiting %s, nothing changed: %s", ErrInUse, c.Wait, msg)
 			}
-			return nil, nil, nil, fmt.Errorf("%w, nothing changed (--wait DURATION waits for it): %s", ErrInUse, msg)
+			return nil, nil, nil, fmt.Errorf("%w, nothing changed: %s", ErrInUse, msg)
 		}
 		switch msg := strings.Join(busy, "; "); {
 		case last == "":

@@ -62,7 +62,8 @@ func TestApplyRefusedInUse(t *testing.T) {
 	_, err := Apply(context.Background(), config(tr), l)
 	require.ErrorIs(t, err, ErrInUse)
 	require.ErrorContains(t, err, "card 0 (0000:03:00.0) is held by pid 4242 (python3) holding /dev/xpu1")
-	require.ErrorContains(t, err, "--wait")
+	// The writer is the DRA driver's too: it names no flag of the CLI.
+	require.NotContains(t, err.Error(), "--wait")
 	// A card not to change may be in use.
 	l, _ = partition.ParseLayout("3=2")
 	c := config(tr)
