@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -40,24 +39,17 @@ import (
 const compatibilityGate = "DRADeviceCompatibilityGroups=true"
 
 // policiesPerLoad is how many policies run at each load.
-const policiesPerLoad = 7
+const policiesPerLoad = 6
 
 // policy is one way of giving the nodes their devices: a static layout of
 // every node, or dynamic mode (layout nil).
 type policy struct {
 	name   string
 	layout NodeLayout
-	// smallFirst reorders each slice's devices by memory, smallest first,
-	// before it is written: not what the driver publishes, but what it
-	// would give the scheduler's first-fit allocator if it did.
-	smallFirst bool
 }
 
 func (p policy) layoutName() string {
 	if p.layout == nil {
-		if p.smallFirst {
-			return "dynamic, smallest first"
-		}
 		return "dynamic"
 	}
 	return p.layout.String()
@@ -126,7 +118,6 @@ func TestUtilization(t *testing.T) {
 			{name: "static, best for this trace (hindsight)", layout: best.Layout},
 			{name: "static, best for last week's trace", layout: lastWeek.Layout},
 			{name: "dynamic", layout: nil},
-			{name: "dynamic, slots reordered smallest first (what-if)", layout: nil, smallFirst: true},
 		}
 		require.Len(t, policies, policiesPerLoad)
 		for pi, p := range policies {
@@ -236,9 +227,6 @@ func publishPolicy(t *testing.T, f *fleet, p policy, hostOf func(NodeLayout) *fa
 		d.Refresh()
 		for _, s := range d.Slices() {
 			s.Spec.Pool.Generation = gen
-			if p.smallFirst {
-				slices.SortStableFunc(s.Spec.Devices, func(a, b resourceapi.Device) int { return capacityGiB(a) - capacityGiB(b) })
-			}
 			if _, err := f.client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("creating ResourceSlice %s: %w", s.Name, err)
 			}

@@ -183,6 +183,7 @@ func (d *Driver) Refresh() bool {
 		}
 	}
 	api, warnings := d.validate(built)
+	bestFitOrder(api)
 	warnings = append(left, warnings...)
 	same := d.api != nil && resourceslice.DevicesDeepEqual(d.api, api) && apiequality.Semantic.DeepEqual(d.counters, counters)
 	if !same {

@@ -224,9 +224,10 @@ func (d *Driver) buildDynamic(devs []xpunode.Device, h *discover.Host, prev []re
 			taken[dev.Name] = true
 		}
 	}
-	// Static devices first, in index order, as static mode has them,
-	// unless a card's name is theirs (a node that mixes SR-IOV cards with
-	// cards or VFs dynamic mode cannot cut).
+	// Static devices, in index order, as static mode has them, unless a
+	// card's name is theirs (a node that mixes SR-IOV cards with cards or
+	// VFs dynamic mode cannot cut); Refresh then orders all of them best
+	// fit first (order.go).
 	for i, dev := range d.build(static, h, prev) {
 		if taken[dev.Name] {
 			warnings = append(warnings, fmt.Sprintf("device %s (/dev/xpu%d, a card dynamic mode cannot cut) left out: a partitionable card's device has its name", dev.Name, static[i].Index))
@@ -273,7 +274,8 @@ func (d *Driver) buildDynamic(devs []xpunode.Device, h *discover.Host, prev []re
 }
 
 // devices are the card's devices: the whole card, then the slots of each
-// count. handles says whether the slots consume from the handle set.
+// count (Refresh publishes them smallest first, order.go). handles says
+// whether the slots consume from the handle set.
 func (c dynamicCard) devices(handles bool) []resourceapi.Device {
 	whole := apiDevice(c.pf)
 	whole.Name = CardName(c.ordinal)

@@ -154,7 +154,7 @@ func TestDynamicPublish(t *testing.T) {
 		// 32 handles on Kunlun3, less the 8 PFs'.
 		require.Equal(t, int64(24), ptr(sets[8].Counters[CounterHandles].Value).Value())
 		names := publishedNames(s)
-		require.Equal(t, []string{"xpu-0", "xpu-0-h0", "xpu-0-h1", "xpu-0-q0", "xpu-0-q1", "xpu-0-q2", "xpu-0-q3", "xpu-1"}, names[:8])
+		require.Equal(t, []string{"xpu-0-q0", "xpu-0-q1", "xpu-0-q2", "xpu-0-q3", "xpu-1-q0", "xpu-1-q1", "xpu-1-q2", "xpu-1-q3"}, names[:8])
 		for card := range 8 {
 			set := sets[card]
 			require.Equal(t, fmt.Sprintf("card-%d", card), set.Name)
@@ -196,8 +196,8 @@ func TestDynamicPublish(t *testing.T) {
 		require.Equal(t, publishedNames(hs), publishedNames(qs))
 		require.Equal(t, publishedSets(hs), publishedSets(qs))
 		require.Equal(t, []string{
-			"xpu-0", "xpu-0-h0", "xpu-0-h1", "xpu-0-q0", "xpu-0-q1", "xpu-0-q2", "xpu-0-q3",
-			"xpu-1", "xpu-1-h0", "xpu-1-h1", "xpu-1-q0", "xpu-1-q1", "xpu-1-q2", "xpu-1-q3",
+			"xpu-0-q0", "xpu-0-q1", "xpu-0-q2", "xpu-0-q3", "xpu-1-q0", "xpu-1-q1", "xpu-1-q2", "xpu-1-q3",
+			"xpu-0-h0", "xpu-0-h1", "xpu-1-h0", "xpu-1-h1", "xpu-0", "xpu-1",
 		}, publishedNames(hs))
 		// The whole card's index is its PF's node, as in static mode.
 		require.Equal(t, int64(3), *deviceByName(t, hs, "xpu-1").Attributes[AttrIndex].IntValue)

@@ -36,10 +36,10 @@ func TestPartitionDevices(t *testing.T) {
 			{"xpu-5", "", "", "96Gi"},
 		}},
 		{"r200-sriov", fakehost.R200SRIOV(), []want{
-			{"xpu-1", "", "", ""},
 			{"xpu-2", "1/3", "0000:3b:00.0", "5Gi"},
 			{"xpu-3", "1/3", "0000:3b:00.0", "5Gi"},
 			{"xpu-4", "1/3", "0000:3b:00.0", "5Gi"},
+			{"xpu-1", "", "", ""},
 		}},
 	} {
 		t.Run(tc.shape, func(t *testing.T) {

@@ -42,8 +42,10 @@ func TestSliceFacts(t *testing.T) {
 		for _, d := range s.Spec.Devices {
 			names = append(names, d.Name)
 		}
-		require.Equal(t, []string{"xpu-1", "xpu-2", "xpu-3", "xpu-4"}, names)
-		vf := s.Spec.Devices[1]
+		// The VFs (5 GiB) before the whole R200, whose memory no source
+		// tells (best fit first, order.go).
+		require.Equal(t, []string{"xpu-2", "xpu-3", "xpu-4", "xpu-1"}, names)
+		vf := s.Spec.Devices[0]
 		require.Equal(t, "vf", *vf.Attributes[AttrSRIOVRole].StringValue)
 		require.Equal(t, "0000:3b:00.0", *vf.Attributes[AttrParentBusID].StringValue)
 		require.Equal(t, "0000:3b:00.1", *vf.Attributes["resource.kubernetes.io/pciBusID"].StringValue)
@@ -78,7 +80,8 @@ func TestSliceFacts(t *testing.T) {
 		f.d.Refresh()
 		s := f.d.Slices()[0]
 		require.Len(t, s.Spec.Devices, 3)
-		x3 := s.Spec.Devices[2]
+		// xpu-1 tells no memory: it comes last (order.go).
+		x3 := s.Spec.Devices[1]
 		require.Equal(t, "xpu-3", x3.Name)
 		require.Equal(t, []resourceapi.DeviceTaint{{Key: "xpu.baidu.com/unhealthy", Value: "ERROR", Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: x3.Taints[0].TimeAdded}}, x3.Taints)
 		require.Empty(t, s.Spec.Devices[0].Taints)

@@ -54,7 +54,8 @@ func TestSliceValid(t *testing.T) {
 			host:        fakehost.P800x8(),
 			mutate:      func(h *discover.Host) { h.Devices[2].MemoryMiB = 1 << 43 },
 			check: func(t *testing.T, s []*resourceapi.ResourceSlice) {
-				require.Nil(t, s[0].Spec.Devices[2].Capacity, "no -1Mi")
+				require.Nil(t, deviceByName(t, s, "xpu-2").Capacity, "no -1Mi")
+				require.Equal(t, "xpu-2", s[0].Spec.Devices[7].Name, "a device without memory comes last")
 				require.Contains(t, s[0].Spec.Devices[1].Capacity, resourceapi.QualifiedName(CapacityMemory))
 			},
 			warning: "device xpu-2: capacity memory left out: -9223372036854775808 is negative (an overflowing size in the host's files)",
