@@ -57,9 +57,9 @@ func TestDRADynamicChurn(t *testing.T) {
 		template string
 		count    int
 	}{{"churn-whole", 0}, {"churn-half", 2}, {"churn-quarter", 4}}
-	d.Apply(t, claimTemplate("churn-whole", 1, false, selWhole))
-	d.Apply(t, claimTemplate("churn-half", 1, false, selHalf))
-	d.Apply(t, claimTemplate("churn-quarter", 1, false, selQuarter))
+	d.ApplyObjects(t, claimTemplate("churn-whole", 1, false, selWhole))
+	d.ApplyObjects(t, claimTemplate("churn-half", 1, false, selHalf))
+	d.ApplyObjects(t, claimTemplate("churn-quarter", 1, false, selQuarter))
 	rng := rand.New(rand.NewPCG(churnSeed, 0))
 
 	// The allocations, watched for a card with claims of two sizes.
@@ -172,7 +172,7 @@ func TestDRADynamicChurn(t *testing.T) {
 			size := sizes[rng.IntN(len(sizes))]
 			name := fmt.Sprintf("churn-%03d", next)
 			next++
-			d.Apply(t, xpuPod(name, d.image, "template:"+size.template))
+			d.ApplyObjects(t, xpuPod(name, d.image, "template:"+size.template))
 			in = append(in, name)
 			count[name] = size.count
 		}

@@ -338,20 +338,6 @@ func selQuarterOn(addr string) []string {
 	return []string{`device.capacity["xpu.baidu.com"].memory.compareTo(quantity("24Gi")) == 0`, selOn(addr)}
 }
 
-// classTemplate is a ResourceClaimTemplate of one device of class.
-func classTemplate(name, class string) string {
-	return fmt.Sprintf(`apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: %s, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: xpu
-        exactly: {deviceClassName: %s}
-`, name, class)
-}
-
 // TestDRADynamicPartitions: on a node of 3 whole P800 cards, the scheduler
 // chooses the partition and the driver cuts the card at Prepare.
 //   - Pod A asks for a half (by the partition attribute): its card is cut
@@ -373,8 +359,8 @@ func TestDRADynamicPartitions(t *testing.T) {
 	t.Logf("cluster and driver up in %s", time.Since(start).Round(time.Millisecond))
 	require.Equal(t, []int{0, 0, 0}, d.numVFs())
 
-	d.Apply(t, claimTemplate("half", 1, false, selHalf))
-	d.Apply(t, xpuPod("dyn-a", d.image, "template:half"))
+	d.ApplyObjects(t, claimTemplate("half", 1, false, selHalf))
+	d.ApplyObjects(t, xpuPod("dyn-a", d.image, "template:half"))
 	d.WaitPodRunning(t, "default", "dyn-a", podTimeout)
 	a := d.allocatedSlot(t, "dyn-a")
 	require.Equal(t, 2, a.count, "pod A: %s", a.name)
@@ -385,13 +371,13 @@ func TestDRADynamicPartitions(t *testing.T) {
 	d.seesSlot(t, "dyn-a", a)
 
 	// A quarter of A's card cannot be placed while A holds a half of it.
-	d.Apply(t, claimTemplate("quarter-of-a", 1, false, selQuarterOn(d.card(a.card))...))
-	d.Apply(t, xpuPod("dyn-d", d.image, "template:quarter-of-a"))
+	d.ApplyObjects(t, claimTemplate("quarter-of-a", 1, false, selQuarterOn(d.card(a.card))...))
+	d.ApplyObjects(t, xpuPod("dyn-d", d.image, "template:quarter-of-a"))
 	msg := d.waitPending(t, "dyn-d")
 	require.Contains(t, msg, "cannot allocate all claims", msg)
 
-	d.Apply(t, classTemplate("quarter", "xpu-24gb.baidu.com"))
-	d.Apply(t, xpuPod("dyn-b", d.image, "template:quarter"))
+	d.ApplyObjects(t, classClaimTemplate("quarter", "xpu-24gb.baidu.com"))
+	d.ApplyObjects(t, xpuPod("dyn-b", d.image, "template:quarter"))
 	d.WaitPodRunning(t, "default", "dyn-b", podTimeout)
 	b := d.allocatedSlot(t, "dyn-b")
 	require.Equal(t, 4, b.count, "pod B: %s", b.name)
@@ -400,8 +386,8 @@ func TestDRADynamicPartitions(t *testing.T) {
 	require.Equal(t, want, d.numVFs())
 	d.seesSlot(t, "dyn-b", b)
 
-	d.Apply(t, claimTemplate("whole", 1, false, selWhole))
-	d.Apply(t, xpuPod("dyn-c", d.image, "template:whole"))
+	d.ApplyObjects(t, claimTemplate("whole", 1, false, selWhole))
+	d.ApplyObjects(t, xpuPod("dyn-c", d.image, "template:whole"))
 	d.WaitPodRunning(t, "default", "dyn-c", podTimeout)
 	c := d.allocatedSlot(t, "dyn-c")
 	require.Zero(t, c.count, "pod C: %s", c.name)
@@ -520,8 +506,8 @@ func TestDRADynamicHeldCard(t *testing.T) {
 	d := startDynamic(t, 2)
 	pid, release := holdCard(t, d.tree, "/dev/xpu0")
 	addr := d.card(0)
-	d.Apply(t, claimTemplate("half-of-0", 1, false, selHalf, selOn(addr)))
-	d.Apply(t, xpuPod("dyn-held", d.image, "template:half-of-0"))
+	d.ApplyObjects(t, claimTemplate("half-of-0", 1, false, selHalf, selOn(addr)))
+	d.ApplyObjects(t, xpuPod("dyn-held", d.image, "template:half-of-0"))
 
 	holder := fmt.Sprintf("pid %d (sleep) holding /dev/xpu0", pid)
 	var seen []string
