@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,7 +27,8 @@ import (
 // churnSeed seeds the churn's sizes and choices; a failure names it.
 const churnSeed = 20261206
 
-// TestDRADynamicChurn: churnPods pods of random sizes (whole, half,
+// TestDRADynamicChurn: churnPods pods (48; XPU_E2E_CHURN_PODS sets
+// another count, e.g. 100 for a longer run) of random sizes (whole, half,
 // quarter; seeded) on a node of 8 whole P800 cards, at most 8 at a time:
 // each round deletes 1 to 3 running pods and starts as many new ones, so
 // that cards change sizes under the others' claims. The driver runs with
@@ -46,10 +48,16 @@ const churnSeed = 20261206
 func TestDRADynamicChurn(t *testing.T) {
 	const (
 		cards     = 8
-		churnPods = 48
 		live      = 8
 		killRound = 3
 	)
+	churnPods := 48
+	if v := os.Getenv("XPU_E2E_CHURN_PODS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "XPU_E2E_CHURN_PODS")
+		require.Greater(t, n, live*killRound, "XPU_E2E_CHURN_PODS must be more than %d: the driver is killed in round %d of pods up to %d at a time", live*killRound, killRound, live)
+		churnPods = n
+	}
 	start := time.Now()
 	d := startDynamicWith(t, cards, fakehost.SRIOVOptions{SlowUdevDelay: 3 * time.Second}, "--idle-layout", "whole")
 	t.Logf("seed %d; cluster and driver up in %s", churnSeed, time.Since(start).Round(time.Millisecond))
