@@ -170,6 +170,14 @@ func Apply(ctx context.Context, c Config, l partition.Layout) (*Report, error) {
 	if err := lock.Announce(changing); err != nil {
 		return rep, err
 	}
+	failed := c.writeCards(ctx, sys, changes, rep)
+	return c.finish(l, rep, failed)
+}
+
+// writeCards writes the changes card by card, each checked free right
+// before its first write, and stops at the first that fails; rep's cards
+// record what happened.
+func (c Config) writeCards(ctx context.Context, sys *sysfs, changes []partition.Change, rep *Report) error {
 	var failed error
 	for i, ch := range changes {
 		if ch.From == ch.To {
@@ -194,6 +202,13 @@ func Apply(ctx context.Context, c Config, l partition.Layout) (*Report, error) {
 	if failed != nil && slices.ContainsFunc(rep.Cards, func(r CardReport) bool { return r.After != r.Before }) {
 		failed = fmt.Errorf("%w (the cards before it are laid out as asked, the cards after it are as they were)", failed)
 	}
+	return failed
+}
+
+// finish reads the node after the writes into rep and, when a card
+// changed, runs AfterApply (the spec follows the cards, also when a later
+// card failed); failed is writeCards' error.
+func (c Config) finish(l partition.Layout, rep *Report, failed error) (*Report, error) {
 	after, err := c.Discover()
 	if err != nil {
 		return rep, errors.Join(failed, fmt.Errorf("reading the node after the layout: %w", err))
