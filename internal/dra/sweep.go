@@ -105,6 +105,16 @@ func (d *Driver) Sweep(ctx context.Context) ([]types.NamespacedName, error) {
 	d.mu.Unlock()
 	slices.SortFunc(recs, func(a, b preparedClaim) int { return strings.Compare(string(a.UID), string(b.UID)) })
 
+	found, askErr := d.askStale(ctx, recs)
+	swept, err := d.sweepStale(ctx, recs, found)
+	return swept, errors.Join(askErr, err)
+}
+
+// askStale reads the ResourceClaim of each record (at most maxSweepGets,
+// each bounded by sweepGetTimeout, stopping at the first error) and
+// returns, by UID, why the record is stale ("" when it is not); a record
+// not asked about is missing.
+func (d *Driver) askStale(ctx context.Context, recs []preparedClaim) (map[types.UID]string, error) {
 	found := map[types.UID]string{}
 	var askErr error
 	for i := range recs {
@@ -129,7 +139,13 @@ func (d *Driver) Sweep(ctx context.Context) ([]types.NamespacedName, error) {
 			break
 		}
 	}
+	return found, askErr
+}
 
+// sweepStale forgets, under the driver's lock, the records found stale
+// for the same reason for at least SweepGrace and unchanged since they
+// were asked about; it returns the claims swept.
+func (d *Driver) sweepStale(ctx context.Context, recs []preparedClaim, found map[types.UID]string) ([]types.NamespacedName, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.o.Clock()
@@ -179,7 +195,7 @@ func (d *Driver) Sweep(ctx context.Context) ([]types.NamespacedName, error) {
 			delete(d.stale, uid)
 		}
 	}
-	return swept, errors.Join(append([]error{askErr}, errs...)...)
+	return swept, errors.Join(errs...)
 }
 
 // describeStale says a stale reason in words, for the log.
