@@ -246,18 +246,38 @@ func (in *Installer) SyncSpec() (SpecState, error) { return in.Sync(context.Back
 // the node label. A layout that cannot be applied is an error, but the
 // spec is still made to match the cards as they are.
 func (in *Installer) Sync(ctx context.Context) (SpecState, error) {
+	partErr := in.applyPartitions(ctx)
+	if in.o.LockSpec != nil {
+		// The layout lock, after the apply (which takes it itself), and
+		// the host read for the spec under it.
+		unlock, err := in.o.LockSpec(ctx)
+		if err != nil {
+			return SpecUnchanged, errors.Join(partErr, fmt.Errorf("the CDI spec %s is left as it is until the next pass: %w", in.onHost(in.o.SpecPath), err))
+		}
+		defer unlock()
+	}
 	h, err := in.o.Discover(in.o.HostRoot)
-	var partErr error
-	if err == nil {
-		var applied bool
-		applied, partErr = in.syncPartitions(ctx, h)
-		if applied {
-			h, err = in.o.Discover(in.o.HostRoot)
+	state, err := in.syncSpec(h, err)
+	return state, errors.Join(partErr, err)
+}
+
+// applyPartitions lays the cards out as Partitions asks, if it does.
+func (in *Installer) applyPartitions(ctx context.Context) error {
+	if in.o.Partitions == nil {
+		return nil
+	}
+	h, err := in.o.Discover(in.o.HostRoot)
+	if err != nil {
+		// The spec's pass reads the host again and says why it cannot.
+		return nil
+	}
+	applied, err := in.syncPartitions(ctx, h)
+	if applied {
+		if h, derr := in.o.Discover(in.o.HostRoot); derr == nil {
 			in.appliedOn(h)
 		}
 	}
-	state, err := in.syncSpec(h, err)
-	return state, errors.Join(partErr, err)
+	return err
 }
 
 func (in *Installer) syncSpec(h *discover.Host, err error) (SpecState, error) {

@@ -2,6 +2,8 @@ package nodeinstall
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -386,4 +388,54 @@ func TestRunWarnsAboutTheHostPackage(t *testing.T) {
 	require.NoError(t, err)
 	in.warnHostPackage()
 	require.False(t, log.Has("host package"), log.String())
+}
+
+// TestSpecPassUnderTheLayoutLock: with LockSpec, the host is read for the
+// spec only once the lock is held, and the spec written before it is let
+// go, so that a pass never reads a card half cut by whoever holds it; a
+// lock that cannot be had leaves the spec as it was, saying why.
+func TestSpecPassUnderTheLayoutLock(t *testing.T) {
+	tree := hostTree(t, fakehost.P800x8())
+	specFile := tree.Path("/etc/cdi/baidu.com-xpu.yaml")
+	var events []string
+	held := false
+	in := newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) {
+		c.Discover = func(string) (*discover.Host, error) {
+			events = append(events, fmt.Sprintf("discover (lock held: %v)", held))
+			return discover.Discover(tree.DiscoverOptions()...)
+		}
+		c.LockSpec = func(context.Context) (func(), error) {
+			held = true
+			events = append(events, "lock")
+			return func() {
+				_, err := os.Stat(specFile)
+				events = append(events, fmt.Sprintf("unlock (spec written: %v)", err == nil))
+				held = false
+			}, nil
+		}
+	})
+	_, err := in.InstallHook()
+	require.NoError(t, err)
+	state, err := in.Sync(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, SpecWritten, state)
+	require.Equal(t, []string{"lock", "discover (lock held: true)", "unlock (spec written: true)"}, events)
+
+	// The lock is held elsewhere past the wait: nothing is read or written.
+	require.NoError(t, os.Remove(specFile))
+	events = nil
+	in = newInstaller(t, tree, &logtest.Recorder{}, func(c *Config) {
+		c.Discover = func(string) (*discover.Host, error) {
+			events = append(events, "discover")
+			return discover.Discover(tree.DiscoverOptions()...)
+		}
+		c.LockSpec = func(context.Context) (func(), error) {
+			return nil, errors.New("the layout lock is held")
+		}
+	})
+	state, err = in.Sync(context.Background())
+	require.ErrorContains(t, err, "is left as it is until the next pass: the layout lock is held")
+	require.Equal(t, SpecUnchanged, state)
+	require.Empty(t, events)
+	require.NoFileExists(t, specFile)
 }

@@ -1,6 +1,7 @@
 package nodeinstall
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -72,6 +73,14 @@ type Config struct {
 	// out before the spec is written (Partitions). The labels file then
 	// leaves the layout label out: the node label is the admin's.
 	Partitions *Partitions
+	// LockSpec, when set, is taken before the host is read for the spec
+	// and held until the spec is written: the node's layout lock
+	// (sriov.LockLayout), which whoever cuts cards (partition apply, the
+	// DRA driver's dynamic partitions) holds from its first write until it
+	// has rewritten the spec. Without it a pass could read a card half cut
+	// and then write its stale spec over the cutter's. When the lock
+	// cannot be had, the pass leaves the spec as it is and says why.
+	LockSpec func(ctx context.Context) (unlock func(), err error)
 	// Log is the logger; the default discards everything.
 	Log logger.Interface
 }

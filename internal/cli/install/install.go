@@ -4,6 +4,7 @@
 package install
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/signal"
@@ -16,6 +17,7 @@ import (
 	"github.com/xpu-cdi/xpu-cdi/internal/cmdflags"
 	"github.com/xpu-cdi/xpu-cdi/internal/flagutil"
 	"github.com/xpu-cdi/xpu-cdi/internal/nodeinstall"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 	"github.com/xpu-cdi/xpu-cdi/internal/sharing"
 	"github.com/xpu-cdi/xpu-cdi/pkg/cdispec"
 )
@@ -85,8 +87,26 @@ func (o *options) newInstaller(log *logrus.Logger) (*nodeinstall.Installer, erro
 		SpecPath:     o.output,
 		Settings:     o.spec,
 		Interval:     o.interval,
+		LockSpec:     layoutLock(o.hostRoot),
 		Log:          log,
 	})
+}
+
+// specLockWait bounds the wait for the node's layout lock before a spec
+// pass: a cut holds it for seconds; a pass that waits longer leaves the
+// spec to the next one (the cutter rewrites it itself).
+var specLockWait = 10 * time.Second
+
+// layoutLock takes the node's layout lock below hostRoot (the host's /):
+// the spec is read and written while no one cuts a card.
+func layoutLock(hostRoot string) func(context.Context) (func(), error) {
+	return func(ctx context.Context) (func(), error) {
+		l, err := sriov.LockLayout(ctx, hostRoot, specLockWait)
+		if err != nil {
+			return nil, err
+		}
+		return l.Unlock, nil
+	}
 }
 
 // NewCommand returns `xpu-cdi install`.

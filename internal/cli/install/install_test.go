@@ -2,11 +2,12 @@ package install
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost"
 	"github.com/xpu-cdi/xpu-cdi/internal/fakehost/fakehosttest"
+	"github.com/xpu-cdi/xpu-cdi/internal/partition/sriov"
 	"github.com/xpu-cdi/xpu-cdi/internal/testreq"
 )
 
@@ -31,11 +33,7 @@ func run(t *testing.T, args ...string) (string, error) {
 // device nodes, as the DaemonSet runs them on /host.
 func TestInstallOnceAndUninstall(t *testing.T) {
 	testreq.Root(t, "real device nodes made with mknod")
-	hook := filepath.Join(t.TempDir(), "xpu-runtime-hook")
-	cmd := exec.Command("go", "build", "-o", hook, "github.com/xpu-cdi/xpu-cdi/cmd/xpu-runtime-hook")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	hook := buildHook(t)
 
 	tree := fakehosttest.Build(t, fakehost.P800x8())
 	require.True(t, tree.RealNodes)
@@ -112,4 +110,30 @@ func TestInstallBadFlags(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	_, err = run(t, "install", "--host-root", t.TempDir(), "--partition-node-label", "--node-name", "node-1")
 	require.ErrorContains(t, err, "--partition-node-label: the API server: not in a pod")
+}
+
+// TestInstallWaitsForTheLayoutLock: install's spec pass takes the node's
+// layout lock below --host-root, the one partition apply and the DRA
+// driver's dynamic partitions hold while they cut a card and rewrite the
+// spec: while another holds it, the pass writes nothing and says why;
+// once it is free, the pass writes the spec.
+func TestInstallWaitsForTheLayoutLock(t *testing.T) {
+	testreq.Root(t, "real device nodes made with mknod")
+	hook := buildHook(t)
+	tree := fakehosttest.Build(t, fakehost.P800x8())
+	flags := []string{"install", "--once", "--hook-source", hook, "--host-root", tree.Root, "--hook-dir", "/opt/xpu-cdi/bin", "--output", "/etc/cdi/baidu.com-xpu.yaml"}
+	defer func(w time.Duration) { specLockWait = w }(specLockWait)
+	specLockWait = 200 * time.Millisecond
+
+	lock, err := sriov.LockLayout(context.Background(), tree.Root, 0)
+	require.NoError(t, err)
+	logs, err := run(t, flags...)
+	require.ErrorIs(t, err, sriov.ErrLocked, logs)
+	require.ErrorContains(t, err, "is left as it is until the next pass: another process is laying out")
+	require.NoFileExists(t, tree.Path("/etc/cdi/baidu.com-xpu.yaml"))
+
+	lock.Unlock()
+	logs, err = run(t, flags...)
+	require.NoError(t, err, logs)
+	require.FileExists(t, tree.Path("/etc/cdi/baidu.com-xpu.yaml"))
 }
