@@ -120,8 +120,15 @@ type draChart struct {
 }
 
 // newDRAChart imports the image of the chart's pods into c and returns the
-// release, not installed yet.
+// release on a fake P800 host of 8 cards, not installed yet.
 func newDRAChart(t *testing.T, c *harness.Cluster, helm string) *draChart {
+	t.Helper()
+	return newDRAChartOn(t, c, helm, FakeHost(t, fakehost.P800x8()))
+}
+
+// newDRAChartOn is newDRAChart on the fake host tree: the chart's devRoot
+// and driverRoot.
+func newDRAChartOn(t *testing.T, c *harness.Cluster, helm string, tree *fakehost.Tree) *draChart {
 	t.Helper()
 	rootfs := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(rootfs, "usr", "bin"), 0o755))
@@ -132,7 +139,7 @@ func newDRAChart(t *testing.T, c *harness.Cluster, helm string) *draChart {
 	}
 	c.ImportImage(t, rootfs, "localhost/xpu-cdi:e2e", harness.WithImageCmd("/usr/bin/xpu-dra-driver"))
 
-	ch := &draChart{c: c, tree: FakeHost(t, fakehost.P800x8()), vendor: harness.UniqueVendor(t), base: t.TempDir(), features: filepath.Join(t.TempDir(), "features.d")}
+	ch := &draChart{c: c, tree: tree, vendor: harness.UniqueVendor(t), base: t.TempDir(), features: filepath.Join(t.TempDir(), "features.d")}
 	require.NoError(t, os.Mkdir(ch.features, 0o755))
 	specFile := filepath.Join(c.SpecDir(), ch.vendor+"-xpu.yaml")
 	hookDir := filepath.Join(ch.base, "opt", "xpu-cdi", "bin")
