@@ -14,16 +14,17 @@ import (
 // TestHelmChartDRADynamic installs deployments/helm/xpu-cdi with the DRA
 // driver in dynamic partitions mode (dra.partitions.mode=dynamic) on a node
 // of 2 whole P800 cards served by the fake SR-IOV kernel, with
-// DRADeviceCompatibilityGroups on: it proves the pod spec the chart gives
-// the driver in that mode (the host's /sys read-write, the host's /run for
-// the layout lock, the kubelet's PodResources socket, the CDI spec
-// directories read-write, CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH without
-// AppArmor confinement) on a real kubelet. The driver publishes every way
-// of cutting both cards; a pod asking for a half runs, its card is cut into
-// 2 VFs (the fake kernel's sriov_numvfs), the other card stays whole, and
-// the pod's container has exactly its VF's node. The chart points at the
-// fake tree as TestHelmChartDRA does (host.devRoot, host.driverRoot), the
-// tree on which the fake kernel serves the PFs' sysfs.
+// DRADeviceCompatibilityGroups on: the driver runs in the chart's pod, with
+// the mounts and capabilities the chart gives it in that mode, on a real
+// kubelet. It publishes every way of cutting both cards; a pod asking for a
+// half runs, its card is cut into 2 VFs (the fake kernel's sriov_numvfs),
+// the other card stays whole, and the pod's container has exactly its VF's
+// node. The chart points at the fake tree as TestHelmChartDRA does
+// (host.devRoot, host.driverRoot), the tree on which the fake kernel serves
+// the PFs' sysfs. What the fake tree cannot show (tests/e2e/README.md): the
+// FUSE mounts of the PFs are below the chart's /sys hostPath, which a
+// read-only mount does not reach; the in-use check reads the fake tree's
+// /proc, not the host's; this host has no AppArmor.
 func TestHelmChartDRADynamic(t *testing.T) {
 	harness.RequiresRoot(t)
 	helm := helmBinary(t)
