@@ -52,25 +52,34 @@ deps: ## Install what the tests need (Debian packages, the aarch64 tools, the De
 
 test: deps ## Run every test: unit, end-to-end with real Podman/containerd/CRI-O/Docker, packaging (root for the real ones)
 	$(GO) test -count=1 -p 2 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -tags $(DEMO_TAGS) $(DEMO_TAG_PKGS)
 	cd hack/etcd-embed && GOWORK=off $(GO) test -count=1 ./...
 
 # What make demo runs (hack/demo.sh), in one go build: the packages the three
 # share compile once, with the flags of make build, and they link side by side.
+# The demo has no kubelet: no_podresources leaves out xpu-cdi's PodResources
+# client, whose gRPC and protobuf are about a third of its first compile
+# (docs/development.md, "Time budget").
 DEMO_PKGS := ./cmd/xpu-cdi ./cmd/xpu-runtime-hook ./internal/cmd/xpu-fakehost
+DEMO_TAGS := no_podresources
 demo-bin:
 	@mkdir -p $(ARCH_BINDIR)
-	$(GOBUILD) $(ARCH_BINDIR)/ $(DEMO_PKGS)
+	GOTAGS=$(DEMO_TAGS) $(GOBUILD) $(ARCH_BINDIR)/ $(DEMO_PKGS)
 
 UNIT_PKGS := ./pkg/... ./internal/... ./cmd/... ./deployments/... ./docs/...
+# The packages whose code differs under the demo's build tags.
+DEMO_TAG_PKGS := ./internal/partition/
 
 unit: ## Run the tests that need neither root nor a container engine to be meaningful
 	$(GO) test -count=1 $(UNIT_PKGS)
+	$(GO) test -count=1 -tags $(DEMO_TAGS) $(DEMO_TAG_PKGS)
 
 # Built by the caller, run as uid 65534 by hack/as-user.sh. Not strict (CI
 # and XPU_E2E_REQUIRE unset): the tests that need root skip here, saying so,
 # and run as root in make test.
 unit-user: ## Run the unit tests as an unprivileged user (uid 65534) to prove they need no root; run as root
 	env -u CI -u $(TESTREQ_STRICT) $(GO) test -count=1 -exec $(CURDIR)/hack/as-user.sh $(UNIT_PKGS)
+	env -u CI -u $(TESTREQ_STRICT) $(GO) test -count=1 -exec $(CURDIR)/hack/as-user.sh -tags $(DEMO_TAGS) $(DEMO_TAG_PKGS)
 
 e2e: deps ## Run only the end-to-end tests (real engines; root)
 	XPU_E2E_REQUIRE=1 $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -v ./tests/...
@@ -80,6 +89,7 @@ manifests: ## Render the plain manifests deployments/*.yaml from the Helm chart 
 
 lint: ## go vet, gofmt and golangci-lint v2
 	$(GO) vet ./...
+	$(GO) vet -tags $(DEMO_TAGS) $(DEMO_PKGS) $(DEMO_TAG_PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	@if [ -x $(GOLANGCI) ]; then $(GOLANGCI) run ./...; else echo "golangci-lint not installed: run make deps"; exit 1; fi
 

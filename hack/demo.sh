@@ -17,22 +17,38 @@
 # says how long the demo has run. Everything is removed at the end; the
 # spec uses the kind baidu.com/xpu-demo so a real baidu.com/xpu spec is
 # never touched.
+#
+# Its packages (hack/install-deps.sh --only demo) install while the three
+# build. The demo runs no kubelet, so xpu-cdi is built without its
+# PodResources client (make demo-bin: -tags no_podresources), which would be
+# a third of what a first build compiles (docs/development.md, "Time
+# budget").
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (the demo host has real device nodes, made with mknod)" >&2; exit 1; }
 
-if [ "${XPU_DEMO_NO_INSTALL:-}" != 1 ]; then
-	hack/install-deps.sh --quiet --only demo
-fi
-
 work=$(mktemp -d /tmp/xpu-cdi-demo.XXXXXX)
 spec=/var/run/cdi/baidu.com-xpu-demo.yaml
+install_pid=
 cleanup() {
+	# An install under way is let finish: a dpkg stopped halfway leaves
+	# the machine's packages broken.
+	if [ -n "$install_pid" ]; then
+		wait "$install_pid" 2>/dev/null || true
+	fi
 	rm -f "$spec"
 	rm -rf "$work"
 }
 trap cleanup EXIT
+
+# The demo's packages (Podman, runc, busybox, gcc) install while the
+# binaries build: the build needs none of them, and on a fresh machine
+# apt's download and unpacking then cost no time of their own.
+if [ "${XPU_DEMO_NO_INSTALL:-}" != 1 ]; then
+	hack/install-deps.sh --quiet --only demo >"$work/install.log" 2>&1 &
+	install_pid=$!
+fi
 
 # step prints a step's title after the seconds the demo has run so far.
 start=$EPOCHREALTIME
@@ -42,10 +58,18 @@ step() {
 	printf '\n\033[1m==> [%d.%01d s] %s\033[0m\n' $((ms / 1000)) $((ms % 1000 / 100)) "$*"
 }
 
-step "make demo-bin (xpu-cdi, xpu-runtime-hook, xpu-fakehost: one go build)"
+step "make demo-bin (xpu-cdi, xpu-runtime-hook, xpu-fakehost: one go build; no kubelet here, so xpu-cdi without its PodResources client)"
 make --no-print-directory demo-bin BINDIR="$work/bin"
 xpu_cdi="$work/bin/xpu-cdi"
 "$xpu_cdi" --version
+
+if [ -n "$install_pid" ]; then
+	rc=0
+	wait "$install_pid" || rc=$?
+	install_pid=
+	cat "$work/install.log"
+	[ "$rc" -eq 0 ] || { echo "demo: installing its packages failed: hack/install-deps.sh --only demo exited $rc" >&2; exit 1; }
+fi
 
 step "a fake Kunlun host: 8 x P800, driver and XRE 5.x, under $work/host"
 "$work/bin/xpu-fakehost" --shape p800-sysfs --root "$work/host"

@@ -10,6 +10,8 @@
 # (docs/benchmarks.md). With VERSION set, the binary is stamped with
 # VERSION and COMMIT (-X main.version, main.commit) and stripped; without,
 # it keeps its symbols and says version "dev" (the tests' builds).
+# GOTAGS adds build tags: no_podresources leaves the kubelet PodResources
+# client (gRPC) out of xpu-cdi, for make demo (docs/development.md).
 # Run from anywhere: PACKAGE is relative to the repository root.
 set -euo pipefail
 
@@ -33,5 +35,6 @@ ldflags=
 if [ -n "${VERSION:-}" ]; then
 	ldflags="-s -w -X main.version=$VERSION -X main.commit=${COMMIT:-unknown}"
 fi
-exec env CGO_ENABLED=0 GOOS=linux GOARCH="$goarch" "${GO:-go}" build -trimpath -tags urfave_cli_no_docs \
+tags=urfave_cli_no_docs${GOTAGS:+,$GOTAGS}
+exec env CGO_ENABLED=0 GOOS=linux GOARCH="$goarch" "${GO:-go}" build -trimpath -tags "$tags" \
 	-ldflags "$ldflags" -o "$output" "$@"

@@ -180,9 +180,7 @@ func listPods(ctx context.Context, c Config, h *discover.Host) (podresources.Own
 	if c.DRADynamicNames {
 		cfg.DynamicCards = dynamicNodes(h)
 	}
-	cl := podresources.New(c.PodResourcesSocket, cfg)
-	defer func() { _ = cl.Close() }()
-	owners, err := cl.List(ctx)
+	owners, err := askKubelet(ctx, c.PodResourcesSocket, cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("asking the kubelet which pods hold the cards (--pod-resources-socket %s): %w", c.PodResourcesSocket, err)
 	}

@@ -1,3 +1,5 @@
+//go:build !no_podresources
+
 package podresources
 
 import (
