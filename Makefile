@@ -46,7 +46,7 @@ build: ## Build the static binaries into ./bin (stamped); GOARCH=arm64: linux/ar
 		echo "go build $$c (linux/$(GOARCH))"; $(GOBUILD) $(ARCH_BINDIR)/$$c ./cmd/$$c || exit 1; \
 	done
 
-deps: ## Install what the tests need (Debian packages, the aarch64 tools, the Debian 13 root of trixie's engines, containerd 2.x, CRI-O, crictl, golangci-lint); idempotent, root
+deps: ## Install what the tests need (Debian packages, the aarch64 tools, the Debian 13 root of trixie's engines, containerd 2.x, CRI-O, crictl, Kubernetes, Helm); idempotent, root
 	hack/install-deps.sh --quiet
 	packaging/install-build-deps.sh
 
@@ -87,11 +87,14 @@ e2e: deps ## Run only the end-to-end tests (real engines; root)
 manifests: ## Render the plain manifests deployments/*.yaml from the Helm chart (a test fails when they are stale)
 	hack/manifests.sh
 
-lint: ## go vet, gofmt and golangci-lint v2
+# golangci-lint is built by hack/install-deps.sh --only lint (no test needs
+# it, so make deps leaves it out): make lint builds it first when missing.
+lint: ## go vet, gofmt and golangci-lint v2 (built first when missing: root)
+	@[ -x $(GOLANGCI) ] || [ "$$(id -u)" -ne 0 ] || hack/install-deps.sh --quiet --only lint
 	$(GO) vet ./...
 	$(GO) vet -tags $(DEMO_TAGS) $(DEMO_PKGS) $(DEMO_TAG_PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
-	@if [ -x $(GOLANGCI) ]; then $(GOLANGCI) run ./...; else echo "golangci-lint not installed: run make deps"; exit 1; fi
+	@if [ -x $(GOLANGCI) ]; then $(GOLANGCI) run ./...; else echo "golangci-lint not installed: run sudo hack/install-deps.sh --only lint"; exit 1; fi
 
 bench: ## Run the benchmarks and write bench/results.md
 	@if [ -x hack/bench.sh ]; then hack/bench.sh; else $(GO) test -run '^$$' -bench . -benchmem ./pkg/...; fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install-deps.sh: install what xpu-cdi's builds, packaging checks and end-to-end tests need on a
 # Debian bookworm machine: container engines (Podman 4.3, Docker 20.10, containerd 1.6 from Debian,
-# containerd 2.x and CRI-O built from source), build and packaging tools, and the Go linters.
+# containerd 2.x and CRI-O built from source), build and packaging tools; and, for `make lint` only, the Go
+# linters (the group lint).
 #
 # Idempotent: only what is missing is installed, `apt-get update` runs at most once and only when a
 # package is missing, Go tools are rebuilt only when the installed binary is not the pinned version.
@@ -25,7 +26,7 @@
 # (tests/e2e/harness/trixie.go). It is built again only when its recipe (suite, variant, package list)
 # changes; building it takes about four minutes.
 #
-# Usage: hack/install-deps.sh [--only go|apt|arm64|trixie|kubernetes|helm|demo] [--quiet]
+# Usage: hack/install-deps.sh [--only go|apt|arm64|trixie|kubernetes|helm|lint|demo] [--quiet]
 set -euo pipefail
 
 readonly TOOLS_BIN="${XPU_CDI_TOOLS_BIN:-/usr/local/lib/xpu-cdi-tools/bin}"
@@ -98,20 +99,21 @@ quiet=0
 
 usage() {
 	cat <<EOF
-Usage: $0 [--only go|apt|arm64|trixie|kubernetes|helm|demo] [--quiet]
+Usage: $0 [--only go|apt|arm64|trixie|kubernetes|helm|lint|demo] [--quiet]
 
-Installs, only when missing:
+Installs what the tests need, only when missing (no --only: every group but lint):
   apt:     ${APT_ENGINES[*]} ${APT_TOOLS[*]}
   arm64:   ${APT_ARM64[*]} (adds the dpkg architecture ${ARM64_ARCH})
   trixie:  a Debian 13 root file system in ${TRIXIE_ROOT} (mmdebstrap, installed with apt):
            ${TRIXIE_PACKAGES[*]}
   go:      containerd, ctr, containerd-shim-runc-v2 ${CONTAINERD_VERSION}, crictl ${CRICTL_VERSION},
-           golangci-lint ${GOLANGCI_VERSION}, crio ${CRIO_VERSION} (go build in the module) and its
+           crio ${CRIO_VERSION} (go build in the module) and its
            pinns (make -C pinns), helm ${HELM_VERSION}, ${KUBERNETES_CMDS[*]}
            ${KUBERNETES_VERSION} (one go build) and etcd ${ETCD_VERSION} (hack/etcd-embed) into ${TOOLS_BIN}
   kubernetes: only the Kubernetes commands and etcd (part of go; their first build takes many minutes;
            "kubelet" is an older name for this group)
   helm:    only helm (part of go)
+  lint:    golangci-lint ${GOLANGCI_VERSION} into ${TOOLS_BIN}, for make lint (no test runs it)
   demo:    only what make demo runs: ${APT_DEMO_TOOLS[*]} (without recommends)
 
   --only GROUP   install only that group
@@ -145,7 +147,7 @@ announce() {
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--only)
-		[[ $# -ge 2 ]] || die "--only needs an argument: go, apt, arm64, trixie, kubernetes, helm or demo"
+		[[ $# -ge 2 ]] || die "--only needs an argument: go, apt, arm64, trixie, kubernetes, helm, lint or demo"
 		only=$2
 		shift 2
 		;;
@@ -168,8 +170,8 @@ while [[ $# -gt 0 ]]; do
 	esac
 done
 case $only in
-"" | go | apt | arm64 | trixie | kubernetes | kubelet | helm | demo) ;;
-*) die "--only takes go, apt, arm64, trixie, kubernetes, helm or demo, not '$only'" ;;
+"" | go | apt | arm64 | trixie | kubernetes | kubelet | helm | lint | demo) ;;
+*) die "--only takes go, apt, arm64, trixie, kubernetes, helm, lint or demo, not '$only'" ;;
 esac
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -417,9 +419,12 @@ install_go() {
 		"${CONTAINERD_MODULE}/cmd/ctr" \
 		"${CONTAINERD_MODULE}/cmd/containerd-shim-runc-v2"
 	go_tool "$CRICTL_MODULE" "$CRICTL_VERSION" "" "" "${CRICTL_MODULE}/cmd/crictl"
-	go_tool "$GOLANGCI_MODULE" "$GOLANGCI_VERSION" "" "$ABOUT_GOLANGCI" "${GOLANGCI_MODULE}/cmd/golangci-lint"
 	install_crio
 	install_helm
+}
+
+install_lint() {
+	go_tool "$GOLANGCI_MODULE" "$GOLANGCI_VERSION" "" "$ABOUT_GOLANGCI" "${GOLANGCI_MODULE}/cmd/golangci-lint"
 }
 
 install_helm() {
@@ -634,5 +639,10 @@ helm)
 	find_go
 	mkdir -p "$TOOLS_BIN"
 	install_helm
+	;;
+lint)
+	find_go
+	mkdir -p "$TOOLS_BIN"
+	install_lint
 	;;
 esac
