@@ -61,13 +61,13 @@ readonly HELM_VERSION="v3.22.0"
 
 # How long each first build took on a fresh two-core machine (empty Go build cache), announced before it
 # starts; docs/development.md ("Time budget") says how they were measured.
-readonly ABOUT_KUBERNETES="about 18 min"
-readonly ABOUT_CONTAINERD="about 5 min"
-readonly ABOUT_GOLANGCI="about 5 min"
-readonly ABOUT_CRIO="about 4 min"
+readonly ABOUT_KUBERNETES="about 14 min"
+readonly ABOUT_CONTAINERD="about 2.5 min"
+readonly ABOUT_GOLANGCI="about 2 to 5 min"
+readonly ABOUT_CRIO="about 3.5 min"
 readonly ABOUT_HELM="about 2 min"
-readonly ABOUT_ETCD="about 2 min"
-readonly ABOUT_TRIXIE="about 4 min"
+readonly ABOUT_ETCD="about 1 min"
+readonly ABOUT_TRIXIE="about 1.5 min"
 
 # Engines and runtime pieces: installed with their recommended packages (fuse-overlayfs, slirp4netns,
 # uidmap, ... are what Podman is tested with on Debian).
